@@ -1,0 +1,48 @@
+/* main.c: the `strata` command. Dispatches to a subcommand; `strata --help` lists them. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "strata.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"info", cmd_info, "print a GGUF file's architecture, hyperparameters and tensor types"},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: strata <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n`strata <command> --help` describes a command's options.\n");
+}
+
+int cli_fail(const char *what) {
+    fprintf(stderr, "strata: %s%s%s\n", what ? what : "", what && *what ? ": " : "", st_last_error());
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("strata %s\n", st_version());
+        return 0;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "strata: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

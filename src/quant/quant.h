@@ -1,0 +1,29 @@
+/* quant.h: reference conversions between f32 and every computable tensor type.
+ *
+ * These are the plain, obviously-right definitions: dequantization equals ggml's bit for bit
+ * (tests/unit/test_quant_ggml.c checks it against the peer's libggml-base.so), and quantization
+ * follows ggml's reference quantizers, so a file we write reads the same in llama.cpp. They are
+ * used by tests, by `strata synth`, and as the reference every fast kernel is tested against.
+ * Fast kernels live in dot.h; nothing here is on a hot path. */
+#ifndef ST_QUANT_QUANT_H
+#define ST_QUANT_QUANT_H
+
+#include <stdint.h>
+#include "quant/types.h"
+
+float st_fp16_to_fp32(uint16_t h);
+uint16_t st_fp32_to_fp16(float f);     /* round to nearest even, as ggml */
+float st_bf16_to_fp32(uint16_t h);
+uint16_t st_fp32_to_bf16(float f);     /* round to nearest even, NaN kept quiet, as ggml */
+
+/* n must be a multiple of the type's block size. Types that are not computable are a no-op
+ * returning 0; computable ones return 1. */
+int st_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
+int st_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
+
+/* Activation forms used by the dot products (reference versions). */
+void st_quantize_row_q8_0_ref(const float *x, block_q8_0 *y, int64_t n);
+void st_quantize_row_q8_1_ref(const float *x, block_q8_1 *y, int64_t n);
+void st_quantize_row_q8_K_ref(const float *x, block_q8_K *y, int64_t n);
+
+#endif

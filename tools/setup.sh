@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# setup.sh: installs what a fresh Debian 12 machine lacks to build and test Strata, once.
+#   Debian packages: compilers, CMake, PCRE2, libmicrohttpd, jansson, clang's fuzzer runtime.
+#   npm (into .peer/, ignored by git): the peer, node-llama-cpp@3.22.1 with its prebuilt CPU
+#   libraries and llama.cpp's source; the tests compare against it.
+# Safe to run again: it skips what is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev libfuzzer-14-dev
+      libpcre2-dev libmicrohttpd-dev libjansson-dev nodejs npm git)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# nodejs/npm may come from elsewhere than Debian: a working node and npm are enough.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PEER=.peer
+if [ ! -f "$PEER/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so" ]; then
+  echo "setup: installing the peer (node-llama-cpp@3.22.1) into $PEER/"
+  mkdir -p "$PEER"
+  [ -f "$PEER/package.json" ] || echo '{"name":"strata-peer","private":true}' > "$PEER/package.json"
+  (cd "$PEER" && npm install --no-audit --no-fund --ignore-scripts --omit=optional \
+      node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1 >/dev/null)
+fi
+echo "setup: done"

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# test.sh: the README's test command. Installs what is missing, builds, runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/setup.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"
+cd build && ctest --output-on-failure -j"$(nproc)"
