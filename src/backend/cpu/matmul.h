@@ -1,0 +1,21 @@
+/* matmul.h: quantized matrix products on the CPU, the op that reads the weights.
+ *
+ *   Y[i][m] = sum_k W[m][k] * X[i][k]     for i < n, m < M
+ *
+ * W is M contiguous rows of K elements of `type` (ggml's layout: a {K, M} tensor), X and Y are f32
+ * with row strides ldx and ldy (in floats). X is first converted to the weight type's activation
+ * form (Q8_0 or Q8_K blocks, f16, bf16, or kept f32), once, into `scratch`; then the threads split
+ * the work. The variant (scalar reference, AVX2, AVX-512/VNNI) is chosen at run time. */
+#ifndef ST_BACKEND_CPU_MATMUL_H
+#define ST_BACKEND_CPU_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/pool.h"
+
+/* Bytes of scratch st_matmul needs for n rows of K activations against `type`. */
+size_t st_matmul_scratch_size(uint32_t type, int64_t K, int64_t n);
+void st_matmul(st_pool *pool, uint32_t type, const void *W, int64_t M, int64_t K,
+               const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy, void *scratch);
+
+#endif
