@@ -1,0 +1,190 @@
+/* backend.h: the op set every model forward calls (except the quantized matmul, which is
+ * backend/cpu/matmul.h). Model code calls these; it never loops over activations itself.
+ *
+ * Conventions, for every op below:
+ *  - Activations are host f32. A "row" is one token (or one token's head); rows are `ld*` floats
+ *    apart, elements inside a row are contiguous. Shapes are written C-style, slowest first:
+ *    x[n_tok][dim] means x[t*ld + i].
+ *  - `pool` may be NULL: the op then runs on the calling thread. Ops must be called from outside a
+ *    pool job (st_pool_run is not reentrant); small ops ignore the pool.
+ *  - In place is allowed where an op says so (y == x); otherwise inputs and outputs must not overlap.
+ *  - Each op has a plain C reference (f32 accumulation unless MODELS.md says double); fast variants
+ *    (AVX2, AVX-512) are picked at run time from st_cpu() and tested against the reference.
+ *  - Numerics follow ../shared/MODELS.md §2 (llama.cpp's CPU backend). */
+#ifndef ST_BACKEND_BACKEND_H
+#define ST_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/pool.h"
+
+/* ---- Norms ------------------------------------------------------------------------------------ */
+
+/* RMSNorm over each of `rows` rows of `dim` floats (MODELS.md §2.2):
+ *   y = x / sqrt(mean(x^2) + eps) [* w]
+ * The sum of squares is accumulated in double, the mean and 1/sqrtf(mean+eps) in float, then the
+ * row is scaled and multiplied by w elementwise (w[dim], NULL = no weight). Per-head norms: rows =
+ * n_tok*n_head, dim = head size, ld = head stride, provided the token stride is n_head*ld (true for
+ * q/k buffers and for the interleaved q|gate projection with ld = 2*hd). In place allowed. */
+void st_op_rms_norm(st_pool *pool, const float *x, int64_t ld_x, const float *w, float *y,
+                    int64_t ld_y, int64_t rows, int64_t dim, float eps);
+
+/* L2 norm of Gated DeltaNet (MODELS.md §2.3): y = x / sqrt(sum x^2 + eps), per row. Sum in f32,
+ * as llama.cpp's rms_norm(x, eps/n)*(1/sqrt(n)) is in float. In place allowed. */
+void st_op_l2_norm(st_pool *pool, const float *x, int64_t ld_x, float *y, int64_t ld_y,
+                   int64_t rows, int64_t dim, float eps);
+
+/* ---- Rotary position embedding ---------------------------------------------------------------- */
+
+typedef struct st_rope_params {
+    int64_t n_rot;        /* rotated dims per head (rope.dimension_count), even, <= head_dim */
+    float freq_base;      /* rope.freq_base */
+    float freq_scale;     /* 1 = none; linear scaling 1/factor; YaRN 1/factor */
+    float ext_factor;     /* 0 = plain/linear; 1 = YaRN */
+    float attn_factor;    /* magnitude factor on cos/sin (1 by default) */
+    float corr_dims[2];   /* YaRN correction dims (st_rope_yarn_corr_dims); unused when ext_factor 0 */
+} st_rope_params;
+
+/* Plain RoPE parameters: freq_scale 1, ext_factor 0, attn_factor 1. */
+st_rope_params st_rope_plain(int64_t n_rot, float freq_base);
+/* YaRN correction dims as ggml_rope_yarn_corr_dims (beta_fast 32, beta_slow 1 for Qwen). */
+void st_rope_yarn_corr_dims(int64_t n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast,
+                            float beta_slow, float dims[2]);
+
+/* NeoX RoPE in place (MODELS.md §2.5; IMRoPE equals it for text). x element i of head h of token
+ * t is at x[t*ld_tok + h*ld_head + i]. Pair (i, i + n_rot/2), i < n_rot/2, is rotated by theta_i,
+ * theta_0 = pos[t], theta_{i+1} = theta_i * powf(base, -2/n_rot) by repeated float multiplication,
+ * then freq_scale / YaRN blend, cos and sin times attn_factor (and YaRN's 1+0.1 ln(1/freq_scale)).
+ * Dims n_rot..head_dim-1 are untouched. */
+void st_op_rope_neox(st_pool *pool, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_tok,
+                     int64_t n_head, const int32_t *pos, const st_rope_params *p);
+
+/* ---- KV cache and attention ------------------------------------------------------------------- */
+
+/* A layer's K (or V) cache is n_ctx cells of `row` = H_kv*hd elements of `type`, ST_TYPE_F16
+ * (llama.cpp's default) or ST_TYPE_F32: element (cell c, kv head g, i) at c*row + g*hd + i. */
+size_t st_kv_row_bytes(uint32_t type, int64_t row);
+
+/* Writes n_tok rows of src (src[t*ld_src + e], e < row) into cells cell0 .. cell0+n_tok-1 of the
+ * cache, converting to its type (f16: round to nearest even). Call once for K, once for V. */
+void st_op_kv_store(uint32_t type, void *cache, int64_t row, int64_t cell0, const float *src,
+                    int64_t ld_src, int64_t n_tok);
+
+typedef struct st_attn_args {
+    const float *q;       /* q element (t, h, i) at q[t*ldq_tok + h*ldq_head + i] */
+    int64_t ldq_tok, ldq_head;
+    const void *k_cache;  /* [n_ctx][n_head_kv][head_dim] of kv_type, as above */
+    const void *v_cache;
+    uint32_t kv_type;     /* ST_TYPE_F16 or ST_TYPE_F32 */
+    const int32_t *pos;   /* pos[t]: query t sees cells 0 .. min(pos[t], n_kv-1) (causal mask) */
+    int64_t n_tok, n_head, n_head_kv, head_dim;  /* head_dim <= 256; n_head % n_head_kv == 0 */
+    int64_t n_kv;         /* cells that hold valid entries */
+    float scale;          /* 1/sqrt(head_dim) for every Qwen model */
+    float *out;           /* out element (t, h, i) at out[t*ldo_tok + h*head_dim + i] */
+    int64_t ldo_tok;
+} st_attn_args;
+
+/* Causal softmax attention over the cache (MODELS.md §2.6): for query head h, kv head
+ * g = h / (n_head/n_head_kv) (grouped GQA), o = sum_j softmax_j(scale*q.k_j) v_j over visible cells.
+ * f32 accumulation, online (running max) softmax; K and V rows are converted from f16 exactly. A
+ * query that sees no cell gets zeros. Threaded over (token, kv head). */
+void st_op_attention(st_pool *pool, const st_attn_args *a);
+
+/* ---- Gated DeltaNet (MODELS.md §2.10) --------------------------------------------------------- */
+
+enum { ST_GDN_TILED = 0,   /* v-head h reads k-head h mod n_k (qwen35, qwen35moe, qwen4exp) */
+       ST_GDN_GROUPED = 1  /* v-head h reads k-head h / (n_v/n_k) (qwen3next) */ };
+
+/* Gates per token and v-head: beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a (the log decay,
+ * <= 0). a, b: [n_tok][n_v] with row strides ld_a, ld_b; g_out, beta_out: [n_tok][n_v] dense. */
+void st_op_gdn_gates(const float *a, int64_t ld_a, const float *b, int64_t ld_b,
+                     const float *dt_bias, const float *ssm_a, int64_t n_tok, int64_t n_v,
+                     float *g_out, float *beta_out);
+
+typedef struct st_gdn_args {
+    int64_t n_tok, n_k, n_v, d;  /* d = dk = dv (head size); n_v % n_k == 0 */
+    int head_map;                /* ST_GDN_TILED or ST_GDN_GROUPED */
+    const float *q, *k;          /* k-head g of token t at q[t*ld_q + g*d], L2-normalised */
+    int64_t ld_q, ld_k;
+    const float *v;              /* v-head h of token t at v[t*ld_v + h*d] */
+    int64_t ld_v;
+    const float *g, *beta;       /* [n_tok][n_v] dense: log decay and beta (st_op_gdn_gates) */
+    float *state;                /* in/out [n_v][d (value j)][d (key i)]: S_h[i][j] at
+                                    h*d*d + j*d + i, llama.cpp's {dk, dv, n_v}; zeros = fresh */
+    float *out;                  /* o_h of token t at out[t*ld_out + h*d] */
+    int64_t ld_out;
+    float scale;                 /* applied to the output: 1/sqrt(d) */
+} st_gdn_args;
+
+/* Per-token recurrence, for each token in order and each v-head h with k-head kappa(h):
+ *   S <- e^g S;  delta = beta (v - S^T k);  S <- S + k delta^T;  o = scale * S^T q.
+ * Exactly llama.cpp's fused op order. Threaded over v-heads. */
+void st_op_gdn_step(st_pool *pool, const st_gdn_args *a);
+
+/* The chunked (WY/UT) form over chunks of 64 tokens, equal to st_op_gdn_step within f32 rounding.
+ * scratch: st_gdn_chunked_scratch_size(pool threads, d) bytes, or NULL to allocate internally
+ * (falls back to the per-token form if that fails). */
+size_t st_gdn_chunked_scratch_size(int n_threads, int64_t d);
+void st_op_gdn_chunked(st_pool *pool, const st_gdn_args *a, void *scratch);
+
+/* Chooses the faster form for a->n_tok (see ops_gdn.c for the measurement behind the choice).
+ * scratch as for st_op_gdn_chunked (NULL allowed). */
+void st_op_gdn(st_pool *pool, const st_gdn_args *a, void *scratch);
+
+/* ---- Causal depthwise conv1d with state (MODELS.md §2.10 step 3) ------------------------------ */
+
+/* For each token t and channel c (C channels, kernel K):
+ *   out[t][c] = sum_{i=0..K-1} w[c*K + i] * x_{t-K+1+i}[c]   (taps summed in order, f32)
+ * where x_s for s < 0 comes from the state. state: [C][K-1] (llama.cpp's {K-1, C}): per channel the
+ * last K-1 inputs, oldest first; updated to hold the last K-1 columns of [old state | m].
+ * m: m[t*ld_m + c]; out: out[t*ld_out + c], must not overlap m. apply_silu: out = silu(out). */
+void st_op_conv1d(st_pool *pool, const float *m, int64_t ld_m, const float *w, float *state,
+                  float *out, int64_t ld_out, int64_t n_tok, int64_t C, int64_t K, int apply_silu);
+
+/* ---- Pointwise (MODELS.md §2.4), over `rows` rows of n; in place allowed (y == x or a) ---------- */
+
+void st_op_silu(st_pool *pool, const float *x, int64_t ld_x, float *y, int64_t ld_y,
+                int64_t rows, int64_t n);
+void st_op_sigmoid(st_pool *pool, const float *x, int64_t ld_x, float *y, int64_t ld_y,
+                   int64_t rows, int64_t n);
+void st_op_softplus(st_pool *pool, const float *x, int64_t ld_x, float *y, int64_t ld_y,
+                    int64_t rows, int64_t n);   /* x > 20 ? x : log(1 + e^x) */
+
+/* Binary ops: y = f(a, b). */
+void st_op_swiglu(st_pool *pool, const float *a, int64_t ld_a, const float *b, int64_t ld_b,
+                  float *y, int64_t ld_y, int64_t rows, int64_t n);      /* silu(a) * b */
+void st_op_mul_sigmoid(st_pool *pool, const float *a, int64_t ld_a, const float *b, int64_t ld_b,
+                       float *y, int64_t ld_y, int64_t rows, int64_t n); /* a * sigmoid(b) */
+void st_op_mul_silu(st_pool *pool, const float *a, int64_t ld_a, const float *b, int64_t ld_b,
+                    float *y, int64_t ld_y, int64_t rows, int64_t n);    /* a * silu(b) */
+void st_op_mul(st_pool *pool, const float *a, int64_t ld_a, const float *b, int64_t ld_b,
+               float *y, int64_t ld_y, int64_t rows, int64_t n);         /* a * b */
+void st_op_add(st_pool *pool, const float *a, int64_t ld_a, const float *b, int64_t ld_b,
+               float *y, int64_t ld_y, int64_t rows, int64_t n);         /* a + b */
+/* y = s * x (in place allowed). */
+void st_op_scale(float *y, int64_t n, const float *x, float s);
+/* y += s * x (MoE: accumulate an expert's output with its routing weight). */
+void st_op_axpy(float *y, int64_t n, const float *x, float s);
+
+/* Softmax of each row: e^(x - max) / sum, the sum accumulated in double (ggml_vec_soft_max_f32). */
+void st_op_softmax(const float *x, int64_t ld_x, float *y, int64_t ld_y, int64_t rows, int64_t n);
+
+/* ---- MoE routing (MODELS.md §2.8) ------------------------------------------------------------- */
+
+/* For each token: P = softmax(logits) over E experts, the k largest in descending order of P
+ * (ties: lower expert index first), weights P_e / max(sum of the k selected P, 6.103515625e-5).
+ * logits [n_tok][ld_logits], ids and weights [n_tok][k]. k <= E <= 1024. */
+void st_op_moe_route(const float *logits, int64_t ld_logits, int64_t n_tok, int64_t E, int64_t k,
+                     int32_t *ids, float *weights);
+
+/* ---- Embedding and logits --------------------------------------------------------------------- */
+
+/* out[t*ld_out + i] = row ids[t] of a [n_rows][n_embd] table of `type` (any type st_dequantize_row
+ * supports), dequantized. Returns 0 if an id is out of range or the type is not computable. */
+int st_op_get_rows(uint32_t type, const void *table, int64_t n_rows, int64_t n_embd,
+                   const int32_t *ids, int64_t n_tok, float *out, int64_t ld_out);
+
+/* Index of the largest of x[0..n-1]; the lowest index on ties; NaN never wins. */
+int64_t st_op_argmax(const float *x, int64_t n);
+
+#endif
