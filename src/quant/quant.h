@@ -11,17 +11,25 @@
 #include <stdint.h>
 #include "quant/types.h"
 
-float st_fp16_to_fp32(uint16_t h);
+float st_fp16_to_fp32(uint16_t h);    /* exact; a table lookup, fine on hot paths */
 uint16_t st_fp32_to_fp16(float f);     /* round to nearest even, as ggml */
 float st_bf16_to_fp32(uint16_t h);
 uint16_t st_fp32_to_bf16(float f);     /* round to nearest even, NaN kept quiet, as ggml */
+
+/* The half -> f32 table behind st_fp16_to_fp32 (filled when the library loads), for kernels that
+ * want the lookup inlined, and the arithmetic definition it is filled from. */
+extern float st_fp16_lut[65536];
+static inline float st_fp16_to_fp32_inline(uint16_t h) { return st_fp16_lut[h]; }
+float st_fp16_widen(uint16_t h);
 
 /* n must be a multiple of the type's block size. Types that are not computable are a no-op
  * returning 0; computable ones return 1. */
 int st_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 int st_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
 
-/* Activation forms used by the dot products (reference versions). */
+/* Activation forms used by the dot products (reference versions). q8_0 and q8_1 scale each block
+ * of 32 by amax/127 (q8_1 also stores s = d * sum(qs)); q8_K scales each 256 by -max/127 (d is an
+ * f32) and stores bsums[g] = the sum of qs over the g-th 16 (a zero block is all zeros). */
 void st_quantize_row_q8_0_ref(const float *x, block_q8_0 *y, int64_t n);
 void st_quantize_row_q8_1_ref(const float *x, block_q8_1 *y, int64_t n);
 void st_quantize_row_q8_K_ref(const float *x, block_q8_K *y, int64_t n);
