@@ -29,8 +29,8 @@
 void st_op_rms_norm(st_pool *pool, const float *x, int64_t ld_x, const float *w, float *y,
                     int64_t ld_y, int64_t rows, int64_t dim, float eps);
 
-/* L2 norm of Gated DeltaNet (MODELS.md §2.3): y = x / sqrt(sum x^2 + eps), per row. Sum in f32,
- * as llama.cpp's rms_norm(x, eps/n)*(1/sqrt(n)) is in float. In place allowed. */
+/* L2 norm of Gated DeltaNet (MODELS.md §2.3): y = x / sqrt(sum x^2 + eps), per row, computed as
+ * llama.cpp does: rms_norm(x, eps/n) then a scale by 1/sqrt(n). In place allowed. */
 void st_op_l2_norm(st_pool *pool, const float *x, int64_t ld_x, float *y, int64_t ld_y,
                    int64_t rows, int64_t dim, float eps);
 

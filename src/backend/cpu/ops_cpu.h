@@ -1,0 +1,60 @@
+/* ops_cpu.h: internals shared by the CPU op files (ops_*.c) and their SIMD variants
+ * (ops_*_avx2.c, ops_*_avx512.c): running a job on the pool or inline, and the per-row kernels
+ * whose fast versions the dispatchers pick. Not part of the backend contract (that is backend.h). */
+#ifndef ST_BACKEND_CPU_OPS_CPU_H
+#define ST_BACKEND_CPU_OPS_CPU_H
+
+#include <stdint.h>
+#include "backend/backend.h"
+
+/* Runs fn on every pool thread, or once on this thread when pool is NULL or the job is small. */
+static inline void ops_run(st_pool *pool, int threaded, st_pool_fn fn, void *ctx) {
+    if (pool && threaded && st_pool_size(pool) > 1) st_pool_run(pool, fn, ctx);
+    else fn(ctx, 0, 1);
+}
+
+/* ---- RMSNorm row kernels: y = x * (1/sqrt(mean(x^2)+eps)) [* w] ---- */
+typedef void (*ops_rms_row_fn)(const float *x, const float *w, float *y, int64_t n, float eps);
+void ops_rms_row_ref(const float *x, const float *w, float *y, int64_t n, float eps);
+void ops_rms_row_avx512(const float *x, const float *w, float *y, int64_t n, float eps);
+
+/* ---- Attention: one (token, kv head) work item over cells [0, n_vis) for the r query heads
+ * sharing that kv head. q rows r*hd apart by ldq_head; out rows hd apart. ---- */
+typedef struct ops_attn_item {
+    const float *q;       /* first query head of the group */
+    int64_t ldq_head;
+    int64_t r;            /* query heads in the group */
+    const void *k, *v;    /* cache base of kv head g: cell c at + c*row elements */
+    int64_t row;          /* elements per cache cell (n_head_kv * head_dim) */
+    int64_t hd, n_vis;
+    float scale;
+    float *out;           /* first head's output; heads hd apart */
+} ops_attn_item;
+typedef void (*ops_attn_fn)(const ops_attn_item *it, uint32_t kv_type);
+void ops_attn_item_ref(const ops_attn_item *it, uint32_t kv_type);
+void ops_attn_item_avx512(const ops_attn_item *it, uint32_t kv_type);
+void ops_attn_item_avx2(const ops_attn_item *it, uint32_t kv_type);
+
+/* ---- Gated DeltaNet: one v-head over all tokens, per-token recurrence. S is [d][d] (row j =
+ * value index, contiguous over key index i). q, k, v, o advance by their ld per token; g, beta
+ * advance by n_v. ---- */
+typedef struct ops_gdn_head {
+    const float *q, *k, *v, *g, *beta;
+    int64_t ld_q, ld_k, ld_v, ld_gb, ld_out;
+    float *S, *out;
+    int64_t n_tok, d;
+    float scale;
+} ops_gdn_head;
+typedef void (*ops_gdn_head_fn)(const ops_gdn_head *h);
+void ops_gdn_head_step_ref(const ops_gdn_head *h);
+void ops_gdn_head_step_avx512(const ops_gdn_head *h);
+void ops_gdn_head_step_avx2(const ops_gdn_head *h);
+
+/* ---- Pointwise row kernels: y = op(a[, b]) over n elements ---- */
+enum { OPS_PW_SILU, OPS_PW_SIGMOID, OPS_PW_SOFTPLUS, OPS_PW_SWIGLU, OPS_PW_MUL_SIGMOID,
+       OPS_PW_MUL_SILU, OPS_PW_MUL, OPS_PW_ADD };
+typedef void (*ops_pw_fn)(int op, const float *a, const float *b, float *y, int64_t n);
+void ops_pw_ref(int op, const float *a, const float *b, float *y, int64_t n);
+void ops_pw_avx512(int op, const float *a, const float *b, float *y, int64_t n);
+
+#endif
