@@ -1,0 +1,52 @@
+/* workspace.h: the session's scratch memory for one chunk of the prompt chain (DESIGN.md "Memory:
+ * who owns what").
+ *
+ * The workspace holds a fixed set of buffers (hidden rows, norms, q/k/v, gates, router logits,
+ * expert inputs and outputs, matmul scratch, ...), each sized from a number of rows by a size
+ * function the owner supplies. Its rule:
+ *   - st_workspace_reserve(rows <= capacity) changes nothing: same buffers, same contents;
+ *   - a larger request releases every buffer (each recorded once in the ownership list, so the
+ *     release is one walk over that list), then allocates the whole set at the new high-water mark.
+ * The caller grows it only between completed chunks. Weights, KV cache and recurrent state are
+ * never in it.
+ *
+ * Negative control: built with -DSTRATA_WORKSPACE_SKIP_RELEASE the release is skipped (a leak),
+ * which tests/unit/test_workspace.c must detect (ctest runs that build expecting failure). */
+#ifndef ST_ENGINE_WORKSPACE_H
+#define ST_ENGINE_WORKSPACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/status.h"
+
+/* Bytes of buffer `id` for `rows` rows (may be 0: the buffer is then not allocated). */
+typedef size_t (*st_ws_size_fn)(const void *ctx, int id, int64_t rows);
+
+typedef struct st_ws_owned {
+    void *ptr;
+    size_t size;
+} st_ws_owned;
+
+typedef struct st_workspace {
+    int n_buffers;
+    st_ws_size_fn size_fn;
+    const void *ctx;
+    int64_t rows;            /* capacity in rows; 0 before the first reserve */
+    void **buf;              /* buf[id]: the current buffer of each id (NULL if size 0) */
+    st_ws_owned *owned;      /* the ownership list: every live allocation, once */
+    int n_owned;
+    size_t bytes;            /* sum of the live allocations */
+    int64_t n_growths;
+} st_workspace;
+
+/* Prepares an empty workspace of n_buffers ids. Allocates only the bookkeeping. */
+st_status st_workspace_init(st_workspace *ws, int n_buffers, st_ws_size_fn size_fn, const void *ctx);
+/* Makes room for `rows` rows under the rule above. */
+st_status st_workspace_reserve(st_workspace *ws, int64_t rows);
+/* Releases every buffer and the bookkeeping. */
+void st_workspace_free(st_workspace *ws);
+
+static inline void *st_workspace_get(const st_workspace *ws, int id) { return ws->buf[id]; }
+static inline float *st_workspace_f32(const st_workspace *ws, int id) { return (float *)ws->buf[id]; }
+
+#endif
