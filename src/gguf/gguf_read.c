@@ -44,7 +44,7 @@ static const char *shown(const unsigned char *p, uint64_t len, char buf[96]) {
 }
 
 static st_status truncated(const reader *r, size_t need, const char *what) {
-    return st_fail(ST_ERR_FORMAT, "%s needs %zu bytes at offset %zu, but the file ends after %zu",
+    return st_fail(ST_ERR_FORMAT, "%s needs %zu bytes at offset %zu, but only %zu remain (the file is truncated)",
                    what, need, r->pos, left(r));
 }
 
@@ -212,10 +212,11 @@ static int64_t table_find(const size_t *slots, size_t mask, const char *name, co
 /* ---- the file, part by part ---- */
 
 static st_status parse_header(reader *r, st_gguf *g) {
-    if (r->size < 4 || memcmp(r->base, "GGUF", 4) != 0) {
+    if (r->size < 4) return st_fail(ST_ERR_FORMAT, "not a GGUF file: %zu bytes, too short for the magic 'GGUF'", r->size);
+    if (memcmp(r->base, "GGUF", 4) != 0) {
         char buf[96];
         return st_fail(ST_ERR_FORMAT, "not a GGUF file: the magic is '%s', expected 'GGUF'",
-                       shown(r->base, r->size < 4 ? r->size : 4, buf));
+                       shown(r->base, 4, buf));
     }
     r->pos = 4;
     ST_TRY(read_u32(r, &g->version, "header version"));
@@ -357,8 +358,8 @@ static st_status place_tensors(st_gguf *g, size_t header_end, const file_name *n
         st_gguf_tensor *t = &g->tensors[i];
         if (t->offset > room || t->size > room - t->offset) {
             char buf[96];
-            return st_fail(ST_ERR_FORMAT, "tensor %" PRId64 " '%s': data at [%" PRIu64 ", %" PRIu64 ") of the data section runs past its end (%" PRIu64 " bytes; the file is %zu bytes)",
-                           i, shown(names[i].p, names[i].len, buf), t->offset, t->offset + (uint64_t)t->size, room, g->size);
+            return st_fail(ST_ERR_FORMAT, "tensor %" PRId64 " '%s': %zu bytes at data offset %" PRIu64 " run past the end of the data section (%" PRIu64 " bytes from file offset %zu; the file is %zu bytes)",
+                           i, shown(names[i].p, names[i].len, buf), t->size, t->offset, room, g->data_offset, g->size);
         }
         t->data = g->base + g->data_offset + t->offset;
     }
