@@ -1,0 +1,61 @@
+/* dot.h: dot products of weight rows against activation rows, the inner loop of every matrix
+ * product on the CPU.
+ *
+ * Each weight type is multiplied against the activation in that type's "vec_dot form" (ggml's
+ * choice, so results match the peer's): Q8_0 blocks for Q4_0, Q5_0, Q8_0 and IQ4_NL; Q8_1 blocks
+ * (which carry the block sum) for Q4_1 and Q5_1; Q8_K blocks for the K-quants and IQ4_XS; f16
+ * for F16, bf16 for BF16 and plain f32 for F32.
+ *
+ * One kernel call takes ONE weight row and up to ST_DOT_MAX_NX activation rows, so a matrix
+ * product over a prompt chunk reads each weight block once per group of rows, not once per row:
+ *
+ *   out[j] = sum_i w[i] * x_j[i]      j < nx,  x_j = (char *)x + j * x_stride
+ *
+ * Variants: a scalar reference (dot_ref.c, integer sums exactly as the block formats define them),
+ * AVX2 (dot_avx2.c) and AVX-512 with VNNI (dot_avx512.c). st_dot_kernel() picks the best one for
+ * st_cpu() at the moment of the call (st_cpu_limit() in tests forces a lower one). */
+#ifndef ST_QUANT_DOT_H
+#define ST_QUANT_DOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "quant/types.h"
+
+#define ST_DOT_MAX_NX 4
+
+/* k: elements in the row (a multiple of the weight type's block size). */
+typedef void (*st_dot_fn)(int64_t k, const void *w, const void *x, size_t x_stride, int nx, float *out);
+/* Converts k activations (a multiple of the form's block size) to the vec_dot form. */
+typedef void (*st_act_fn)(const float *x, void *y, int64_t k);
+
+/* The vec_dot form of a computable weight type (ST_TYPE_F32, F16, BF16, Q8_0, Q8_1 or Q8_K);
+ * ST_TYPE_COUNT for a type without kernels. */
+uint32_t st_dot_act_type(uint32_t type);
+/* Bytes of one activation row of k elements in `act_type` (also for Q8_K, not a weight type). */
+size_t st_dot_act_row_size(uint32_t act_type, int64_t k);
+
+/* The kernel for `type` at the best level st_cpu() allows now; NULL if the type has none. */
+st_dot_fn st_dot_kernel(uint32_t type);
+/* The activation converter into `act_type` at the best level st_cpu() allows; it writes the same
+ * bytes as the reference quantizers of quant.h. NULL for an unknown form. */
+st_act_fn st_act_converter(uint32_t act_type);
+
+/* Which variant st_dot_kernel() returns now: 0 scalar, 1 AVX2, 2 AVX-512 (for tests and logs). */
+int st_dot_level(uint32_t type);
+
+/* Variant tables, one per file; an entry is NULL where that file has no kernel for the type
+ * (the dispatcher then falls back to the next lower level). Internal to src/quant/dot*.c. */
+extern const st_dot_fn st_dot_ref[ST_TYPE_COUNT];
+extern const st_dot_fn st_dot_avx2[ST_TYPE_COUNT];
+extern const st_dot_fn st_dot_avx512[ST_TYPE_COUNT];
+void st_act_f16_ref(const float *x, void *y, int64_t k);
+void st_act_bf16_ref(const float *x, void *y, int64_t k);
+void st_act_f32_ref(const float *x, void *y, int64_t k);
+void st_act_q8_0_avx2(const float *x, void *y, int64_t k);
+void st_act_q8_K_avx2(const float *x, void *y, int64_t k);
+void st_act_f16_avx2(const float *x, void *y, int64_t k);
+void st_act_q8_0_avx512(const float *x, void *y, int64_t k);
+void st_act_q8_K_avx512(const float *x, void *y, int64_t k);
+void st_act_bf16_avx512(const float *x, void *y, int64_t k);
+
+#endif

@@ -1,0 +1,320 @@
+/* dot_avx2.c: AVX2 (+FMA, F16C) dot products for the common types and the activation
+ * quantizers, for CPUs without AVX-512. Called only after dot.c has checked st_cpu().
+ *
+ * Same plan as dot_avx512.c with 32-byte registers: a weight block is unpacked once into
+ * unsigned bytes in element order; each activation row goes through vpmaddubsw (u8 x s8 -> i16
+ * pairs) and vpmaddwd against the sub-block scale; offsets and minimums use the Q8_K block sums.
+ * Types without an entry here (Q2_K, Q3_K, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS) use the scalar
+ * reference at this level. */
+#include "quant/dot.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 4")
+
+#define DOT_BY_NX(name)                                                                            \
+    static void avx2_##name(int64_t k, const void *w, const void *x, size_t xs, int nx, float *out) { \
+        switch (nx) {                                                                              \
+        case 1: name##_nx(k, w, x, xs, 1, out); break;                                             \
+        case 2: name##_nx(k, w, x, xs, 2, out); break;                                             \
+        case 3: name##_nx(k, w, x, xs, 3, out); break;                                             \
+        default: name##_nx(k, w, x, xs, 4, out); break;                                            \
+        }                                                                                          \
+    }
+
+INLINE float h2f(uint16_t h) { return _cvtsh_ss(h); }
+INLINE const void *row(const void *x, size_t xs, int j) { return (const char *)x + (size_t)j * xs; }
+INLINE float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+INLINE uint32_t load_u32(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+/* [a x8 | b x8] as i16 */
+INLINE __m256i halves_i16(int a, int b) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)), _mm_set1_epi16((short)b), 1);
+}
+
+/* ---- Q8_0 and Q4_0 against Q8_0: one block per ymm ---- */
+
+INLINE void q8_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_q8_0 *w = wv;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < k / 32; b++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)w[b].qs);
+        __m256i aq = _mm256_sign_epi8(q, q);
+        float d = h2f(w[b].d);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + b;
+            __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb->qs), q);
+            __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, a), ones);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * h2f(xb->d)), acc[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
+}
+DOT_BY_NX(q8_0)
+
+INLINE void q4_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_q4_0 *w = wv;
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
+    __m256 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < k / 32; b++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)w[b].qs);
+        __m256i u = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1), m4);
+        float d = h2f(w[b].d);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + b;
+            __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
+            /* (u - 8) . a = u . a - 8 * sum(a) */
+            __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(eight, a));
+            p = _mm256_madd_epi16(p, ones);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * h2f(xb->d)), acc[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
+}
+DOT_BY_NX(q4_0)
+
+/* ---- K-quants against Q8_K ---- */
+
+INLINE void unpack_scale_min_k4(const uint8_t *q, uint8_t out[16]) {
+    uint32_t u0 = load_u32(q), u1 = load_u32(q + 4), u2 = load_u32(q + 8);
+    uint32_t v[4] = {u0 & 0x3f3f3f3f, (u2 & 0x0f0f0f0f) | ((u0 >> 2) & 0x30303030), u1 & 0x3f3f3f3f,
+                     ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 2) & 0x30303030)};
+    memcpy(out, v, 16);
+}
+INLINE __m256i mins_dup_i16(const uint8_t mn[8]) {
+    __m128i m = _mm_loadl_epi64((const __m128i *)mn);
+    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+}
+
+/* Q4_K and Q5_K share everything but the fifth bit (hbits != NULL for Q5_K). */
+INLINE void q45_K_nx(int five, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    __m256 acc[ST_DOT_MAX_NX], accm[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = accm[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        const char *blk = (const char *)wv + (size_t)b * bs;
+        uint16_t dh, dminh;
+        memcpy(&dh, blk, 2);
+        memcpy(&dminh, blk + 2, 2);
+        const uint8_t *scales = (const uint8_t *)blk + 4;
+        const uint8_t *qh = five ? scales + K_SCALE_SIZE : 0;
+        const uint8_t *qs = five ? scales + K_SCALE_SIZE + QK_K / 8 : scales + K_SCALE_SIZE;
+        uint8_t scmn[16];
+        unpack_scale_min_k4(scales, scmn);
+        __m256i u[8];
+        __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+        for (int g = 0; g < 4; g++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
+            u[2 * g] = _mm256_and_si256(q, m4);
+            u[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (five) {
+                __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * g))), b1 = _mm256_set1_epi8((char)(1 << (2 * g + 1)));
+                u[2 * g] = _mm256_or_si256(u[2 * g], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, b0), b0), bit4));
+                u[2 * g + 1] = _mm256_or_si256(u[2 * g + 1], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, b1), b1), bit4));
+            }
+        }
+        __m256i sc[8];
+        for (int s = 0; s < 8; s++) sc[s] = _mm256_set1_epi16(scmn[s]);
+        __m256i mins = mins_dup_i16(scmn + 8);
+        float d = h2f(dh), dmin = h2f(dminh);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m256i isum = _mm256_setzero_si256();
+            for (int s = 0; s < 8; s++) {
+                __m256i p = _mm256_maddubs_epi16(u[s], _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * s)));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[s]));
+            }
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xb->d), acc[j]);
+            __m256i m = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), mins);
+            accm[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * xb->d), accm[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]) - hsum_ps(accm[j]);
+}
+INLINE void q4_K_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { q45_K_nx(0, k, w, x, xs, nx, out); }
+INLINE void q5_K_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { q45_K_nx(1, k, w, x, xs, nx, out); }
+DOT_BY_NX(q4_K)
+DOT_BY_NX(q5_K)
+
+INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_q6_K *w = wv;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        __m256i u[8], sc[8];
+        for (int h = 0; h < 2; h++) {
+            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
+            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
+            u[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+            u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+            u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        }
+        for (int t = 0; t < 8; t++) sc[t] = halves_i16(w[b].scales[2 * t], w[b].scales[2 * t + 1]);
+        __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
+        float d = h2f(w[b].d);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m256i isum = _mm256_setzero_si256();
+            for (int t = 0; t < 8; t++) {
+                __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * t)));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[t]));
+            }
+            __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), s16);
+            isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xb->d), acc[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
+}
+DOT_BY_NX(q6_K)
+
+/* ---- float types: 8 elements per step, the tail one by one ---- */
+
+INLINE __m256 load8_f32(const void *p) { return _mm256_loadu_ps(p); }
+INLINE __m256 load8_f16(const void *p) { return _mm256_cvtph_ps(_mm_loadu_si128(p)); }
+INLINE __m256 load8_bf16(const void *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(p)), 16));
+}
+INLINE float one_f32(const void *p, int64_t i) { return ((const float *)p)[i]; }
+INLINE float one_f16(const void *p, int64_t i) { return h2f(((const uint16_t *)p)[i]); }
+INLINE float one_bf16(const void *p, int64_t i) {
+    uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+#define FLOAT_KERNEL(name, esize)                                                                  \
+    INLINE void name##_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) { \
+        const char *w = wv;                                                                        \
+        __m256 acc[ST_DOT_MAX_NX][2];                                                              \
+        UNROLL for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();          \
+        int64_t i = 0;                                                                             \
+        for (; i + 16 <= k; i += 16) {                                                             \
+            __m256 w0 = load8_##name(w + i * esize), w1 = load8_##name(w + (i + 8) * esize);       \
+            UNROLL for (int j = 0; j < nx; j++) {                                                  \
+                const char *x = (const char *)row(xv, xs, j);                                      \
+                acc[j][0] = _mm256_fmadd_ps(w0, load8_##name(x + i * esize), acc[j][0]);           \
+                acc[j][1] = _mm256_fmadd_ps(w1, load8_##name(x + (i + 8) * esize), acc[j][1]);     \
+            }                                                                                      \
+        }                                                                                          \
+        UNROLL for (int j = 0; j < nx; j++) {                                                      \
+            float s = hsum_ps(_mm256_add_ps(acc[j][0], acc[j][1]));                                \
+            for (int64_t t = i; t < k; t++) s += one_##name(w, t) * one_##name(row(xv, xs, j), t); \
+            out[j] = s;                                                                            \
+        }                                                                                          \
+    }
+FLOAT_KERNEL(f32, 4)
+FLOAT_KERNEL(f16, 2)
+FLOAT_KERNEL(bf16, 2)
+DOT_BY_NX(f32)
+DOT_BY_NX(f16)
+DOT_BY_NX(bf16)
+
+const st_dot_fn st_dot_avx2[ST_TYPE_COUNT] = {
+    [ST_TYPE_F32] = avx2_f32,   [ST_TYPE_F16] = avx2_f16,   [ST_TYPE_BF16] = avx2_bf16,
+    [ST_TYPE_Q4_0] = avx2_q4_0, [ST_TYPE_Q8_0] = avx2_q8_0, [ST_TYPE_Q4_K] = avx2_q4_K,
+    [ST_TYPE_Q5_K] = avx2_q5_K, [ST_TYPE_Q6_K] = avx2_q6_K,
+};
+
+/* ---- activation converters ---- */
+
+INLINE __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+INLINE float hmax_ps(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+/* roundf: to nearest, ties away from zero (what the reference quantizer uses) */
+INLINE __m256 round_away(__m256 v) {
+    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256 up = _mm256_cmp_ps(abs_ps(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+    return _mm256_add_ps(t, _mm256_and_ps(up, one));
+}
+/* 32 i32 in four registers -> 32 bytes in element order */
+INLINE __m256i pack_i32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
+    __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+    __m256i abcd = _mm256_packs_epi16(ab, cd);
+    return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+void st_act_q8_0_avx2(const float *x, void *yv, int64_t k) {
+    block_q8_0 *y = yv;
+    for (int64_t b = 0; b < k / 32; b++, x += 32) {
+        __m256 v[4];
+        __m256 m = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(x + 8 * i);
+            m = _mm256_max_ps(m, abs_ps(v[i]));
+        }
+        const float d = hmax_ps(m) / 127;
+        const float id = d != 0 ? 1.0f / d : 0.0f;
+        y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        __m256i q[4];
+        for (int i = 0; i < 4; i++) q[i] = _mm256_cvttps_epi32(round_away(_mm256_mul_ps(v[i], _mm256_set1_ps(id))));
+        _mm256_storeu_si256((__m256i *)y[b].qs, pack_i32_to_i8(q[0], q[1], q[2], q[3]));
+    }
+}
+
+void st_act_q8_K_avx2(const float *x, void *yv, int64_t k) {
+    block_q8_K *y = yv;
+    for (int64_t b = 0; b < k / QK_K; b++, x += QK_K) {
+        __m256 m = _mm256_setzero_ps();
+        for (int i = 0; i < QK_K; i += 8) m = _mm256_max_ps(m, abs_ps(_mm256_loadu_ps(x + i)));
+        float amax = hmax_ps(m);
+        if (amax == 0) {
+            memset(&y[b], 0, sizeof y[b]);
+            continue;
+        }
+        /* the reference keeps the sign of the FIRST element of largest magnitude */
+        float max = 0;
+        for (int i = 0; i < QK_K; i++)
+            if (x[i] == amax || x[i] == -amax) { max = x[i]; break; }
+        const float iscale = -127.f / max;
+        const __m256 s = _mm256_set1_ps(iscale);
+        for (int i = 0; i < QK_K; i += 32) {
+            __m256i q[4];
+            for (int t = 0; t < 4; t++) {
+                q[t] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * t), s)); /* ties to even */
+                q[t] = _mm256_min_epi32(q[t], _mm256_set1_epi32(127));
+            }
+            __m256i q8 = pack_i32_to_i8(q[0], q[1], q[2], q[3]);
+            _mm256_storeu_si256((__m256i *)(y[b].qs + i), q8);
+            /* the two 16-element sums of these 32 bytes */
+            __m256i s16 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q8), _mm256_set1_epi16(1));
+            int sums[8];
+            _mm256_storeu_si256((__m256i *)sums, s16);
+            y[b].bsums[i / 16] = (int16_t)(sums[0] + sums[1] + sums[2] + sums[3]);
+            y[b].bsums[i / 16 + 1] = (int16_t)(sums[4] + sums[5] + sums[6] + sums[7]);
+        }
+        y[b].d = 1 / iscale;
+    }
+}
+
+void st_act_f16_avx2(const float *x, void *yv, int64_t k) {
+    uint16_t *y = yv;
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < k; i++) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}

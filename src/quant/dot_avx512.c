@@ -1,0 +1,648 @@
+/* dot_avx512.c: AVX-512 (F/BW/VL/DQ + VNNI) dot products of one weight row against up to
+ * ST_DOT_MAX_NX activation rows, and the fast activation quantizers. Called only after dot.c has
+ * checked st_cpu().
+ *
+ * How the integer kernels work: a weight block is unpacked once into zmm registers of unsigned
+ * bytes, 64 consecutive elements each, laid out exactly like the activation bytes, so every
+ * activation row is read with plain loads. Products go through vpmaddubsw (u8 x s8 -> pairs of
+ * i16, which cannot saturate with these ranges) and vpdpwssd against a vector of the sub-block
+ * scales (i16 x i16 -> i32, accumulated), so the scales cost one instruction per 64 elements and
+ * row. Offsets (Q4_0's -8, Q6_K's -32, the K-quant minimums) are applied through the activation's
+ * block sums. The per-row work sits in loops over j < nx with nx a compile-time constant after
+ * inlining (see DOT_BY_NX), so a prompt chunk pays the unpacking once per 4 rows. */
+#include "quant/dot.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 4")
+
+/* One exported kernel per type: nx = 1..4 each get their own fully unrolled body. */
+#define DOT_BY_NX(name)                                                                            \
+    static void avx512_##name(int64_t k, const void *w, const void *x, size_t xs, int nx,        \
+                              float *out) {                                                        \
+        switch (nx) {                                                                              \
+        case 1: name##_nx(k, w, x, xs, 1, out); break;                                             \
+        case 2: name##_nx(k, w, x, xs, 2, out); break;                                             \
+        case 3: name##_nx(k, w, x, xs, 3, out); break;                                             \
+        default: name##_nx(k, w, x, xs, 4, out); break;                                            \
+        }                                                                                          \
+    }
+
+static const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                        1,    13,   25,  38,  53,  69,  89,  113};
+
+INLINE float h2f(uint16_t h) { return _cvtsh_ss(h); }
+INLINE const void *row(const void *x, size_t xs, int j) { return (const char *)x + (size_t)j * xs; }
+INLINE __m512i load_2x256(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(a)), _mm256_loadu_si256(b), 1);
+}
+/* [a (8 lanes) | b (8 lanes)] */
+INLINE __m512 halves_ps(float a, float b) {
+    return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
+}
+INLINE float hsum256_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+/* [lo0 lo1 hi0 hi1] (128-bit lanes) -> [lo0 hi0 lo1 hi1] */
+INLINE __m512i interleave_lanes(__m256i lo, __m256i hi) {
+    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    return _mm512_shuffle_i64x2(v, v, 0xD8);
+}
+
+/* ---------------- 32-element blocks against Q8_0 / Q8_1 ----------------
+ * Two blocks per zmm; the scale vector holds block 0's d_w*d_x in lanes 0-7, block 1's in 8-15. */
+
+/* Q8_0: signed x signed; |w| goes to the unsigned operand, w's sign onto the activation. */
+INLINE void q8_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_q8_0 *w = wv;
+    const int64_t nb = k / 32;
+    __m512 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+        __m512i q = load_2x256(w[b].qs, w[b + 1].qs);
+        __m512i aq = _mm512_abs_epi8(q);
+        __mmask64 neg = _mm512_movepi8_mask(q);
+        float d0 = h2f(w[b].d), d1 = h2f(w[b + 1].d);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + b;
+            __m512i a = load_2x256(xb[0].qs, xb[1].qs);
+            a = _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);
+            __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aq, a);
+            __m512 s = halves_ps(d0 * h2f(xb[0].d), d1 * h2f(xb[1].d));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[j]);
+        }
+    }
+    float tail[ST_DOT_MAX_NX] = {0};
+    if (b < nb) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)w[b].qs);
+        __m256i aq = _mm256_abs_epi8(q);
+        __mmask32 neg = _mm256_movepi8_mask(q);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + b;
+            __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
+            a = _mm256_mask_sub_epi8(a, neg, _mm256_setzero_si256(), a);
+            __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), aq, a);
+            tail[j] = h2f(w[b].d) * h2f(xb->d) * hsum256_ps(_mm256_cvtepi32_ps(p));
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]) + tail[j];
+}
+DOT_BY_NX(q8_0)
+
+/* The nibbles of two 16-byte blocks as 64 unsigned bytes in element order. */
+INLINE __m512i nibbles_2x16(const uint8_t *q0, const uint8_t *q1) {
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q0)),
+                                        _mm_loadu_si128((const __m128i *)q1), 1);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    return interleave_lanes(_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+}
+INLINE __m256i nibbles_1x16(const uint8_t *q0) {
+    __m128i v = _mm_loadu_si128((const __m128i *)q0);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, m4)),
+                                   _mm_and_si128(_mm_srli_epi16(v, 4), m4), 1);
+}
+INLINE uint32_t load_u32(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Generic body for the 32-element types whose weights unpack to unsigned bytes u with
+ * value = d * (u - offset) [+ m]: Q4_0 (offset 8), Q5_0 (16), IQ4_NL (levels + 128, offset 128),
+ * Q4_1 / Q5_1 (offset 0, minimum m times Q8_1's s). */
+enum { KIND_Q4_0, KIND_Q5_0, KIND_IQ4_NL, KIND_Q4_1, KIND_Q5_1 };
+
+INLINE __m512i unpack_small2(int kind, const void *wv, int64_t b) {
+    switch (kind) {
+    case KIND_Q4_0: { const block_q4_0 *w = wv; return nibbles_2x16(w[b].qs, w[b + 1].qs); }
+    case KIND_Q4_1: { const block_q4_1 *w = wv; return nibbles_2x16(w[b].qs, w[b + 1].qs); }
+    case KIND_IQ4_NL: {
+        const block_iq4_nl *w = wv;
+        const __m512i lut = _mm512_broadcast_i32x4(_mm_add_epi8(_mm_loadu_si128((const __m128i *)iq4nl_levels),
+                                                                _mm_set1_epi8((char)0x80)));
+        return _mm512_shuffle_epi8(lut, nibbles_2x16(w[b].qs, w[b + 1].qs));
+    }
+    case KIND_Q5_0: {
+        const block_q5_0 *w = wv;
+        __mmask64 hb = (__mmask64)load_u32(w[b].qh) | ((__mmask64)load_u32(w[b + 1].qh) << 32);
+        return _mm512_or_si512(nibbles_2x16(w[b].qs, w[b + 1].qs), _mm512_maskz_mov_epi8(hb, _mm512_set1_epi8(0x10)));
+    }
+    default: {
+        const block_q5_1 *w = wv;
+        __mmask64 hb = (__mmask64)load_u32(w[b].qh) | ((__mmask64)load_u32(w[b + 1].qh) << 32);
+        return _mm512_or_si512(nibbles_2x16(w[b].qs, w[b + 1].qs), _mm512_maskz_mov_epi8(hb, _mm512_set1_epi8(0x10)));
+    }
+    }
+}
+INLINE __m256i unpack_small1(int kind, const void *wv, int64_t b) {
+    switch (kind) {
+    case KIND_Q4_0: { const block_q4_0 *w = wv; return nibbles_1x16(w[b].qs); }
+    case KIND_Q4_1: { const block_q4_1 *w = wv; return nibbles_1x16(w[b].qs); }
+    case KIND_IQ4_NL: {
+        const block_iq4_nl *w = wv;
+        const __m256i lut = _mm256_broadcastsi128_si256(_mm_add_epi8(_mm_loadu_si128((const __m128i *)iq4nl_levels),
+                                                                     _mm_set1_epi8((char)0x80)));
+        return _mm256_shuffle_epi8(lut, nibbles_1x16(w[b].qs));
+    }
+    case KIND_Q5_0: {
+        const block_q5_0 *w = wv;
+        return _mm256_or_si256(nibbles_1x16(w[b].qs), _mm256_maskz_mov_epi8(load_u32(w[b].qh), _mm256_set1_epi8(0x10)));
+    }
+    default: {
+        const block_q5_1 *w = wv;
+        return _mm256_or_si256(nibbles_1x16(w[b].qs), _mm256_maskz_mov_epi8(load_u32(w[b].qh), _mm256_set1_epi8(0x10)));
+    }
+    }
+}
+INLINE size_t small_block_size(int kind) {
+    switch (kind) {
+    case KIND_Q4_0: return sizeof(block_q4_0);
+    case KIND_Q4_1: return sizeof(block_q4_1);
+    case KIND_IQ4_NL: return sizeof(block_iq4_nl);
+    case KIND_Q5_0: return sizeof(block_q5_0);
+    default: return sizeof(block_q5_1);
+    }
+}
+INLINE int small_offset(int kind) {
+    return kind == KIND_Q4_0 ? 8 : kind == KIND_Q5_0 ? 16 : kind == KIND_IQ4_NL ? 128 : 0;
+}
+/* Every block struct starts with d (and Q4_1 / Q5_1 continue with m). */
+INLINE float small_d(const void *wv, size_t bs, int64_t b) {
+    uint16_t h;
+    memcpy(&h, (const char *)wv + (size_t)b * bs, 2);
+    return h2f(h);
+}
+INLINE float small_m(const void *wv, size_t bs, int64_t b) {
+    uint16_t h;
+    memcpy(&h, (const char *)wv + (size_t)b * bs + 2, 2);
+    return h2f(h);
+}
+
+/* x blocks are Q8_0 (34 bytes) or Q8_1 (36 bytes): both start with d, the bytes sit at the end */
+INLINE void small_nx(int kind, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const int64_t nb = k / 32;
+    const size_t bs = small_block_size(kind);
+    const int q81 = kind == KIND_Q4_1 || kind == KIND_Q5_1;
+    const size_t xbs = q81 ? sizeof(block_q8_1) : sizeof(block_q8_0), xoff = q81 ? 4 : 2;
+    const int off = small_offset(kind);
+    const __m512i offv = _mm512_set1_epi8((char)off);
+    __m512 acc[ST_DOT_MAX_NX];
+    float extra[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) { acc[j] = _mm512_setzero_ps(); extra[j] = 0; }
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+        __m512i u = unpack_small2(kind, wv, b);
+        float d0 = small_d(wv, bs, b), d1 = small_d(wv, bs, b + 1);
+        float m0 = q81 ? small_m(wv, bs, b) : 0, m1 = q81 ? small_m(wv, bs, b + 1) : 0;
+        UNROLL for (int j = 0; j < nx; j++) {
+            const char *x0 = (const char *)row(xv, xs, j) + (size_t)b * xbs, *x1 = x0 + xbs;
+            __m512i a = load_2x256(x0 + xoff, x1 + xoff);
+            __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, a);
+            if (off) p = _mm512_sub_epi32(p, _mm512_dpbusd_epi32(_mm512_setzero_si512(), offv, a));
+            uint16_t dx0, dx1;
+            memcpy(&dx0, x0, 2);
+            memcpy(&dx1, x1, 2);
+            __m512 s = halves_ps(d0 * h2f(dx0), d1 * h2f(dx1));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[j]);
+            if (q81) {
+                uint16_t s0, s1;
+                memcpy(&s0, x0 + 2, 2);
+                memcpy(&s1, x1 + 2, 2);
+                extra[j] += m0 * h2f(s0) + m1 * h2f(s1);
+            }
+        }
+    }
+    if (b < nb) {
+        __m256i u = unpack_small1(kind, wv, b);
+        float d0 = small_d(wv, bs, b), m0 = q81 ? small_m(wv, bs, b) : 0;
+        UNROLL for (int j = 0; j < nx; j++) {
+            const char *x0 = (const char *)row(xv, xs, j) + (size_t)b * xbs;
+            __m256i a = _mm256_loadu_si256((const __m256i *)(x0 + xoff));
+            __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, a);
+            if (off) p = _mm256_sub_epi32(p, _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)off), a));
+            uint16_t dx0, s0;
+            memcpy(&dx0, x0, 2);
+            extra[j] += d0 * h2f(dx0) * hsum256_ps(_mm256_cvtepi32_ps(p));
+            if (q81) {
+                memcpy(&s0, x0 + 2, 2);
+                extra[j] += m0 * h2f(s0);
+            }
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]) + extra[j];
+}
+INLINE void q4_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q4_0, k, w, x, xs, nx, out); }
+INLINE void q4_1_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q4_1, k, w, x, xs, nx, out); }
+INLINE void q5_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q5_0, k, w, x, xs, nx, out); }
+INLINE void q5_1_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q5_1, k, w, x, xs, nx, out); }
+INLINE void iq4_nl_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_IQ4_NL, k, w, x, xs, nx, out); }
+DOT_BY_NX(q4_0)
+DOT_BY_NX(q4_1)
+DOT_BY_NX(q5_0)
+DOT_BY_NX(q5_1)
+DOT_BY_NX(iq4_nl)
+
+/* ---------------- 256-element super-blocks against Q8_K ---------------- */
+
+/* Scale vector for 32-element sub-blocks: 128-bit lanes 0,1 get scale 2t, lanes 2,3 scale 2t+1
+ * (the i16 pairs vpmaddubsw makes from 64 elements), from 8 unsigned bytes at the start of s8. */
+INLINE __m512i scales32_i16(__m512i s8x4, int t) {
+    const __m512i base = _mm512_inserti64x4(_mm512_set1_epi16((short)0x8000), _mm256_set1_epi16((short)0x8001), 1);
+    return _mm512_shuffle_epi8(s8x4, _mm512_add_epi16(base, _mm512_set1_epi16((short)(2 * t))));
+}
+/* Scale vector for 16-element sub-blocks 4t..4t+3 (one per 128-bit lane) from 16 i16 scales. */
+INLINE __m512i scales16_i16(__m256i s16, int t) {
+    const __m512i base = _mm512_set_epi32(0x07060706, 0x07060706, 0x07060706, 0x07060706,
+                                          0x05040504, 0x05040504, 0x05040504, 0x05040504,
+                                          0x03020302, 0x03020302, 0x03020302, 0x03020302,
+                                          0x01000100, 0x01000100, 0x01000100, 0x01000100);
+    __m128i half = t < 2 ? _mm256_castsi256_si128(s16) : _mm256_extracti128_si256(s16, 1);
+    __m512i ctrl = (t & 1) ? _mm512_add_epi8(base, _mm512_set1_epi8(8)) : base;
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(half), ctrl);
+}
+
+/* sum over the 4 zmm of a super-block: sum_t scale_t . (u_t x a_t), per activation row */
+INLINE __m512i dot4_scaled(const __m512i u[4], const __m512i sc[4], const int8_t *a) {
+    __m512i acc = _mm512_setzero_si512();
+    for (int t = 0; t < 4; t++) {
+        __m512i p = _mm512_maddubs_epi16(u[t], _mm512_loadu_si512(a + 64 * t));
+        acc = _mm512_dpwssd_epi32(acc, p, sc[t]);
+    }
+    return acc;
+}
+
+/* Q4_K / Q5_K scales and minimums: 8 six-bit values each, packed in 12 bytes; returns bytes
+ * 0-7 = scales, 8-15 = minimums. */
+INLINE __m128i unpack_scale_min_k4(const uint8_t *q) {
+    uint32_t u0 = load_u32(q), u1 = load_u32(q + 4), u2 = load_u32(q + 8);
+    uint32_t sc_lo = u0 & 0x3f3f3f3f, mn_lo = u1 & 0x3f3f3f3f;
+    uint32_t sc_hi = (u2 & 0x0f0f0f0f) | ((u0 >> 2) & 0x30303030);
+    uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 2) & 0x30303030);
+    return _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
+}
+
+/* the 8 minimums, each twice (i16), to multiply Q8_K's 16 bsums pairwise */
+INLINE __m256i mins_dup_i16(__m128i scmn) {
+    const __m128i dup = _mm_set_epi8(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+    return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(scmn, dup));
+}
+
+/* Splits 64 bytes of 4-bit pairs (two groups of 32 bytes) into 2 zmm of 64 elements each. */
+INLINE void nibbles_64(const uint8_t *qs, __m512i *e0, __m512i *e1) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i q = _mm512_loadu_si512(qs);
+    __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    *e0 = _mm512_shuffle_i64x2(lo, hi, 0x44);
+    *e1 = _mm512_shuffle_i64x2(lo, hi, 0xEE);
+}
+
+INLINE void q4_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_q4_K *w = wv;
+    __m512 acc[ST_DOT_MAX_NX];
+    __m256 accm[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) { acc[j] = _mm512_setzero_ps(); accm[j] = _mm256_setzero_ps(); }
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        __m512i u[4], sc[4];
+        nibbles_64(w[b].qs, &u[0], &u[1]);
+        nibbles_64(w[b].qs + 64, &u[2], &u[3]);
+        __m128i scmn = unpack_scale_min_k4(w[b].scales);
+        __m512i s4 = _mm512_broadcast_i32x4(scmn);
+        for (int t = 0; t < 4; t++) sc[t] = scales32_i16(s4, t);
+        __m256i mins = mins_dup_i16(scmn);
+        float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m512i isum = dot4_scaled(u, sc, xb->qs);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * xb->d), acc[j]);
+            __m256i m = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), mins);
+            accm[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * xb->d), accm[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]) - hsum256_ps(accm[j]);
+}
+DOT_BY_NX(q4_K)
+
+INLINE void q5_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_q5_K *w = wv;
+    __m512 acc[ST_DOT_MAX_NX];
+    __m256 accm[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) { acc[j] = _mm512_setzero_ps(); accm[j] = _mm256_setzero_ps(); }
+    const __m512i bit4 = _mm512_set1_epi8(0x10);
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        __m512i u[4], sc[4];
+        nibbles_64(w[b].qs, &u[0], &u[1]);
+        nibbles_64(w[b].qs + 64, &u[2], &u[3]);
+        /* element l of group g (low half) takes bit 2g of qh[l], of the high half bit 2g+1 */
+        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w[b].qh));
+        for (int t = 0; t < 4; t++) {
+            __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * t))),
+                                              _mm256_set1_epi8((char)(1 << (2 * t + 1))), 1);
+            u[t] = _mm512_mask_add_epi8(u[t], _mm512_test_epi8_mask(qh, bits), u[t], bit4);
+        }
+        __m128i scmn = unpack_scale_min_k4(w[b].scales);
+        __m512i s4 = _mm512_broadcast_i32x4(scmn);
+        for (int t = 0; t < 4; t++) sc[t] = scales32_i16(s4, t);
+        __m256i mins = mins_dup_i16(scmn);
+        float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m512i isum = dot4_scaled(u, sc, xb->qs);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * xb->d), acc[j]);
+            __m256i m = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), mins);
+            accm[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * xb->d), accm[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]) - hsum256_ps(accm[j]);
+}
+DOT_BY_NX(q5_K)
+
+/* Q6_K: per half of 128, ql's 64 bytes hold elements 0-63 in their low nibbles and 64-127 in the
+ * high ones; qh's 32 bytes hold bits 4-5 of element l, l+32, l+64, l+96 at bit pairs 0,2,4,6. */
+INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_q6_K *w = wv;
+    __m512 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i shr = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        __m512i u[4], sc[4];
+        for (int h = 0; h < 2; h++) {
+            __m512i ql = _mm512_loadu_si512(w[b].ql + 64 * h);
+            __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h)));
+            __m512i hlo = _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30);
+            __m512i hhi = _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30);
+            u[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), hlo);
+            u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hhi);
+        }
+        __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
+        for (int t = 0; t < 4; t++) sc[t] = scales16_i16(s16, t);
+        float d = h2f(w[b].d);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m512i isum = dot4_scaled(u, sc, xb->qs);
+            /* the -32 offset: 32 * sum_s scale_s * bsum_s */
+            __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), s16);
+            isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * xb->d), acc[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
+}
+DOT_BY_NX(q6_K)
+
+/* Q2_K / Q3_K: per half of 128, 32 bytes hold element 32j + l at bits 2j of byte l. */
+INLINE void q2_bits(const uint8_t *qs, __m512i *u0, __m512i *u1) {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qs));
+    const __m512i c0 = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    const __m512i c1 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    *u0 = _mm512_and_si512(_mm512_srlv_epi16(q, c0), m3);
+    *u1 = _mm512_and_si512(_mm512_srlv_epi16(q, c1), m3);
+}
+
+INLINE void q2_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_q2_K *w = wv;
+    __m512 acc[ST_DOT_MAX_NX];
+    __m256 accm[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) { acc[j] = _mm512_setzero_ps(); accm[j] = _mm256_setzero_ps(); }
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        __m512i u[4], sc[4];
+        q2_bits(w[b].qs, &u[0], &u[1]);
+        q2_bits(w[b].qs + 32, &u[2], &u[3]);
+        __m128i raw = _mm_loadu_si128((const __m128i *)w[b].scales);
+        __m256i s16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
+        __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+        for (int t = 0; t < 4; t++) sc[t] = scales16_i16(s16, t);
+        float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m512i isum = dot4_scaled(u, sc, xb->qs);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * xb->d), acc[j]);
+            __m256i m = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), m16);
+            accm[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * xb->d), accm[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]) - hsum256_ps(accm[j]);
+}
+DOT_BY_NX(q2_K)
+
+/* the 16 six-bit scales of Q3_K minus 32, as i16 */
+INLINE __m256i q3_K_scales(const uint8_t *p) {
+    uint32_t a0 = load_u32(p), a1 = load_u32(p + 4), hi = load_u32(p + 8);
+    uint32_t s0 = (a0 & 0x0f0f0f0f) | ((hi & 0x03030303) << 4);
+    uint32_t s1 = (a1 & 0x0f0f0f0f) | (((hi >> 2) & 0x03030303) << 4);
+    uint32_t s2 = ((a0 >> 4) & 0x0f0f0f0f) | (((hi >> 4) & 0x03030303) << 4);
+    uint32_t s3 = ((a1 >> 4) & 0x0f0f0f0f) | (((hi >> 6) & 0x03030303) << 4);
+    __m128i s = _mm_set_epi32((int)s3, (int)s2, (int)s1, (int)s0);
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(s), _mm256_set1_epi16(32));
+}
+
+INLINE void q3_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_q3_K *w = wv;
+    __m512 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
+    const __m512i four = _mm512_set1_epi8(4);
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        __m512i u[4], sc[4];
+        q2_bits(w[b].qs, &u[0], &u[1]);
+        q2_bits(w[b].qs + 32, &u[2], &u[3]);
+        /* hmask bit 4h+j of byte l is the high bit of element 128h + 32j + l: set means +4 */
+        __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w[b].hmask));
+        for (int t = 0; t < 4; t++) {
+            __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * t))),
+                                              _mm256_set1_epi8((char)(1 << (2 * t + 1))), 1);
+            u[t] = _mm512_mask_add_epi8(u[t], _mm512_test_epi8_mask(hm, bits), u[t], four);
+        }
+        __m256i s16 = q3_K_scales(w[b].scales);
+        for (int t = 0; t < 4; t++) sc[t] = scales16_i16(s16, t);
+        float d = h2f(w[b].d);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m512i isum = dot4_scaled(u, sc, xb->qs);
+            __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), s16);
+            isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(off, 2)));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * xb->d), acc[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
+}
+DOT_BY_NX(q3_K)
+
+/* IQ4_XS: |level| as the unsigned operand (level + 128 would overflow vpmaddubsw's i16 pairs),
+ * the level's sign moved onto the activation bytes. */
+INLINE void iq4_xs_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_iq4_xs *w = wv;
+    __m512 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_abs_epi8(_mm_loadu_si128((const __m128i *)iq4nl_levels)));
+    const __m512i eight = _mm512_set1_epi8(8);
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        __m512i u[4], sc[4];
+        __mmask64 neg[4];
+        for (int t = 0; t < 4; t++) {
+            __m512i nib = nibbles_2x16(w[b].qs + 32 * t, w[b].qs + 32 * t + 16);
+            neg[t] = _mm512_cmplt_epu8_mask(nib, eight); /* levels 0-7 are the negative ones */
+            u[t] = _mm512_shuffle_epi8(lut, nib);
+        }
+        uint32_t sl = load_u32(w[b].scales_l), sh = w[b].scales_h;
+        uint8_t ls[16];
+        for (int s = 0; s < 8; s++) ls[s] = (uint8_t)(((sl >> (4 * s)) & 0xF) | (((sh >> (2 * s)) & 3) << 4));
+        memset(ls + 8, 0, 8);
+        __m512i s4 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ls));
+        for (int t = 0; t < 4; t++) sc[t] = _mm512_sub_epi16(scales32_i16(s4, t), _mm512_set1_epi16(32));
+        float d = h2f(w[b].d);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m512i isum = _mm512_setzero_si512();
+            for (int t = 0; t < 4; t++) {
+                __m512i a = _mm512_loadu_si512(xb->qs + 64 * t);
+                a = _mm512_mask_sub_epi8(a, neg[t], _mm512_setzero_si512(), a);
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[t], a), sc[t]);
+            }
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * xb->d), acc[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
+}
+DOT_BY_NX(iq4_xs)
+
+/* ---------------- float types ---------------- */
+
+INLINE void f32_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const float *w = wv;
+    __m512 acc[ST_DOT_MAX_NX][2];
+    UNROLL for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= k; i += 32) {
+        __m512 w0 = _mm512_loadu_ps(w + i), w1 = _mm512_loadu_ps(w + i + 16);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const float *x = (const float *)row(xv, xs, j) + i;
+            acc[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc[j][0]);
+            acc[j][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc[j][1]);
+        }
+    }
+    __mmask16 m0 = (__mmask16)((1u << (k - i < 16 ? k - i : 16)) - 1);
+    __mmask16 m1 = (__mmask16)(k - i > 16 ? (1u << (k - i - 16)) - 1 : 0);
+    __m512 w0 = _mm512_maskz_loadu_ps(m0, w + i), w1 = _mm512_maskz_loadu_ps(m1, w + i + 16);
+    UNROLL for (int j = 0; j < nx; j++) {
+        const float *x = (const float *)row(xv, xs, j) + i;
+        acc[j][0] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m0, x), acc[j][0]);
+        acc[j][1] = _mm512_fmadd_ps(w1, _mm512_maskz_loadu_ps(m1, x + 16), acc[j][1]);
+        out[j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]));
+    }
+}
+DOT_BY_NX(f32)
+
+INLINE __m512 load_f16(const uint16_t *p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+INLINE __m512 load_bf16(const uint16_t *p, __mmask16 m) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+#define HALF_KERNEL(name, load)                                                                    \
+    INLINE void name##_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) { \
+        const uint16_t *w = wv;                                                                    \
+        __m512 acc[ST_DOT_MAX_NX][2];                                                              \
+        UNROLL for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm512_setzero_ps();          \
+        for (int64_t i = 0; i < k; i += 32) {                                                      \
+            int64_t left = k - i;                                                                  \
+            __mmask16 m0 = left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);                    \
+            __mmask16 m1 = left >= 32 ? 0xFFFF : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0; \
+            __m512 w0 = load(w + i, m0), w1 = load(w + i + 16, m1);                                \
+            UNROLL for (int j = 0; j < nx; j++) {                                                  \
+                const uint16_t *x = (const uint16_t *)row(xv, xs, j) + i;                          \
+                acc[j][0] = _mm512_fmadd_ps(w0, load(x, m0), acc[j][0]);                           \
+                acc[j][1] = _mm512_fmadd_ps(w1, load(x + 16, m1), acc[j][1]);                      \
+            }                                                                                      \
+        }                                                                                          \
+        UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][0], acc[j][1])); \
+    }
+HALF_KERNEL(f16, load_f16)
+HALF_KERNEL(bf16, load_bf16)
+DOT_BY_NX(f16)
+DOT_BY_NX(bf16)
+
+const st_dot_fn st_dot_avx512[ST_TYPE_COUNT] = {
+    [ST_TYPE_F32] = avx512_f32,      [ST_TYPE_F16] = avx512_f16,       [ST_TYPE_BF16] = avx512_bf16,
+    [ST_TYPE_Q4_0] = avx512_q4_0,    [ST_TYPE_Q4_1] = avx512_q4_1,     [ST_TYPE_Q5_0] = avx512_q5_0,
+    [ST_TYPE_Q5_1] = avx512_q5_1,    [ST_TYPE_Q8_0] = avx512_q8_0,     [ST_TYPE_Q2_K] = avx512_q2_K,
+    [ST_TYPE_Q3_K] = avx512_q3_K,    [ST_TYPE_Q4_K] = avx512_q4_K,     [ST_TYPE_Q5_K] = avx512_q5_K,
+    [ST_TYPE_Q6_K] = avx512_q6_K,    [ST_TYPE_IQ4_NL] = avx512_iq4_nl, [ST_TYPE_IQ4_XS] = avx512_iq4_xs,
+};
+
+/* ---------------- activation quantizers ---------------- */
+
+/* roundf: to nearest, ties away from zero (what the reference quantizer uses) */
+INLINE __m512 round_away(__m512 v) {
+    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_abs_ps(_mm512_sub_ps(v, t));
+    __mmask16 up = _mm512_cmp_ps_mask(f, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));
+    return _mm512_mask_add_ps(t, up, t, one);
+}
+
+void st_act_q8_0_avx512(const float *x, void *yv, int64_t k) {
+    block_q8_0 *y = yv;
+    for (int64_t b = 0; b < k / 32; b++, x += 32) {
+        __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        const float d = amax / 127;
+        const float id = d != 0 ? 1.0f / d : 0.0f;
+        y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        __m512 s = _mm512_set1_ps(id);
+        __m128i q0 = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(round_away(_mm512_mul_ps(v0, s))));
+        __m128i q1 = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(round_away(_mm512_mul_ps(v1, s))));
+        _mm_storeu_si128((__m128i *)y[b].qs, q0);
+        _mm_storeu_si128((__m128i *)(y[b].qs + 16), q1);
+    }
+}
+
+void st_act_q8_K_avx512(const float *x, void *yv, int64_t k) {
+    block_q8_K *y = yv;
+    for (int64_t b = 0; b < k / QK_K; b++, x += QK_K) {
+        __m512 m = _mm512_setzero_ps();
+        for (int i = 0; i < QK_K; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+        float amax = _mm512_reduce_max_ps(m);
+        if (amax == 0) {
+            memset(&y[b], 0, sizeof y[b]);
+            continue;
+        }
+        /* the reference keeps the sign of the FIRST element of largest magnitude */
+        float max = 0;
+        for (int i = 0; i < QK_K; i += 16) {
+            __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (hit) { max = x[i + __builtin_ctz(hit)]; break; }
+        }
+        const float iscale = -127.f / max;
+        const __m512 s = _mm512_set1_ps(iscale);
+        for (int i = 0; i < QK_K; i += 16) {
+            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), s)); /* ties to even */
+            q = _mm512_min_epi32(q, _mm512_set1_epi32(127));
+            __m128i q8 = _mm512_cvtepi32_epi8(q);
+            _mm_storeu_si128((__m128i *)(y[b].qs + i), q8);
+            y[b].bsums[i / 16] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        y[b].d = 1 / iscale;
+    }
+}
+
+void st_act_bf16_avx512(const float *x, void *yv, int64_t k) {
+    uint16_t *y = yv;
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16) {
+        __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+        memcpy(y + i, &h, 32);
+    }
+    for (; i < k; i++) {
+        __mmask16 m = 1;
+        __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i));
+        memcpy(y + i, &h, 2);
+    }
+}
