@@ -1,0 +1,173 @@
+/* test_ops_attn.c: KV cache rows and causal attention.
+ *  - kv_store: f32 rows copied, f16 rows rounded to nearest even;
+ *  - hand cases: one visible key gives V; two keys with scores 0 and ln 3 weigh V 1/4 and 3/4;
+ *    a query at position p ignores cells after p; GQA head h reads kv head h / (H/H_kv);
+ *  - random problems (odd head sizes, GQA 1/2/4, f32 and f16 caches, prefill and decode shapes,
+ *    long contexts) against a float64 softmax attention over the same cache contents, for the
+ *    reference and each SIMD level. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/backend.h"
+#include "base/cpu.h"
+#include "quant/quant.h"
+#include "quant/types.h"
+#include "test.h"
+
+static uint64_t rng = 0x853c49e6748fea9bull;
+static float frand(void) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+
+static float cache_at(const void *c, uint32_t type, int64_t idx) {
+    return type == ST_TYPE_F16 ? st_fp16_to_fp32(((const uint16_t *)c)[idx]) : ((const float *)c)[idx];
+}
+
+static void test_kv_store(void) {
+    float src[2][6] = { { 1, 2, 3, 4, 5, 6 }, { 0.1f, -0.2f, 65504.0f, 1e-8f, 3.14159f, -7 } };
+    uint16_t h[4 * 6];
+    float f[4 * 6];
+    memset(h, 0, sizeof h);
+    memset(f, 0, sizeof f);
+    st_op_kv_store(ST_TYPE_F16, h, 6, 1, &src[0][0], 6, 2);
+    st_op_kv_store(ST_TYPE_F32, f, 6, 2, &src[0][0], 6, 2);
+    int ok = 1;
+    for (int e = 0; e < 6; e++) {
+        if (h[6 + e] != st_fp32_to_fp16(src[0][e]) || h[12 + e] != st_fp32_to_fp16(src[1][e])) ok = 0;
+        if (f[12 + e] != src[0][e] || f[18 + e] != src[1][e]) ok = 0;
+        if (h[e] != 0 || h[18 + e] != 0 || f[e] != 0) ok = 0;
+    }
+    CHECK(ok);
+    CHECK(st_kv_row_bytes(ST_TYPE_F16, 256) == 512 && st_kv_row_bytes(ST_TYPE_F32, 256) == 1024);
+}
+
+static void test_hand_cases(st_pool *pool) {
+    /* H = 4, H_kv = 2, hd = 2; cells hold distinct V per kv head */
+    const int64_t H = 4, Hkv = 2, hd = 2, row = Hkv * hd;
+    float k[3][4] = { { 1, 0, 0, 1 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 } };
+    float v[3][4] = { { 1, 2, -3, 4 }, { 5, 6, 7, 8 }, { 9, 10, 11, 12 } };
+    const float scale = 1.0f / sqrtf(2.0f);
+    const float L3 = logf(3.0f) / scale;
+    /* kv head 0: k0 = k1 = (1, 0); kv head 1: k0 = (0, 1), k1 = (1, 0). Query 0 (pos 0) sees
+     * cell 0 only; query 1 (pos 1) sees cells 0 and 1, never cell 2. Head 0 of query 1 scores
+     * 0 and 0; head 2 (kv head 1) scores 0 and ln 3. */
+    k[1][0] = 1; k[1][1] = 0; k[1][2] = 1; k[1][3] = 0;
+    const float q[2][4][2] = { { { 3, 1 }, { 0, 0 }, { 5, 5 }, { -1, 2 } },
+                               { { 0, 0 }, { 0, L3 }, { L3, 0 }, { 0, 0 } } };
+    int32_t pos[2] = { 0, 1 };
+    for (int tcase = 0; tcase < 2; tcase++) {
+        const uint32_t type = tcase ? ST_TYPE_F16 : ST_TYPE_F32;
+        uint16_t kh[3 * 4], vh[3 * 4];
+        float kf[3 * 4], vf[3 * 4];
+        void *kc = tcase ? (void *)kh : (void *)kf, *vc = tcase ? (void *)vh : (void *)vf;
+        st_op_kv_store(type, kc, row, 0, &k[0][0], row, 3);
+        st_op_kv_store(type, vc, row, 0, &v[0][0], row, 3);
+        for (int lvl = 0; lvl < 3; lvl++) {
+            st_cpu_limit(lvl == 0 ? 0 : lvl == 1 ? 1 : 3);
+            float out[2][4][2];
+            memset(out, 0xff, sizeof out);
+            st_attn_args a = { .q = &q[0][0][0], .ldq_tok = H * hd, .ldq_head = hd,
+                               .k_cache = kc, .v_cache = vc, .kv_type = type, .pos = pos,
+                               .n_tok = 2, .n_head = H, .n_head_kv = Hkv, .head_dim = hd,
+                               .n_kv = 3, .scale = scale, .out = &out[0][0][0], .ldo_tok = H * hd };
+            st_op_attention(pool, &a);
+            /* token 0 sees one cell: output = V of its kv head, whatever q is */
+            CHECKF(out[0][0][0] == 1 && out[0][0][1] == 2 && out[0][1][0] == 1 && out[0][1][1] == 2,
+                   "lvl %d type %d: %g %g", lvl, tcase, out[0][0][0], out[0][0][1]);
+            CHECK(out[0][2][0] == -3 && out[0][2][1] == 4 && out[0][3][0] == -3 && out[0][3][1] == 4);
+            /* token 1, head 0: equal scores: mean of cells 0 and 1 (cell 2 is in the future) */
+            CHECKF(fabsf(out[1][0][0] - 3.0f) < 1e-6f && fabsf(out[1][0][1] - 4.0f) < 1e-6f,
+                   "lvl %d: %g %g", lvl, out[1][0][0], out[1][0][1]);
+            /* head 2: weights 1/4, 3/4 on kv head 1's values (-3,4) and (7,8) */
+            CHECKF(fabsf(out[1][2][0] - (0.25f * -3 + 0.75f * 7)) < 1e-5f &&
+                   fabsf(out[1][2][1] - (0.25f * 4 + 0.75f * 8)) < 1e-5f,
+                   "lvl %d: %g %g", lvl, out[1][2][0], out[1][2][1]);
+        }
+    }
+    st_cpu_limit(3);
+}
+
+typedef struct prob {
+    int64_t T, H, Hkv, hd, n_kv;
+    uint32_t type;
+} prob;
+
+static void check_random(st_pool *pool, prob pr) {
+    const int64_t row = pr.Hkv * pr.hd, r = pr.H / pr.Hkv;
+    const size_t esz = pr.type == ST_TYPE_F16 ? 2 : 4;
+    float *kv = malloc(sizeof(float) * (size_t)(pr.n_kv * row));
+    void *kc = malloc(esz * (size_t)(pr.n_kv * row)), *vc = malloc(esz * (size_t)(pr.n_kv * row));
+    for (int64_t i = 0; i < pr.n_kv * row; i++) kv[i] = 2.0f * frand();
+    st_op_kv_store(pr.type, kc, row, 0, kv, row, pr.n_kv);
+    for (int64_t i = 0; i < pr.n_kv * row; i++) kv[i] = frand();
+    st_op_kv_store(pr.type, vc, row, 0, kv, row, pr.n_kv);
+    /* q with a head stride of 2*hd (the interleaved q|gate buffer) */
+    const int64_t ldq = pr.H * 2 * pr.hd;
+    float *q = malloc(sizeof(float) * (size_t)(pr.T * ldq));
+    for (int64_t i = 0; i < pr.T * ldq; i++) q[i] = 2.0f * frand();
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)pr.T);
+    for (int64_t t = 0; t < pr.T; t++) pos[t] = (int32_t)(pr.n_kv - pr.T + t);
+    const int64_t ldo = pr.H * pr.hd + 3;
+    float *out = malloc(sizeof(float) * (size_t)(pr.T * ldo));
+    double *ref = malloc(sizeof(double) * (size_t)(pr.T * pr.H * pr.hd));
+    double *s = malloc(sizeof(double) * (size_t)pr.n_kv);
+    const float scale = 1.0f / sqrtf((float)pr.hd);
+    for (int64_t t = 0; t < pr.T; t++)
+        for (int64_t h = 0; h < pr.H; h++) {
+            const int64_t g = h / r, nv = pos[t] + 1;
+            const float *qq = q + t * ldq + h * 2 * pr.hd;
+            double m = -INFINITY, l = 0;
+            for (int64_t c = 0; c < nv; c++) {
+                double dot = 0;
+                for (int64_t i = 0; i < pr.hd; i++) dot += (double)qq[i] * cache_at(kc, pr.type, c * row + g * pr.hd + i);
+                s[c] = dot * scale;
+                m = fmax(m, s[c]);
+            }
+            for (int64_t c = 0; c < nv; c++) { s[c] = exp(s[c] - m); l += s[c]; }
+            for (int64_t i = 0; i < pr.hd; i++) {
+                double o = 0;
+                for (int64_t c = 0; c < nv; c++) o += s[c] * cache_at(vc, pr.type, c * row + g * pr.hd + i);
+                ref[(t * pr.H + h) * pr.hd + i] = o / l;
+            }
+        }
+    for (int lvl = 0; lvl < 3; lvl++) {
+        st_cpu_limit(lvl == 0 ? 0 : lvl == 1 ? 1 : 3);
+        st_attn_args a = { .q = q, .ldq_tok = ldq, .ldq_head = 2 * pr.hd, .k_cache = kc, .v_cache = vc,
+                           .kv_type = pr.type, .pos = pos, .n_tok = pr.T, .n_head = pr.H,
+                           .n_head_kv = pr.Hkv, .head_dim = pr.hd, .n_kv = pr.n_kv, .scale = scale,
+                           .out = out, .ldo_tok = ldo };
+        st_op_attention(pool, &a);
+        double err = 0;
+        for (int64_t t = 0; t < pr.T; t++)
+            for (int64_t e = 0; e < pr.H * pr.hd; e++)
+                err = fmax(err, fabs(out[t * ldo + e] - ref[t * pr.H * pr.hd + e]));
+        CHECKF(err < 2e-5, "lvl %d T=%ld H=%ld Hkv=%ld hd=%ld n_kv=%ld type=%u: err %g", lvl, (long)pr.T,
+               (long)pr.H, (long)pr.Hkv, (long)pr.hd, (long)pr.n_kv, pr.type, err);
+    }
+    st_cpu_limit(3);
+    free(kv); free(kc); free(vc); free(q); free(pos); free(out); free(ref); free(s);
+}
+
+int main(void) {
+    st_pool *pool = NULL;
+    if (st_pool_create(2, &pool) != ST_OK) return 1;
+    test_kv_store();
+    test_hand_cases(pool);
+    const prob probs[] = {
+        { 1, 8, 2, 128, 1, ST_TYPE_F16 },      /* decode, first token */
+        { 1, 8, 2, 128, 700, ST_TYPE_F16 },    /* decode at some context */
+        { 1, 8, 2, 128, 333, ST_TYPE_F32 },
+        { 37, 8, 2, 128, 37, ST_TYPE_F16 },    /* prefill from empty */
+        { 29, 8, 2, 128, 90, ST_TYPE_F32 },    /* prefill after a cached prefix */
+        { 13, 4, 4, 64, 50, ST_TYPE_F16 },     /* no GQA */
+        { 9, 6, 3, 24, 31, ST_TYPE_F16 },      /* odd head size */
+        { 5, 3, 1, 17, 12, ST_TYPE_F32 },
+        { 7, 2, 1, 256, 40, ST_TYPE_F16 },     /* the largest head */
+        { 3, 16, 2, 80, 2100, ST_TYPE_F16 },   /* long context */
+    };
+    for (size_t i = 0; i < sizeof probs / sizeof probs[0]; i++) check_random(pool, probs[i]);
+    st_pool_destroy(pool);
+    return test_report("test_ops_attn");
+}
