@@ -1,0 +1,106 @@
+/* test_matmul.c: st_matmul against a plain loop over the scalar reference kernel, for every type,
+ * odd shapes (M and n in 1, 3, 7, 33; n past the kernel's group of rows), strided X and Y, every
+ * CPU level and 1 to 3 threads. The loop applies the reference activation quantizer to each row
+ * and the reference dot to each (row, weight row) pair, so it checks the conversion into scratch,
+ * the split of rows across threads, the tiling and the grouping of activation rows. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/matmul.h"
+#include "base/cpu.h"
+#include "quant/dot.h"
+#include "quant/quant.h"
+#include "test.h"
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+static float frand(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)(rng_state >> 40) / 16777216.0f * 2 - 1;
+}
+
+static const uint32_t types[] = {ST_TYPE_F32,  ST_TYPE_F16,  ST_TYPE_BF16, ST_TYPE_Q8_0,   ST_TYPE_Q4_0,
+                                 ST_TYPE_Q4_1, ST_TYPE_Q5_0, ST_TYPE_Q5_1, ST_TYPE_Q2_K,   ST_TYPE_Q3_K,
+                                 ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_IQ4_NL, ST_TYPE_IQ4_XS};
+
+static void act_ref(uint32_t act, const float *x, void *y, int64_t k) {
+    switch (act) {
+    case ST_TYPE_F32: st_act_f32_ref(x, y, k); break;
+    case ST_TYPE_F16: st_act_f16_ref(x, y, k); break;
+    case ST_TYPE_BF16: st_act_bf16_ref(x, y, k); break;
+    case ST_TYPE_Q8_0: st_quantize_row_q8_0_ref(x, y, k); break;
+    case ST_TYPE_Q8_1: st_quantize_row_q8_1_ref(x, y, k); break;
+    case ST_TYPE_Q8_K: st_quantize_row_q8_K_ref(x, y, k); break;
+    }
+}
+
+static void test_shape(st_pool *pool, uint32_t type, int64_t M, int64_t K, int64_t n) {
+    const st_type_info *t = st_type_get(type);
+    uint32_t act = st_dot_act_type(type);
+    const int64_t ldx = K + 3, ldy = M + 2;
+    size_t wrow = st_row_size(t, K), xrow = st_dot_act_row_size(act, K);
+    char *W = malloc(wrow * (size_t)M);
+    float *wf = malloc(sizeof(float) * (size_t)(M * K));
+    float *X = malloc(sizeof(float) * (size_t)(n * ldx));
+    float *Y = malloc(sizeof(float) * (size_t)(n * ldy));
+    float *Yref = malloc(sizeof(float) * (size_t)(n * M));
+    double *mag = calloc((size_t)(n * M), sizeof(double));
+    char *xq = malloc(xrow);
+    float *xf = malloc(sizeof(float) * (size_t)K);
+    void *scratch = malloc(st_matmul_scratch_size(type, K, n) + 1);
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t i = 0; i < K; i++) wf[m * K + i] = frand();
+        st_quantize_row(type, wf + m * K, W + (size_t)m * wrow, K);
+        st_dequantize_row(type, W + (size_t)m * wrow, wf + m * K, K);
+    }
+    for (int64_t r = 0; r < n * ldx; r++) X[r] = frand() * 2;
+    for (int64_t r = 0; r < n; r++) {
+        act_ref(act, X + r * ldx, xq, K);
+        for (int64_t m = 0; m < M; m++) {
+            st_dot_ref[type](K, W + (size_t)m * wrow, xq, xrow, 1, &Yref[r * M + m]);
+            for (int64_t i = 0; i < K; i++) mag[r * M + m] += fabs((double)wf[m * K + i] * X[r * ldx + i]);
+        }
+    }
+    for (int level = 0; level <= 3; level += 1) {
+        st_cpu_limit(level);
+        for (int64_t r = 0; r < n * ldy; r++) Y[r] = NAN;
+        st_matmul(pool, type, W, M, K, X, ldx, n, Y, ldy, scratch);
+        int bad = 0;
+        for (int64_t r = 0; r < n && !bad; r++)
+            for (int64_t m = 0; m < M && !bad; m++) {
+                float got = Y[r * ldy + m], want = Yref[r * M + m];
+                /* activation rounding differs from X by < 1% of sum|w x|; kernels add f32 order */
+                if (!(fabs(got - want) <= 1e-5 * mag[r * M + m] + 1e-30)) {
+                    bad = 1;
+                    CHECKF(0, "%s M=%lld K=%lld n=%lld threads=%d level %d: Y[%lld][%lld] = %g, reference %g",
+                           t->name, (long long)M, (long long)K, (long long)n, st_pool_size(pool), level,
+                           (long long)r, (long long)m, got, want);
+                }
+            }
+        if (!bad) CHECK(1);
+        /* the padding between Y rows is never written */
+        for (int64_t r = 0; r < n; r++) CHECK(isnan(Y[r * ldy + M]) && isnan(Y[r * ldy + M + 1]));
+    }
+    st_cpu_limit(3);
+    free(W); free(wf); free(X); free(Y); free(Yref); free(mag); free(xq); free(xf); free(scratch);
+}
+
+int main(void) {
+    st_pool *pools[3];
+    for (int p = 0; p < 3; p++)
+        if (st_pool_create(p + 1, &pools[p]) != ST_OK) SKIP("cannot create a pool of %d threads", p + 1);
+    const int64_t sizes[] = {1, 3, 7, 33};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        int64_t bs = st_type_get(types[ti])->block_size;
+        int64_t K = bs == 1 ? 45 : bs == 32 ? 96 : 512;
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 4; b++) test_shape(pools[(a + b) % 3], types[ti], sizes[a], K, sizes[b]);
+        /* a row count that leaves each thread several tiles of weight rows, and a wide K */
+        test_shape(pools[1], types[ti], 150, 4096, 5);
+    }
+    for (int p = 0; p < 3; p++) st_pool_destroy(pools[p]);
+    return test_report("test_matmul");
+}
