@@ -11,7 +11,7 @@
 #include "base/cpu.h"
 #include "quant/quant.h"
 
-#define ATTN_MAX_HD 256
+
 
 size_t st_kv_row_bytes(uint32_t type, int64_t row) {
     return (size_t)row * (type == ST_TYPE_F16 ? 2u : 4u);
@@ -101,6 +101,9 @@ static void attn_worker(void *ctx, int ith, int nth) {
 }
 
 static ops_attn_fn attn_pick(void) {
+    const st_cpu_features *f = st_cpu();
+    if (f->avx512f && f->avx512bw && f->avx512vl) return ops_attn_item_avx512;
+    if (f->avx2 && f->fma && f->f16c) return ops_attn_item_avx2;
     return ops_attn_item_ref;
 }
 
@@ -109,7 +112,7 @@ void st_op_attention(st_pool *pool, const st_attn_args *a) {
     const int nth = pool ? st_pool_size(pool) : 1;
     const int64_t r = a->n_head / a->n_head_kv;
     attn_job j = { a, attn_pick(), r, a->n_tok * a->n_head_kv };
-    if (j.n_items < 2 * nth) {
+    if (j.n_items < 2 * nth || r > ATTN_MAX_GROUP) {
         j.per_item = 1;
         j.n_items = a->n_tok * a->n_head;
     }

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include "backend/backend.h"
+#include "quant/types.h"
 
 /* Runs fn on every pool thread, or once on this thread when pool is NULL or the job is small. */
 static inline void ops_run(st_pool *pool, int threaded, st_pool_fn fn, void *ctx) {
@@ -17,6 +18,9 @@ static inline void ops_run(st_pool *pool, int threaded, st_pool_fn fn, void *ctx
 typedef void (*ops_rms_row_fn)(const float *x, const float *w, float *y, int64_t n, float eps);
 void ops_rms_row_ref(const float *x, const float *w, float *y, int64_t n, float eps);
 void ops_rms_row_avx512(const float *x, const float *w, float *y, int64_t n, float eps);
+
+#define ATTN_MAX_HD 256     /* largest head size st_op_attention accepts */
+#define ATTN_MAX_GROUP 16   /* most query heads in one work item */
 
 /* ---- Attention: one (token, kv head) work item over cells [0, n_vis) for the r query heads
  * sharing that kv head. q rows r*hd apart by ldq_head; out rows hd apart. ---- */

@@ -86,6 +86,9 @@ static void gdn_step_worker(void *ctx, int ith, int nth) {
 }
 
 static ops_gdn_head_fn gdn_step_pick(void) {
+    const st_cpu_features *f = st_cpu();
+    if (f->avx512f) return ops_gdn_head_step_avx512;
+    if (f->avx2 && f->fma) return ops_gdn_head_step_avx2;
     return ops_gdn_head_step_ref;
 }
 

@@ -1,30 +1,7 @@
-/* ops_pointwise_avx512.c: the exp-based pointwise row kernels with AVX-512.
- *
- * exp(x) = 2^n * e^r with n = round(x*log2 e) and r = x - n*ln 2 (two-part ln 2, so r is exact to
- * about 1e-10), |r| <= 0.35, e^r by its Taylor series to degree 7 (truncation < 1e-8 relative),
- * 2^n applied with vscalefps, which saturates to inf and flushes to 0 correctly. The result is
- * within about 2 ulp of expf. Inputs are clamped to [-150, 128] so that +-inf give inf and 0. The
- * gates then use the reference's formulas (x/(1+e^-x), 1/(1+e^-x)) with exact division. */
-#include <immintrin.h>
-#include <math.h>
-#include "backend/cpu/ops_cpu.h"
-
-static inline __m512 exp512(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-150.0f)), _mm512_set1_ps(128.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
+/* ops_pointwise_avx512.c: the exp-based pointwise row kernels with AVX-512. The gates use the
+ * reference's formulas (x/(1+e^-x), 1/(1+e^-x)) with exact division and the vector exp of
+ * ops_avx512.h, so they agree with the reference within a few ulp. */
+#include "backend/cpu/ops_avx512.h"
 
 static inline __m512 sigmoid512(__m512 x) {
     const __m512 one = _mm512_set1_ps(1.0f);

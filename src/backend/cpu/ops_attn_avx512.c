@@ -1,0 +1,89 @@
+/* ops_attn_avx512.c: one attention work item (a query token and the r query heads of one kv
+ * head) with AVX-512.
+ *
+ * Cells are taken 16 at a time. An f16 block of K and V rows is widened (vcvtph2ps) once into f32
+ * tiles that all r heads then read; an f32 cache is read in place. Per head, the 16 q.k products
+ * are left as 16 partial vectors and reduced together by hsum16, so a block's scores come out as
+ * one vector; the softmax is then updated block-wise (running max m, sum l, accumulator rescaled
+ * by e^(m_old - m_new) once per block) and the block's V rows are added with their weights.
+ * Everything is f32; only the order of additions and exp512 differ from the reference. */
+#include "backend/cpu/ops_avx512.h"
+
+#define BLK 16
+
+static void widen_rows(const void *cache, int64_t off, int64_t row, int64_t nc, int64_t hd, float *dst) {
+    for (int64_t c = 0; c < nc; c++) {
+        const uint16_t *s = (const uint16_t *)cache + off + c * row;
+        for (int64_t i = 0; i < hd; i += 16) {
+            const __mmask16 m = tail_mask16(hd - i);
+            __m256i h = _mm256_maskz_loadu_epi16(m, s + i);
+            _mm512_mask_storeu_ps(dst + c * hd + i, m, _mm512_cvtph_ps(h));
+        }
+    }
+}
+
+void ops_attn_item_avx512(const ops_attn_item *it, uint32_t kv_type) {
+    const int64_t hd = it->hd, r = it->r;
+    float kt[BLK * ATTN_MAX_HD], vt[BLK * ATTN_MAX_HD];
+    float acc[ATTN_MAX_GROUP * ATTN_MAX_HD], m[ATTN_MAX_GROUP], l[ATTN_MAX_GROUP];
+    float pw[ATTN_MAX_GROUP][BLK], corr[ATTN_MAX_GROUP];
+    const int f16 = kv_type == ST_TYPE_F16;
+    for (int64_t h = 0; h < r; h++) {
+        m[h] = -INFINITY;
+        l[h] = 0.0f;
+        for (int64_t i = 0; i < hd; i++) acc[h * hd + i] = 0.0f;
+    }
+    const __m512 vscale = _mm512_set1_ps(it->scale);
+    for (int64_t c0 = 0; c0 < it->n_vis; c0 += BLK) {
+        const int64_t nc = it->n_vis - c0 < BLK ? it->n_vis - c0 : BLK;
+        const float *K, *V;
+        int64_t ld;
+        if (f16) {
+            widen_rows(it->k, c0 * it->row, it->row, nc, hd, kt);
+            widen_rows(it->v, c0 * it->row, it->row, nc, hd, vt);
+            K = kt; V = vt; ld = hd;
+        } else {
+            K = (const float *)it->k + c0 * it->row;
+            V = (const float *)it->v + c0 * it->row;
+            ld = it->row;
+        }
+        const __mmask16 valid = tail_mask16(nc);
+        for (int64_t h = 0; h < r; h++) {
+            const float *q = it->q + h * it->ldq_head;
+            __m512 part[BLK];
+            for (int64_t c = 0; c < BLK; c++) part[c] = _mm512_setzero_ps();
+            for (int64_t c = 0; c < nc; c++) {
+                __m512 a = _mm512_setzero_ps();
+                for (int64_t i = 0; i < hd; i += 16) {
+                    const __mmask16 mk = tail_mask16(hd - i);
+                    a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, K + c * ld + i),
+                                        _mm512_maskz_loadu_ps(mk, q + i), a);
+                }
+                part[c] = a;
+            }
+            const __m512 s = _mm512_mul_ps(hsum16(part), vscale);
+            const float bmax = _mm512_mask_reduce_max_ps(valid, s);
+            const float m_new = bmax > m[h] ? bmax : m[h];
+            const __m512 p = _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(s, _mm512_set1_ps(m_new))));
+            corr[h] = expf(m[h] - m_new);
+            l[h] = l[h] * corr[h] + _mm512_reduce_add_ps(p);
+            m[h] = m_new;
+            _mm512_storeu_ps(pw[h], p);
+        }
+        for (int64_t h = 0; h < r; h++) {
+            float *ah = acc + h * hd;
+            const __m512 ch = _mm512_set1_ps(corr[h]);
+            for (int64_t i = 0; i < hd; i += 16) {
+                const __mmask16 mk = tail_mask16(hd - i);
+                __m512 a = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, ah + i), ch);
+                for (int64_t c = 0; c < nc; c++)
+                    a = _mm512_fmadd_ps(_mm512_set1_ps(pw[h][c]), _mm512_maskz_loadu_ps(mk, V + c * ld + i), a);
+                _mm512_mask_storeu_ps(ah + i, mk, a);
+            }
+        }
+    }
+    for (int64_t h = 0; h < r; h++) {
+        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+        for (int64_t i = 0; i < hd; i++) it->out[h * hd + i] = acc[h * hd + i] * inv;
+    }
+}
