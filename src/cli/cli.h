@@ -4,6 +4,7 @@
 #define ST_CLI_H
 
 int cmd_info(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Prints "strata: <msg>" from st_last_error() to stderr and returns 1. */
 int cli_fail(const char *what);

@@ -13,6 +13,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"info", cmd_info, "print a GGUF file's architecture, hyperparameters and tensor types"},
+    {"serve", cmd_serve, "serve a model over OpenAI- and Anthropic-compatible HTTP, with a web chat"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

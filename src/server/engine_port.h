@@ -1,0 +1,150 @@
+/* engine_port.h: the narrow interface the server needs from an engine, and nothing more.
+ *
+ * The server (HTTP, JSON, queue, SSE, the reasoning and tool-call parsing) is written against this
+ * port so that it does not depend on how a model runs. Two implementations exist:
+ *   engine_echo.c    a deterministic stand-in used by the server's own tests (`--engine echo`);
+ *   engine_strata.c  the real engine on include/strata.h (the default), once that API exists.
+ *
+ * Threads. render(), tokenize() and info() are called from HTTP threads, possibly at the same
+ * time as generate() runs on the one engine thread: they may only read model data (template,
+ * vocabulary, hyperparameters). generate() is only ever called from the engine thread, one
+ * request at a time, so it owns the session (KV cache, recurrent state, held ids) alone.
+ *
+ * Conversation reuse fits inside generate(): the engine keeps the ids it holds (the last prompt and
+ * reply), matches them against the new prompt, cuts its state back to the longest prefix it can
+ * restore exactly (KV cut-back; recurrent state from a checkpoint at or before the divergence) and
+ * reports that prefix as usage.cached_tokens. The server never sees the state, only the count.
+ * Saved sessions go through save_session()/restore_session(), also on the engine thread.
+ *
+ * Stop strings are not part of the port: the server applies them to the decoded text (it must hold
+ * back partial matches anyway) and ends generation by returning nonzero from on_piece. */
+#ifndef ST_SERVER_ENGINE_PORT_H
+#define ST_SERVER_ENGINE_PORT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata.h"
+
+/* One chat message, already normalised by the API layer (OpenAI and Anthropic both map here). */
+typedef struct sv_tool_call {
+    const char *id;        /* "call_..." / "toolu_..." (may be NULL) */
+    const char *name;
+    const char *arguments; /* a JSON object as text */
+} sv_tool_call;
+
+typedef struct sv_message {
+    const char *role;      /* "system", "user", "assistant" or "tool" */
+    const char *content;   /* text ("" when none) */
+    const char *reasoning; /* assistant only: earlier thinking, or NULL */
+    const sv_tool_call *tool_calls; /* assistant only */
+    size_t n_tool_calls;
+    const char *tool_call_id; /* tool only: which call this answers */
+    const char *name;         /* tool only: the tool's name when known */
+} sv_message;
+
+typedef enum sv_tool_choice {
+    SV_TOOLS_AUTO = 0, /* the model decides */
+    SV_TOOLS_NONE,     /* tools are not shown to the model */
+    SV_TOOLS_REQUIRED, /* the reply starts with a tool call */
+    SV_TOOLS_NAMED,    /* the reply starts with a call of tool_name */
+} sv_tool_choice;
+
+typedef struct sv_chat {
+    const sv_message *messages;
+    size_t n_messages;
+    const char *tools_json;   /* a JSON array of OpenAI-shaped {"type":"function","function":{..}} or NULL */
+    sv_tool_choice tool_choice;
+    const char *tool_name;    /* for SV_TOOLS_NAMED */
+    int enable_thinking;      /* 1: the model thinks first (Qwen's <think>), 0: it answers directly */
+    int json_object;          /* response_format json_object: the reply must be one JSON object */
+} sv_chat;
+
+/* What render() produced: the prompt text, and the tail of it that is logically the start of the
+ * assistant's reply (e.g. "<think>\n" or "<tool_call>\n"); the server feeds that tail to its reply
+ * parser before the first generated piece, so forced openings parse like generated ones. */
+typedef struct sv_prompt {
+    char *text;         /* malloc'd */
+    char *reply_prefix; /* malloc'd, "" when none; a suffix of text */
+} sv_prompt;
+
+typedef struct sv_sampling {
+    float temperature; /* 0 = greedy */
+    float top_p;       /* 1 = off */
+    int top_k;         /* 0 = off */
+    float min_p;       /* 0 = off */
+    float presence_penalty;
+    float frequency_penalty;
+    uint64_t seed;
+    int has_seed;      /* 0: the engine picks a seed */
+} sv_sampling;
+
+typedef enum sv_finish {
+    SV_FINISH_EOS = 0,   /* the model ended its turn */
+    SV_FINISH_LENGTH,    /* max_tokens or the context ran out */
+    SV_FINISH_STOP,      /* on_piece asked to stop (a stop string, a closed tool call) */
+    SV_FINISH_CANCELLED, /* the cancel flag was set */
+} sv_finish;
+
+typedef struct sv_usage {
+    int prompt_tokens;     /* the whole prompt, reused part included */
+    int cached_tokens;     /* the prefix reused from the held state, not recomputed */
+    int completion_tokens; /* tokens generated (a stop token is not counted) */
+    double prompt_seconds; /* time spent reading the new part of the prompt */
+    double decode_seconds; /* time spent generating */
+} sv_usage;
+
+typedef struct sv_generate {
+    const int32_t *prompt;
+    size_t n_prompt;
+    sv_sampling sampling;
+    int max_tokens;           /* > 0 */
+    int json_object;          /* constrain the reply to one JSON object where the engine can */
+    const atomic_int *cancel; /* checked between prompt chunks and between tokens */
+    /* One generated token: its text piece (bytes; a UTF-8 character may be split across pieces)
+     * and its id. Return nonzero to stop generating (finish = SV_FINISH_STOP). */
+    int (*on_piece)(void *ctx, const char *text, size_t len, int32_t token);
+    /* Prompt reading: `done` of `total` prompt tokens are in the state, `cached` of them reused
+     * (known from the first call on, which comes before any prompt token is computed). */
+    void (*on_progress)(void *ctx, size_t cached, size_t done, size_t total);
+    void *ctx;
+} sv_generate;
+
+typedef struct sv_model_info {
+    char name[128];      /* the id shown in /v1/models */
+    int context_length;  /* tokens */
+    char fingerprint[65];/* identifies the weights (saved sessions carry it) */
+} sv_model_info;
+
+typedef struct sv_engine sv_engine;
+typedef struct sv_engine_ops {
+    const char *kind; /* "echo", "strata" */
+    void (*info)(sv_engine *e, sv_model_info *out);
+    st_status (*render)(sv_engine *e, const sv_chat *chat, sv_prompt *out);
+    /* Text to ids. special=1 parses special tokens (<|im_start|>) in the text (rendered chats);
+     * special=0 treats everything as plain text (raw /v1/completions prompts). */
+    st_status (*tokenize)(sv_engine *e, const char *text, size_t len, int special, int32_t **ids, size_t *n);
+    /* Runs one request on the session. Returns ST_OK also when cancelled (finish says so); an error
+     * leaves the session as it was or cleanly reset. */
+    st_status (*generate)(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish);
+    /* Saved sessions (NULL where the engine has none): name is already checked to be a plain name. */
+    st_status (*save_session)(sv_engine *e, const char *path);
+    st_status (*restore_session)(sv_engine *e, const char *path);
+    /* Resident memory the engine accounts for (weights mapped + state + scratch), for the monitor. */
+    size_t (*memory_bytes)(sv_engine *e);
+    void (*close)(sv_engine *e);
+} sv_engine_ops;
+
+struct sv_engine {
+    const sv_engine_ops *ops;
+};
+
+/* The stand-in engine of the server's tests (engine_echo.c). */
+st_status sv_engine_echo_open(int context_length, sv_engine **out);
+/* The real engine (engine_strata.c): the model file, context length (0 = the model's). */
+st_status sv_engine_strata_open(const char *model_path, int context_length, sv_engine **out);
+
+void sv_prompt_free(sv_prompt *p);
+
+#endif

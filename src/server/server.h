@@ -1,0 +1,31 @@
+/* server.h: `strata serve` as a library: start an HTTP server over an engine, stop it. */
+#ifndef ST_SERVER_SERVER_H
+#define ST_SERVER_SERVER_H
+
+#include <stddef.h>
+
+#include "server/engine_port.h"
+
+typedef struct sv_config {
+    const char *host;    /* address to bind ("127.0.0.1", "::1", "0.0.0.0") */
+    int port;            /* 0: any free port (see sv_server_port) */
+    const char *api_key; /* NULL: no key; then Host must name the loopback */
+    const char *cors;    /* an origin (or "*") allowed to call from a browser; NULL: none */
+    size_t max_body;     /* bytes; larger bodies get 413 */
+    int max_depth;       /* JSON nesting limit */
+    int queue_max;       /* requests waiting for the engine; more get 429 */
+    int keepalive_ms;    /* SSE comment after this much silence */
+} sv_config;
+
+void sv_config_defaults(sv_config *c);
+
+typedef struct sv_server sv_server;
+
+/* Starts the HTTP threads and the engine thread. The server uses the engine until stopped; the
+ * caller still owns it and closes it after sv_server_stop(). */
+st_status sv_server_start(const sv_config *cfg, sv_engine *engine, sv_server **out);
+int sv_server_port(const sv_server *s);
+/* Cancels running and queued requests, stops the threads and frees the server. */
+void sv_server_stop(sv_server *s);
+
+#endif
