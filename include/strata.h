@@ -33,6 +33,67 @@ const char *st_last_error(void);
 const char *st_status_name(st_status s);
 const char *st_version(void);
 
+/* ---- Models ---------------------------------------------------------------------------------- */
+
+typedef struct st_model st_model;
+typedef struct st_session st_session;
+
+typedef struct st_model_params {
+    int progress;            /* show a progress line while loading (only drawn on a terminal) */
+    int prefault;            /* read every weight page once at load, so the first tokens are not slow */
+} st_model_params;
+
+st_model_params st_model_default_params(void);
+/* Opens a GGUF file, reads its hyperparameters and binds every weight (used in place from the
+ * mapping). A file whose tokenizer Strata does not support still loads: st_model_has_tokenizer()
+ * is then 0 and the message of st_model_tokenizer_error() says why. */
+st_status st_model_load(const char *path, const st_model_params *params, st_model **out);
+void st_model_free(st_model *m);
+
+const char *st_model_arch(const st_model *m);        /* "qwen35moe", ... */
+int32_t st_model_n_vocab(const st_model *m);
+int64_t st_model_n_ctx_train(const st_model *m);
+int64_t st_model_n_layer(const st_model *m);
+/* Bytes of all bound weights, and the bytes one decoded token reads (every dense weight, the
+ * routed experts' share k/E of the expert weights, one embedding row). */
+uint64_t st_model_weight_bytes(const st_model *m);
+uint64_t st_model_decode_bytes(const st_model *m);
+
+/* ---- Text (through the model's tokenizer) ---------------------------------------------------- */
+
+int st_model_has_tokenizer(const st_model *m);
+const char *st_model_tokenizer_error(const st_model *m);
+/* Tokenizes text into *ids (malloc'd, caller frees). parse_special: match control tokens. */
+st_status st_model_tokenize(const st_model *m, const char *text, size_t len, int add_special,
+                            int parse_special, int32_t **ids, size_t *n);
+/* End-of-generation token (eos, eot, <|im_end|>, ...). */
+int st_model_is_eog(const st_model *m, int32_t id);
+
+/* ---- Sessions -------------------------------------------------------------------------------- */
+
+typedef struct st_session_params {
+    int64_t n_ctx;           /* KV cells; 0 = min(context_length, 4096) */
+    int n_prefill;           /* rows per prompt chunk (--prefill), default 512 */
+    int n_threads;           /* 0 = one per core */
+    int kv_f32;              /* 1: f32 KV cache; default f16 as llama.cpp */
+} st_session_params;
+
+st_session_params st_session_default_params(void);
+st_status st_session_new(st_model *m, const st_session_params *params, st_session **out);
+void st_session_free(st_session *s);
+/* Back to an empty sequence: no positions, zero recurrent state. */
+void st_session_reset(st_session *s);
+int64_t st_session_n_past(const st_session *s);
+int64_t st_session_n_ctx(const st_session *s);
+
+/* Feeds n tokens (prompt chunks of up to n_prefill rows; decode is n = 1). Token ids are checked
+ * first: an id outside the vocabulary is ST_ERR_RANGE and nothing is fed. If logits_all is not
+ * NULL it receives the logits of every fed position, [n][n_vocab]. The last position's logits are
+ * always kept for st_session_logits(). */
+st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all);
+/* The last fed position's logits (n_vocab floats), valid until the next feed. */
+const float *st_session_logits(const st_session *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,8 +5,18 @@
 
 int cmd_info(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 
 /* Prints "strata: <msg>" from st_last_error() to stderr and returns 1. */
 int cli_fail(const char *what);
+
+/* Loads a model with a progress line; on failure prints the reason and returns 1 (cmd_run.c). An
+ * unsupported tokenizer is a warning. */
+struct st_model;
+int cli_load_model(const char *path, struct st_model **out);
 
 #endif

@@ -14,6 +14,11 @@ typedef struct command {
 static const command commands[] = {
     {"info", cmd_info, "print a GGUF file's architecture, hyperparameters and tensor types"},
     {"serve", cmd_serve, "serve a model over OpenAI- and Anthropic-compatible HTTP, with a web chat"},
+    {"run", cmd_run, "generate a continuation of a prompt"},
+    {"chat", cmd_chat, "chat interactively with a model (ChatML)"},
+    {"eval", cmd_eval, "write the logits of every position of a list of token ids"},
+    {"bench", cmd_bench, "measure prompt and decode speed"},
+    {"synth", cmd_synth, "write a random-weight model in llama.cpp's converter layout"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,113 @@
+/* model_api.c: the public model functions of strata.h: load (open the GGUF, read hyperparameters,
+ * bind weights, load the tokenizer if supported, optionally fault the weights in with a progress
+ * line), the model's facts, and tokenization through src/text. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "model/model.h"
+#include "quant/types.h"
+#include "text/tokenizer.h"
+
+st_model_params st_model_default_params(void) {
+    return (st_model_params){.progress = 1, .prefault = 1};
+}
+
+static uint64_t tensor_bytes(const st_tensor *t) {
+    if (!t->data) return 0;
+    return (uint64_t)t->row_bytes * (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+}
+
+/* Bytes one decoded token reads: all dense weights, k/E of the expert weights, one embedding row. */
+static uint64_t decode_bytes(const struct st_model *m) {
+    const st_hparams *hp = &m->hp;
+    uint64_t b = m->tok_embd.row_bytes + tensor_bytes(&m->output) + tensor_bytes(&m->output_norm);
+    for (int64_t i = 0; i < hp->n_layer; i++) {
+        const st_layer *L = &m->layers[i];
+        const st_tensor *dense[] = {&L->attn_norm, &L->ffn_norm, &L->wq, &L->wk, &L->wv, &L->wqkv, &L->wo,
+                                    &L->q_norm, &L->k_norm, &L->ssm_qkv, &L->ssm_gate, &L->ssm_in, &L->ssm_conv1d,
+                                    &L->ssm_beta, &L->ssm_alpha, &L->ssm_ba, &L->ssm_norm, &L->ssm_out,
+                                    &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->gate_inp, &L->gate_inp_shexp,
+                                    &L->gate_shexp, &L->up_shexp, &L->down_shexp};
+        for (size_t j = 0; j < sizeof dense / sizeof dense[0]; j++) b += tensor_bytes(dense[j]);
+        const st_tensor *experts[] = {&L->gate_exps, &L->up_exps, &L->gate_up_exps, &L->down_exps};
+        for (size_t j = 0; j < 4; j++)
+            if (hp->n_expert) b += tensor_bytes(experts[j]) * (uint64_t)hp->n_expert_used[i] / (uint64_t)hp->n_expert;
+    }
+    return b;
+}
+
+/* Reads one byte of every page of the tensor data, so the first tokens do not wait on page faults. */
+static void prefault(const struct st_model *m, int progress) {
+    int64_t nt = st_gguf_n_tensors(m->gguf);
+    size_t total = 0, done = 0;
+    for (int64_t i = 0; i < nt; i++) total += st_gguf_tensor_at(m->gguf, i)->size;
+    volatile unsigned char sink = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        const st_gguf_tensor *t = st_gguf_tensor_at(m->gguf, i);
+        const unsigned char *p = t->data;
+        for (size_t off = 0; off < t->size; off += 4096) sink ^= p[off];
+        done += t->size;
+        if (progress && (i % 16 == 0 || i == nt - 1)) st_progress("loading", (double)done, (double)total);
+    }
+    (void)sink;
+    if (progress) st_progress_end();
+}
+
+st_status st_model_load(const char *path, const st_model_params *params, st_model **out) {
+    st_model_params p = params ? *params : st_model_default_params();
+    *out = NULL;
+    struct st_model *m = calloc(1, sizeof *m);
+    if (!m) return st_fail(ST_ERR_NOMEM, "out of memory");
+    st_status s = st_gguf_open(path, &m->gguf);
+    if (s == ST_OK) s = st_hparams_load(m->gguf, &m->hp);
+    if (s == ST_OK) s = st_model_bind(m);
+    if (s != ST_OK) {
+        st_model_free(m);
+        return s;
+    }
+    m->decode_bytes = decode_bytes(m);
+    /* The tokenizer's failure is kept, so a CLI can warn and go on with token ids. */
+    if (st_tokenizer_load(m->gguf, &m->tok) != ST_OK) {
+        snprintf(m->tokenizer_error, sizeof m->tokenizer_error, "%s", st_last_error());
+        m->tok = NULL;
+        st_clear_error();
+    } else if (st_tokenizer_n_vocab(m->tok) != m->hp.n_vocab) {
+        snprintf(m->tokenizer_error, sizeof m->tokenizer_error, "the tokenizer has %d tokens, the model %lld",
+                 st_tokenizer_n_vocab(m->tok), (long long)m->hp.n_vocab);
+        st_tokenizer_free(m->tok);
+        m->tok = NULL;
+    }
+    if (p.prefault) prefault(m, p.progress);
+    *out = m;
+    return ST_OK;
+}
+
+void st_model_free(st_model *m) {
+    if (!m) return;
+    if (m->tok) st_tokenizer_free(m->tok);
+    st_model_unbind(m);
+    if (m->gguf) st_gguf_close(m->gguf);
+    free(m);
+}
+
+const char *st_model_arch(const st_model *m) { return m->hp.arch_name; }
+int32_t st_model_n_vocab(const st_model *m) { return (int32_t)m->hp.n_vocab; }
+int64_t st_model_n_ctx_train(const st_model *m) { return m->hp.n_ctx_train; }
+int64_t st_model_n_layer(const st_model *m) { return m->hp.n_layer; }
+uint64_t st_model_weight_bytes(const st_model *m) { return m->weight_bytes; }
+uint64_t st_model_decode_bytes(const st_model *m) { return m->decode_bytes; }
+
+int st_model_has_tokenizer(const st_model *m) { return m->tok != NULL; }
+const char *st_model_tokenizer_error(const st_model *m) { return m->tokenizer_error; }
+
+st_status st_model_tokenize(const st_model *m, const char *text, size_t len, int add_special, int parse_special,
+                            int32_t **ids, size_t *n) {
+    if (!m->tok)
+        return st_fail(ST_ERR_UNSUPPORTED, "this model's tokenizer is not supported (%s); give token ids instead",
+                       m->tokenizer_error);
+    return st_tokenize(m->tok, text, len, add_special, parse_special, ids, n);
+}
+
+int st_model_is_eog(const st_model *m, int32_t id) { return m->tok ? st_tokenizer_is_eog(m->tok, id) : 0; }

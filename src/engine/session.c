@@ -1,0 +1,147 @@
+/* session.c: a session (strata.h): the state of one sequence and the prompt chain that feeds it.
+ *
+ * State (owned here, alive across calls, never in the workspace): a KV cache per attention layer
+ * (f16 by default, f32 on request), a conv state and a delta-rule state per Gated DeltaNet layer
+ * (f32, zero for a fresh sequence), and the number of positions filled.
+ * Scratch: the workspace (workspace.h), grown only here, between completed chunks.
+ * The prompt chain: tokens are fed in chunks of up to n_prefill rows through the same forward as
+ * decode (a chunk of one row). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/pool.h"
+#include "engine/workspace.h"
+#include "model/forward.h"
+#include "quant/types.h"
+
+struct st_session {
+    struct st_model *m;
+    st_session_params p;
+    st_pool *pool;
+    st_state state;
+    st_ws_plan plan;
+    st_workspace ws;
+};
+
+st_session_params st_session_default_params(void) {
+    return (st_session_params){.n_ctx = 0, .n_prefill = 512, .n_threads = 0, .kv_f32 = 0};
+}
+
+static st_status alloc_state(st_session *s) {
+    const st_hparams *hp = &s->m->hp;
+    st_state *st = &s->state;
+    st->layers = calloc((size_t)hp->n_layer, sizeof *st->layers);
+    if (!st->layers) return st_fail(ST_ERR_NOMEM, "session: out of memory");
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        st_layer_state *L = &st->layers[il];
+        if (st_hp_is_hybrid(hp) && hp->is_linear[il]) {
+            int64_t C = st_hp_conv_channels(hp), dk = hp->ssm_state;
+            L->conv = calloc((size_t)(C * (hp->ssm_conv_kernel - 1)) + 1, sizeof(float));
+            L->ssm = calloc((size_t)(hp->ssm_n_v * dk * dk), sizeof(float));
+            if (!L->conv || !L->ssm) return st_fail(ST_ERR_NOMEM, "session: out of memory for the state of layer %lld", (long long)il);
+        } else {
+            size_t row = st_kv_row_bytes(st->kv_type, hp->n_head_kv[il] * hp->head_dim);
+            L->k_cache = calloc((size_t)st->n_ctx, row);
+            L->v_cache = calloc((size_t)st->n_ctx, row);
+            if (!L->k_cache || !L->v_cache)
+                return st_fail(ST_ERR_NOMEM, "session: out of memory for a KV cache of %lld cells (layer %lld)",
+                               (long long)st->n_ctx, (long long)il);
+        }
+    }
+    return ST_OK;
+}
+
+st_status st_session_new(st_model *m, const st_session_params *params, st_session **out) {
+    *out = NULL;
+    st_session *s = calloc(1, sizeof *s);
+    if (!s) return st_fail(ST_ERR_NOMEM, "session: out of memory");
+    s->m = m;
+    s->p = params ? *params : st_session_default_params();
+    if (s->p.n_prefill <= 0) s->p.n_prefill = 512;
+    if (s->p.n_ctx <= 0) s->p.n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+    if (s->p.n_ctx <= 0) s->p.n_ctx = 4096;
+    s->state.n_ctx = s->p.n_ctx;
+    s->state.kv_type = s->p.kv_f32 ? ST_TYPE_F32 : ST_TYPE_F16;
+    st_status st = st_pool_create(s->p.n_threads, &s->pool);
+    if (st == ST_OK) {
+        s->plan = (st_ws_plan){.m = m, .n_threads = st_pool_size(s->pool)};
+        st = st_workspace_init(&s->ws, WS_COUNT_IDS, st_forward_ws_size, &s->plan);
+    }
+    if (st == ST_OK) st = alloc_state(s);
+    /* One row up front, so st_session_logits() has a buffer before the first feed. */
+    if (st == ST_OK) st = st_workspace_reserve(&s->ws, 1);
+    if (st != ST_OK) {
+        st_session_free(s);
+        return st;
+    }
+    memset(st_workspace_get(&s->ws, WS_LOGITS), 0, (size_t)m->hp.n_vocab * sizeof(float));
+    *out = s;
+    return ST_OK;
+}
+
+void st_session_free(st_session *s) {
+    if (!s) return;
+    if (s->state.layers) {
+        for (int64_t il = 0; il < s->m->hp.n_layer; il++) {
+            st_layer_state *L = &s->state.layers[il];
+            free(L->k_cache);
+            free(L->v_cache);
+            free(L->conv);
+            free(L->ssm);
+        }
+        free(s->state.layers);
+    }
+    st_workspace_free(&s->ws);
+    if (s->pool) st_pool_destroy(s->pool);
+    free(s);
+}
+
+void st_session_reset(st_session *s) {
+    const st_hparams *hp = &s->m->hp;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        st_layer_state *L = &s->state.layers[il];
+        if (L->conv) memset(L->conv, 0, (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float));
+        if (L->ssm) memset(L->ssm, 0, (size_t)(hp->ssm_n_v * hp->ssm_state * hp->ssm_state) * sizeof(float));
+    }
+    /* KV cells past n_past are never read (the attention sees cells < n_kv only). */
+    s->state.n_past = 0;
+}
+
+int64_t st_session_n_past(const st_session *s) { return s->state.n_past; }
+int64_t st_session_n_ctx(const st_session *s) { return s->state.n_ctx; }
+const float *st_session_logits(const st_session *s) { return st_workspace_f32(&s->ws, WS_LOGITS); }
+
+st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all) {
+    int64_t V = s->m->hp.n_vocab;
+    if (n <= 0) return st_fail(ST_ERR_INVALID, "feed: %lld tokens", (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return st_fail(ST_ERR_RANGE, "token %lld (position %lld of the input) is outside the vocabulary 0..%lld",
+                           (long long)tokens[i], (long long)i, (long long)(V - 1));
+    if (s->state.n_past + n > s->state.n_ctx)
+        return st_fail(ST_ERR_RANGE, "context is full: %lld positions + %lld new tokens exceed the context size %lld",
+                       (long long)s->state.n_past, (long long)n, (long long)s->state.n_ctx);
+    for (int64_t off = 0; off < n; off += s->p.n_prefill) {
+        int64_t rows = n - off < s->p.n_prefill ? n - off : s->p.n_prefill;
+        /* Between chunks: the previous chunk has completed, so growing cannot free a buffer in use. */
+        st_status st = st_workspace_reserve(&s->ws, rows);
+        st_chunk c = {.tokens = tokens + off, .n = rows, .logits_all = logits_all != NULL,
+                      .logits = logits_all ? logits_all + off * V : NULL, .ld_logits = V};
+        if (st == ST_OK) st = st_forward(s->m, &s->state, &s->ws, s->pool, &c);
+        if (st != ST_OK) {
+            /* Never leave a half-fed sequence behind. */
+            st_session_reset(s);
+            return st;
+        }
+    }
+    if (logits_all)
+        memcpy(st_workspace_get(&s->ws, WS_LOGITS), logits_all + (n - 1) * V, (size_t)V * sizeof(float));
+    return ST_OK;
+}
+
+/* ---- for tests (src/engine/session_internal.h) ---- */
+#include "engine/session_internal.h"
+
+st_state *st_session_state(st_session *s) { return &s->state; }
+st_workspace *st_session_workspace(st_session *s) { return &s->ws; }
+st_status st_session_reserve_rows(st_session *s, int64_t rows) { return st_workspace_reserve(&s->ws, rows); }

@@ -1,0 +1,13 @@
+/* session_internal.h: a session's insides, for tests that check the ownership rule (state and
+ * weights untouched by workspace growth). Not part of the public API. */
+#ifndef ST_ENGINE_SESSION_INTERNAL_H
+#define ST_ENGINE_SESSION_INTERNAL_H
+
+#include "model/forward.h"
+
+st_state *st_session_state(st_session *s);
+st_workspace *st_session_workspace(st_session *s);
+/* Grows the workspace as a feed would between chunks. */
+st_status st_session_reserve_rows(st_session *s, int64_t rows);
+
+#endif

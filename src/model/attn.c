@@ -1,0 +1,88 @@
+/* attn.c: full attention over the KV cache (MODELS.md §2.6, §2.9, §5.1).
+ *
+ * qwen3/qwen3moe: q = W_q h, k, v; per-head RMSNorm of q and k; NeoX RoPE over hd; softmax
+ * attention with grouped GQA; out = W_o o.
+ * Hybrids (gated): W_q h gives [q_j | g_j] interleaved per head; q is normed from the first half,
+ * the gate g is the raw second half; after attention o <- o * sigmoid(g). RoPE over n_rot dims
+ * (IMRoPE equals NeoX for text). Biases and .scale as bound (build_qkv). K and V go into the cache
+ * (f16 by default) before attention reads it, the current rows included. */
+#include <math.h>
+#include <string.h>
+
+#include "model/forward.h"
+
+static st_rope_params rope_params(const st_hparams *hp) {
+    st_rope_params p = st_rope_plain(hp->n_rot, hp->rope_freq_base);
+    p.freq_scale = hp->rope_freq_scale;
+    p.attn_factor = hp->rope_attn_factor;
+    if (hp->rope_yarn) {
+        p.ext_factor = hp->rope_ext_factor;
+        st_rope_yarn_corr_dims(hp->n_rot, hp->rope_n_ctx_orig, hp->rope_freq_base, 32.0f, 1.0f, p.corr_dims);
+    }
+    return p;
+}
+
+/* The projections: q (or q|gate) into WS_Q, k into WS_K, v into WS_V, separate or from a fused
+ * attn_qkv whose rows are [q ; k ; v]. */
+static void project_qkv(st_fwd *f, const st_layer *L, const float *h, int64_t nq, int64_t nkv) {
+    int64_t n = f->n, d = f->hp->n_embd;
+    float *q = st_workspace_f32(f->ws, WS_Q), *k = st_workspace_f32(f->ws, WS_K), *v = st_workspace_f32(f->ws, WS_V);
+    if (L->wqkv.data) {
+        int64_t w = nq + 2 * nkv;
+        float *qkv = st_workspace_f32(f->ws, WS_QKV);
+        fwd_matmul(f, &L->wqkv, h, d, n, qkv, w);
+        fwd_add_bias(f, &L->bqkv, qkv, w, n);
+        for (int64_t t = 0; t < n; t++) {
+            memcpy(q + t * nq, qkv + t * w, (size_t)nq * sizeof(float));
+            memcpy(k + t * nkv, qkv + t * w + nq, (size_t)nkv * sizeof(float));
+            memcpy(v + t * nkv, qkv + t * w + nq + nkv, (size_t)nkv * sizeof(float));
+        }
+    } else {
+        fwd_matmul(f, &L->wq, h, d, n, q, nq);
+        fwd_matmul(f, &L->wk, h, d, n, k, nkv);
+        fwd_matmul(f, &L->wv, h, d, n, v, nkv);
+    }
+    /* Separate biases, also allowed beside a fused weight. */
+    fwd_add_bias(f, &L->bq, q, nq, n);
+    fwd_add_bias(f, &L->bk, k, nkv, n);
+    fwd_add_bias(f, &L->bv, v, nkv, n);
+}
+
+void fwd_attention(st_fwd *f, int il, const float *h, float *out) {
+    const st_hparams *hp = f->hp;
+    const st_layer *L = &f->m->layers[il];
+    const st_layer_state *S = &f->s->layers[il];
+    int gated = st_hp_is_hybrid(hp);
+    int64_t n = f->n, hd = hp->head_dim, H = hp->n_head[il], Hkv = hp->n_head_kv[il];
+    int64_t nq = hd * H * (gated ? 2 : 1), nkv = hd * Hkv;
+
+    project_qkv(f, L, h, nq, nkv);
+    float *qg = st_workspace_f32(f->ws, WS_Q), *k = st_workspace_f32(f->ws, WS_K), *v = st_workspace_f32(f->ws, WS_V);
+
+    /* Per-head RMSNorm: q from its (possibly interleaved) slot into a dense [n][H][hd], k in place. */
+    float *q = st_workspace_f32(f->ws, WS_QN);
+    st_op_rms_norm(f->pool, qg, gated ? 2 * hd : hd, L->q_norm.f32, q, hd, n * H, hd, hp->eps);
+    st_op_rms_norm(f->pool, k, hd, L->k_norm.f32, k, hd, n * Hkv, hd, hp->eps);
+
+    st_rope_params rp = rope_params(hp);
+    st_op_rope_neox(f->pool, q, hd * H, hd, n, H, f->pos, &rp);
+    st_op_rope_neox(f->pool, k, hd * Hkv, hd, n, Hkv, f->pos, &rp);
+
+    st_op_kv_store(f->s->kv_type, S->k_cache, nkv, f->pos0, k, nkv, n);
+    st_op_kv_store(f->s->kv_type, S->v_cache, nkv, f->pos0, v, nkv, n);
+
+    float *o = st_workspace_f32(f->ws, WS_ATT);
+    st_attn_args a = {
+        .q = q, .ldq_tok = hd * H, .ldq_head = hd,
+        .k_cache = S->k_cache, .v_cache = S->v_cache, .kv_type = f->s->kv_type,
+        .pos = f->pos, .n_tok = n, .n_head = H, .n_head_kv = Hkv, .head_dim = hd,
+        .n_kv = f->pos0 + n, .scale = 1.0f / sqrtf((float)hd),
+        .out = o, .ldo_tok = hd * H,
+    };
+    st_op_attention(f->pool, &a);
+
+    /* o <- o * sigmoid(g), head j's gate being the second half of its q|g slot. */
+    if (gated) st_op_mul_sigmoid(f->pool, o, hd, qg + hd, 2 * hd, o, hd, n * H, hd);
+
+    fwd_matmul(f, &L->wo, o, hd * H, n, out, hp->n_embd);
+}

@@ -1,0 +1,115 @@
+/* ffn.c: the feed-forward blocks (MODELS.md §2.7, §2.8).
+ *
+ * Dense SwiGLU: out = W_down (silu(W_gate h) * (W_up h)).
+ * MoE: router logits r = W_router h; softmax over E; the k most probable experts with weights
+ * renormalised over the selection; expert e: y_e = W_down[e] (silu(W_gate[e] h) * (W_up[e] h)),
+ * each product times the expert's .scale when present; out = sum over the selection, in selection
+ * order, of w_e y_e. Shared expert (qwen35moe, qwen3next): out += sigmoid(g . h) * SwiGLU_sh(h).
+ *
+ * For a chunk the routed rows are grouped by expert (a counting sort), so each expert's weights
+ * are read once per chunk: its rows are gathered into a contiguous block, multiplied, and the
+ * outputs are summed back per token in selection order. */
+#include <string.h>
+
+#include "backend/cpu/matmul.h"
+#include "model/forward.h"
+#include "quant/types.h"
+
+void fwd_ffn_dense(st_fwd *f, int il, const float *h, float *out, int64_t n) {
+    const st_layer *L = &f->m->layers[il];
+    int64_t d = f->hp->n_embd, ff = L->ffn_gate.ne[1];
+    float *g = st_workspace_f32(f->ws, WS_FF_A), *u = st_workspace_f32(f->ws, WS_FF_B);
+    fwd_matmul(f, &L->ffn_gate, h, d, n, g, ff);
+    fwd_matmul(f, &L->ffn_up, h, d, n, u, ff);
+    st_op_swiglu(f->pool, g, ff, u, ff, g, ff, n, ff);
+    fwd_matmul(f, &L->ffn_down, g, ff, n, out, d);
+}
+
+/* Expert e's slice of a {K, M, E} expert tensor. */
+static const void *expert_matrix(const st_tensor *t, int64_t e) {
+    return (const char *)t->data + (size_t)e * (size_t)t->ne[1] * t->row_bytes;
+}
+
+static void expert_matmul(st_fwd *f, const st_tensor *t, int64_t e, const float *x, int64_t ldx, int64_t n,
+                          float *y, int64_t ldy) {
+    int64_t M = t->ne[1];
+    st_matmul(f->pool, t->type, expert_matrix(t, e), M, t->ne[0], x, ldx, n, y, ldy, f->mm_scratch);
+    if (t->escale && t->escale[e] != 1.0f)
+        for (int64_t i = 0; i < n; i++) st_op_scale(y + i * ldy, M, y + i * ldy, t->escale[e]);
+}
+
+/* SwiGLU of the shared expert, gated by sigmoid(g . h), added into out. */
+static void shared_expert(st_fwd *f, const st_layer *L, const float *h, float *out, int64_t n) {
+    int64_t d = f->hp->n_embd, sh = L->gate_shexp.ne[1];
+    float *g = st_workspace_f32(f->ws, WS_FF_A), *u = st_workspace_f32(f->ws, WS_FF_B);
+    float *y = st_workspace_f32(f->ws, WS_SH_OUT), *gate = st_workspace_f32(f->ws, WS_SH_G);
+    fwd_matmul(f, &L->gate_shexp, h, d, n, g, sh);
+    fwd_matmul(f, &L->up_shexp, h, d, n, u, sh);
+    st_op_swiglu(f->pool, g, sh, u, sh, g, sh, n, sh);
+    fwd_matmul(f, &L->down_shexp, g, sh, n, y, d);
+    /* The gate is a {d} f32 vector: one output row, never scaled. */
+    st_matmul(f->pool, ST_TYPE_F32, L->gate_inp_shexp.f32, 1, d, h, d, n, gate, 1, f->mm_scratch);
+    st_op_sigmoid(NULL, gate, n, gate, n, 1, n);
+    for (int64_t t = 0; t < n; t++) st_op_scale(y + t * d, d, y + t * d, gate[t]);
+    st_op_add(f->pool, out, d, y, d, out, d, n, d);
+}
+
+void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n) {
+    const st_hparams *hp = f->hp;
+    const st_layer *L = &f->m->layers[il];
+    st_workspace *ws = f->ws;
+    int64_t d = hp->n_embd, E = hp->n_expert, k = hp->n_expert_used[il], ff = hp->n_ff_exp;
+
+    /* Routing. */
+    float *logits = st_workspace_f32(ws, WS_ROUTER), *w = st_workspace_f32(ws, WS_W);
+    int32_t *ids = st_workspace_get(ws, WS_IDS);
+    fwd_matmul(f, &L->gate_inp, h, d, n, logits, E);
+    st_op_moe_route(logits, E, n, E, k, ids, w);
+
+    /* Group the n*k (token, slot) pairs by expert: offset[e] .. offset[e+1] in `order`, and
+     * slot_pos[t*k+j] = where pair (t, j) landed. */
+    int64_t *count = st_workspace_get(ws, WS_COUNT), *offset = count + E + 1;
+    int32_t *order = st_workspace_get(ws, WS_ORDER), *slot_pos = st_workspace_get(ws, WS_SLOT);
+    memset(count, 0, (size_t)(E + 1) * sizeof *count);
+    for (int64_t i = 0; i < n * k; i++) count[ids[i]]++;
+    offset[0] = 0;
+    for (int64_t e = 0; e < E; e++) offset[e + 1] = offset[e] + count[e];
+    for (int64_t e = 0; e < E; e++) count[e] = offset[e];
+    for (int64_t i = 0; i < n * k; i++) {
+        int64_t p = count[ids[i]]++;
+        order[p] = (int32_t)(i / k);
+        slot_pos[i] = (int32_t)p;
+    }
+
+    /* Each used expert on its gathered rows. */
+    float *xe = st_workspace_f32(ws, WS_XE), *ge = st_workspace_f32(ws, WS_GE);
+    float *ue = st_workspace_f32(ws, WS_UE), *ye = st_workspace_f32(ws, WS_YE);
+    for (int64_t p = 0; p < n * k; p++) memcpy(xe + p * d, h + (int64_t)order[p] * d, (size_t)d * sizeof(float));
+    for (int64_t e = 0; e < E; e++) {
+        int64_t p0 = offset[e], rows = offset[e + 1] - p0;
+        if (rows == 0) continue;
+        const float *x = xe + p0 * d;
+        if (L->gate_up_exps.data) {
+            /* Fused: rows 0..ff-1 of the expert's matrix are the gate, ff..2ff-1 the up. */
+            float *gu = ge + p0 * 2 * ff;
+            expert_matmul(f, &L->gate_up_exps, e, x, d, rows, gu, 2 * ff);
+            st_op_swiglu(f->pool, gu, 2 * ff, gu + ff, 2 * ff, gu, 2 * ff, rows, ff);
+            expert_matmul(f, &L->down_exps, e, gu, 2 * ff, rows, ye + p0 * d, d);
+        } else {
+            float *g = ge + p0 * ff, *u = ue + p0 * ff;
+            expert_matmul(f, &L->gate_exps, e, x, d, rows, g, ff);
+            expert_matmul(f, &L->up_exps, e, x, d, rows, u, ff);
+            st_op_swiglu(f->pool, g, ff, u, ff, g, ff, rows, ff);
+            expert_matmul(f, &L->down_exps, e, g, ff, rows, ye + p0 * d, d);
+        }
+    }
+
+    /* out[t] = sum over slots j in selection order of w[t][j] * y(t, j). */
+    for (int64_t t = 0; t < n; t++) {
+        float *o = out + t * d;
+        st_op_scale(o, d, ye + (int64_t)slot_pos[t * k] * d, w[t * k]);
+        for (int64_t j = 1; j < k; j++) st_op_axpy(o, d, ye + (int64_t)slot_pos[t * k + j] * d, w[t * k + j]);
+    }
+
+    if (L->gate_shexp.data) shared_expert(f, L, h, out, n);
+}

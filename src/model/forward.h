@@ -1,0 +1,91 @@
+/* forward.h: the forward pass of one chunk of rows, shared by every architecture, and the state it
+ * reads and writes.
+ *
+ * A chunk is n consecutive tokens of one sequence at positions pos0 .. pos0+n-1; decode is a chunk
+ * of one row. The forward appends to the KV cache of each attention layer, carries the conv and
+ * delta-rule state of each Gated DeltaNet layer, and writes logits only for the rows that need
+ * them (every row, or the last). All per-chunk activations live in the workspace (engine/
+ * workspace.h), sized by st_forward_ws_size; the state is allocated by the session (src/engine)
+ * and never enters the workspace. */
+#ifndef ST_MODEL_FORWARD_H
+#define ST_MODEL_FORWARD_H
+
+#include "backend/backend.h"
+#include "engine/workspace.h"
+#include "model/model.h"
+
+/* Per-layer state: a KV cache on attention layers, conv + delta state on GDN layers. */
+typedef struct st_layer_state {
+    void *k_cache, *v_cache;   /* [n_ctx][H_kv*hd] of kv_type */
+    float *conv;               /* [C][K-1] */
+    float *ssm;                /* [n_v][dv][dk] */
+} st_layer_state;
+
+typedef struct st_state {
+    int64_t n_ctx;             /* cells of each KV cache */
+    uint32_t kv_type;          /* ST_TYPE_F16 (default) or ST_TYPE_F32 */
+    int64_t n_past;            /* positions already processed */
+    st_layer_state *layers;    /* n_layer entries */
+} st_state;
+
+typedef struct st_chunk {
+    const int32_t *tokens;
+    int64_t n;
+    int logits_all;            /* 1: every row; 0: the last row only */
+    float *logits;             /* destination, rows ld_logits floats apart */
+    int64_t ld_logits;
+} st_chunk;
+
+/* Workspace buffer ids. */
+enum st_ws_id {
+    WS_X, WS_H, WS_T, WS_POS,
+    WS_Q, WS_QN, WS_K, WS_V, WS_ATT, WS_QKV,
+    WS_CONV, WS_Z, WS_BA, WS_A, WS_B, WS_GATE_G, WS_GATE_BETA, WS_GDN_OUT, WS_GDN_SCRATCH,
+    WS_FF_A, WS_FF_B,
+    WS_ROUTER, WS_IDS, WS_W, WS_SLOT, WS_ORDER, WS_COUNT, WS_XE, WS_GE, WS_UE, WS_YE, WS_MOE,
+    WS_SH_G, WS_SH_OUT,
+    WS_MM, WS_LOGITS,
+    WS_COUNT_IDS
+};
+
+/* What the workspace sizes depend on besides the rows. */
+typedef struct st_ws_plan {
+    const struct st_model *m;
+    int n_threads;
+} st_ws_plan;
+
+/* The workspace size function (ctx = an st_ws_plan). */
+size_t st_forward_ws_size(const void *plan, int id, int64_t rows);
+
+/* Runs one chunk; the state advances by c->n positions. n_threads is the pool's size (for the
+ * GDN scratch); the workspace must hold c->n rows. */
+st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_chunk *c);
+
+/* ---- internal to src/model: the shared layer blocks ---- */
+typedef struct st_fwd {
+    const struct st_model *m;
+    const st_hparams *hp;
+    st_state *s;
+    st_workspace *ws;
+    st_pool *pool;
+    int64_t n;                 /* rows in this chunk */
+    int64_t pos0;
+    const int32_t *pos;        /* pos0 .. pos0+n-1 */
+    void *mm_scratch;
+} st_fwd;
+
+/* y = scale * (W x) (+ bias), for n rows. */
+void fwd_matmul(st_fwd *f, const st_tensor *w, const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy);
+void fwd_add_bias(st_fwd *f, const st_tensor *b, float *y, int64_t ldy, int64_t n);
+
+/* The mixers and FFNs: each reads h [n][d] and writes its output [n][d] (no residual). */
+void fwd_attention(st_fwd *f, int il, const float *h, float *out);   /* plain or gated (hybrids) */
+void fwd_gdn(st_fwd *f, int il, const float *h, float *out);
+void fwd_ffn_dense(st_fwd *f, int il, const float *h, float *out, int64_t n);
+void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n); /* + shared expert if bound */
+
+/* The per-architecture passes (qwen3.c, qwen35.c). */
+void fwd_layers_qwen3(st_fwd *f, int last_only);
+void fwd_layers_qwen35(st_fwd *f, int last_only);
+
+#endif

@@ -1,0 +1,101 @@
+/* gdn.c: the Gated DeltaNet mixer of the hybrid models (MODELS.md §2.10).
+ *
+ *   m = W_qkv h (conv channels [Q | K | V]), z = W_gate h, b = W_beta h, a = W_alpha h
+ *   beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a
+ *   u = silu(causal depthwise conv(m)), with the last K-1 columns carried in the conv state
+ *   q, k = L2(u's q and k heads); v = u's v heads
+ *   delta rule per v-head (tiled or grouped k-head), state carried across chunks
+ *   o_h = RMSNorm(o_h; ssm_norm) * silu(z_h);  out = W_out o
+ * qwen3next reads b and a from one ssm_ba projection laid out per k-head, may carry the legacy
+ * fused ssm_in ([q_g | k_g | v_g.. | z_g..] per k-head), and maps v-heads to k-heads grouped. */
+#include <math.h>
+#include <string.h>
+
+#include "model/forward.h"
+
+/* qwen3next ssm_ba: for k-head g, [b of v-heads g*r .. g*r+r-1 | a of the same heads]. */
+static void split_ba(const float *ba, int64_t n, int64_t n_k, int64_t r, float *a, float *b) {
+    int64_t n_v = n_k * r;
+    for (int64_t t = 0; t < n; t++) {
+        const float *row = ba + t * 2 * n_v;
+        for (int64_t g = 0; g < n_k; g++)
+            for (int64_t j = 0; j < r; j++) {
+                b[t * n_v + g * r + j] = row[2 * r * g + j];
+                a[t * n_v + g * r + j] = row[2 * r * g + r + j];
+            }
+    }
+}
+
+/* Legacy ssm_in rows, per k-head g: [q_g (dk) | k_g (dk) | v of r heads (r*dv) | z of r heads].
+ * Reassembled into m = [all q | all k | all v] and z. */
+static void split_qkvz(const float *p, int64_t n, int64_t n_k, int64_t dk, int64_t r, float *m, float *z) {
+    int64_t kd = n_k * dk, vd = n_k * r * dk, blk = 2 * dk + 2 * r * dk, C = 2 * kd + vd;
+    size_t row_bytes = (size_t)dk * sizeof(float);
+    for (int64_t t = 0; t < n; t++) {
+        const float *src = p + t * n_k * blk;
+        float *mt = m + t * C, *zt = z + t * vd;
+        for (int64_t g = 0; g < n_k; g++) {
+            const float *s = src + g * blk;
+            memcpy(mt + g * dk, s, row_bytes);
+            memcpy(mt + kd + g * dk, s + dk, row_bytes);
+            memcpy(mt + 2 * kd + g * r * dk, s + 2 * dk, (size_t)r * row_bytes);
+            memcpy(zt + g * r * dk, s + 2 * dk + r * dk, (size_t)r * row_bytes);
+        }
+    }
+}
+
+void fwd_gdn(st_fwd *f, int il, const float *h, float *out) {
+    const st_hparams *hp = f->hp;
+    const st_layer *L = &f->m->layers[il];
+    const st_layer_state *S = &f->s->layers[il];
+    st_workspace *ws = f->ws;
+    int64_t n = f->n, d = hp->n_embd, dk = hp->ssm_state, n_k = hp->ssm_n_k, n_v = hp->ssm_n_v;
+    int64_t r = n_v / n_k, kd = n_k * dk, vd = hp->ssm_inner, C = 2 * kd + vd, K = hp->ssm_conv_kernel;
+
+    /* Projections. */
+    float *m = st_workspace_f32(ws, WS_QKV), *z = st_workspace_f32(ws, WS_Z);
+    float *a = st_workspace_f32(ws, WS_A), *b = st_workspace_f32(ws, WS_B);
+    if (L->ssm_qkv.data) {
+        fwd_matmul(f, &L->ssm_qkv, h, d, n, m, C);
+        fwd_matmul(f, &L->ssm_gate, h, d, n, z, vd);
+    } else {
+        /* The legacy product goes into WS_CONV (free until the conv), then is split into m and z. */
+        float *p = st_workspace_f32(ws, WS_CONV);
+        fwd_matmul(f, &L->ssm_in, h, d, n, p, 2 * kd + 2 * vd);
+        split_qkvz(p, n, n_k, dk, r, m, z);
+    }
+    if (L->ssm_ba.data) {
+        float *ba = st_workspace_f32(ws, WS_BA);
+        fwd_matmul(f, &L->ssm_ba, h, d, n, ba, 2 * n_v);
+        split_ba(ba, n, n_k, r, a, b);
+    } else {
+        fwd_matmul(f, &L->ssm_beta, h, d, n, b, n_v);
+        fwd_matmul(f, &L->ssm_alpha, h, d, n, a, n_v);
+    }
+
+    /* Gates: beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a. */
+    float *gg = st_workspace_f32(ws, WS_GATE_G), *beta = st_workspace_f32(ws, WS_GATE_BETA);
+    st_op_gdn_gates(a, n_v, b, n_v, L->ssm_dt.f32, L->ssm_a.f32, n, n_v, gg, beta);
+
+    /* u = silu(conv(m)) with the carried state; then L2-normalise the q and k heads of each row
+     * (2*n_k contiguous heads of dk at the start of the row). */
+    float *u = st_workspace_f32(ws, WS_CONV);
+    st_op_conv1d(f->pool, m, C, L->ssm_conv1d.f32, S->conv, u, C, n, C, K, 1);
+    for (int64_t t = 0; t < n; t++) st_op_l2_norm(NULL, u + t * C, dk, u + t * C, dk, 2 * n_k, dk, hp->eps);
+
+    /* The delta rule over the chunk (chunked or per token, as the op finds faster). */
+    float *o = st_workspace_f32(ws, WS_GDN_OUT);
+    st_gdn_args g = {
+        .n_tok = n, .n_k = n_k, .n_v = n_v, .d = dk,
+        .head_map = hp->gdn_grouped ? ST_GDN_GROUPED : ST_GDN_TILED,
+        .q = u, .k = u + kd, .ld_q = C, .ld_k = C, .v = u + 2 * kd, .ld_v = C,
+        .g = gg, .beta = beta, .state = S->ssm, .out = o, .ld_out = vd,
+        .scale = 1.0f / sqrtf((float)dk),
+    };
+    st_op_gdn(f->pool, &g, st_workspace_get(ws, WS_GDN_SCRATCH));
+
+    /* o_h = RMSNorm(o_h; ssm_norm) * silu(z_h), then the output projection. */
+    st_op_rms_norm(f->pool, o, dk, L->ssm_norm.f32, o, dk, n * n_v, dk, hp->eps);
+    st_op_mul_silu(f->pool, o, vd, z, vd, o, vd, n, vd);
+    fwd_matmul(f, &L->ssm_out, o, vd, n, out, d);
+}

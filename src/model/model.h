@@ -1,0 +1,123 @@
+/* model.h: a loaded model: its hyperparameters (read from the GGUF keys, MODELS.md §3) and its
+ * weights (bound by name and shape to the GGUF mapping, §4), for the five Qwen architectures.
+ *
+ * The model owns the GGUF mapping; every weight pointer lies inside it and is used in place (no
+ * copies). The only exception is a small 1-D vector (a norm, a bias, ssm_a, a .scale) stored in a
+ * type other than f32: it is converted once into a model-owned f32 copy, because the pointwise ops
+ * read f32. Nothing here knows about sessions, KV caches or scratch memory (src/engine). */
+#ifndef ST_MODEL_MODEL_H
+#define ST_MODEL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/status.h"
+#include "gguf/gguf.h"
+
+#define ST_MAX_LAYERS 512
+
+typedef enum st_arch {
+    ST_ARCH_QWEN3,
+    ST_ARCH_QWEN3MOE,
+    ST_ARCH_QWEN35,
+    ST_ARCH_QWEN35MOE,
+    ST_ARCH_QWEN3NEXT,
+} st_arch;
+
+typedef enum st_rope_kind { ST_ROPE_NEOX, ST_ROPE_IMROPE } st_rope_kind;
+
+typedef struct st_hparams {
+    st_arch arch;
+    const char *arch_name;        /* "qwen35moe" ... */
+    int64_t n_vocab;              /* entries of tokenizer.ggml.tokens (else token_embd's ne1) */
+    int64_t n_ctx_train;
+    int64_t n_embd;               /* d */
+    int64_t n_layer_all, n_nextn, n_layer; /* n_layer = trunk layers run by the main pass */
+    float eps;                    /* attention.layer_norm_rms_epsilon */
+
+    /* attention */
+    int32_t n_head[ST_MAX_LAYERS];    /* H per layer */
+    int32_t n_head_kv[ST_MAX_LAYERS]; /* H_kv per layer */
+    int64_t head_dim;             /* hd = key_length (layer 0 value) */
+    int64_t n_rot;                /* rope.dimension_count */
+    st_rope_kind rope_kind;
+    int32_t rope_sections[4];
+    float rope_freq_base, rope_freq_scale, rope_attn_factor, rope_ext_factor;
+    int64_t rope_n_ctx_orig;
+    int rope_yarn;                /* rope.scaling.type == "yarn" */
+
+    /* feed-forward */
+    int32_t n_ff[ST_MAX_LAYERS];  /* dense width per layer */
+    int64_t n_expert;             /* E, 0 for dense */
+    int32_t n_expert_used[ST_MAX_LAYERS];
+    int64_t n_ff_exp, n_ff_shexp;
+
+    /* Gated DeltaNet (hybrids) */
+    uint8_t is_linear[ST_MAX_LAYERS];
+    int64_t ssm_conv_kernel;      /* K */
+    int64_t ssm_inner;            /* value_dim */
+    int64_t ssm_state;            /* dk = dv */
+    int64_t ssm_n_v;              /* time_step_rank */
+    int64_t ssm_n_k;              /* group_count */
+    int gdn_grouped;              /* v-head h reads k-head h/r (qwen3next) instead of h mod n_k */
+} st_hparams;
+
+static inline int64_t st_hp_key_dim(const st_hparams *hp) { return hp->ssm_n_k * hp->ssm_state; }
+static inline int64_t st_hp_conv_channels(const st_hparams *hp) { return 2 * st_hp_key_dim(hp) + hp->ssm_inner; }
+static inline int st_hp_is_moe(const st_hparams *hp) { return hp->arch != ST_ARCH_QWEN3 && hp->arch != ST_ARCH_QWEN35; }
+static inline int st_hp_is_hybrid(const st_hparams *hp) {
+    return hp->arch == ST_ARCH_QWEN35 || hp->arch == ST_ARCH_QWEN35MOE || hp->arch == ST_ARCH_QWEN3NEXT;
+}
+
+/* One bound weight. `data` is NULL when an optional tensor is absent. */
+typedef struct st_tensor {
+    const char *name;
+    uint32_t type;
+    int64_t ne[4];
+    const void *data;
+    size_t row_bytes;             /* bytes of one ne0 row */
+    const float *f32;             /* 1-D vectors: f32 view (the mapping, or the model's copy) */
+    float scale;                  /* .scale {1} applied to the product; 1 when absent or ignored */
+    const float *escale;          /* per-expert .scale {E}, NULL when absent */
+} st_tensor;
+
+typedef struct st_layer {
+    st_tensor attn_norm, ffn_norm; /* ffn_norm is post_attention_norm on the hybrids */
+    /* attention */
+    st_tensor wq, wk, wv, wqkv, wo;
+    st_tensor bq, bk, bv, bqkv;
+    st_tensor q_norm, k_norm;
+    /* Gated DeltaNet */
+    st_tensor ssm_qkv, ssm_gate, ssm_in;
+    st_tensor ssm_conv1d, ssm_dt, ssm_a, ssm_beta, ssm_alpha, ssm_ba, ssm_norm, ssm_out;
+    /* dense FFN */
+    st_tensor ffn_gate, ffn_up, ffn_down;
+    /* MoE */
+    st_tensor gate_inp, gate_exps, up_exps, gate_up_exps, down_exps;
+    st_tensor gate_inp_shexp, gate_shexp, up_shexp, down_shexp;
+} st_layer;
+
+struct st_tokenizer;
+
+/* The public st_model (strata.h). */
+struct st_model {
+    st_gguf *gguf;
+    st_hparams hp;
+    st_tensor tok_embd, output, output_norm;
+    st_layer *layers;             /* n_layer entries (MTP blocks are not bound) */
+    float **owned;                /* f32 copies of non-f32 vectors; freed with the model */
+    int n_owned, cap_owned;
+    uint64_t weight_bytes;        /* bytes of every bound tensor */
+    uint64_t decode_bytes;        /* weight bytes one decoded token reads */
+    struct st_tokenizer *tok;     /* NULL when the file's tokenizer is not supported */
+    char tokenizer_error[512];    /* why tok is NULL */
+};
+
+/* hparams.c */
+st_status st_hparams_load(const st_gguf *g, st_hparams *hp);
+const char *st_arch_name(st_arch a);
+
+/* bind.c: binds every tensor of hp->arch; refuses a missing required tensor or a wrong shape. */
+st_status st_model_bind(struct st_model *m);
+void st_model_unbind(struct st_model *m);
+
+#endif
