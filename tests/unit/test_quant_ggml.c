@@ -191,13 +191,16 @@ static void test_dequant(const qtype *q, int nblocks) {
 }
 
 /* Fill a row with a mix of the shapes quantizers meet: gaussian weights, uniform, heavy
- * outliers, one-signed, sparse, constant, all-zero, tiny and large magnitudes. Each
- * block_size-long stretch gets one shape. */
+ * outliers, one-signed, sparse, constant, all-zero, on-grid (ties), a spike, tiny values. Each
+ * block gets one shape and a scale from 1e-6 to 1e4, or (half the 256-blocks) each 32-stretch
+ * of it does. */
 static void fill_row(float *x, int64_t n, int block_size) {
-    for (int64_t o = 0; o < n; o += block_size) {
-        int shape = (int)(rnd64() % 12);
-        float scale = powf(10.0f, (float)((int)(rnd64() % 7) - 4));   /* 1e-4 .. 1e2 */
-        for (int i = 0; i < block_size; i++) {
+    for (int64_t o = 0, len = block_size; o < n; o += len) {
+        /* half the super-blocks mix eight 32-element stretches of different shapes and scales */
+        len = block_size > 32 && (o % block_size != 0 || rnd64() % 2) ? 32 : block_size;
+        int shape = (int)(rnd64() % 15);
+        float scale = powf(10.0f, (float)((int)(rnd64() % 11) - 6));   /* 1e-6 .. 1e4 */
+        for (int i = 0; i < len; i++) {
             float v;
             switch (shape) {
             case 0: case 1: case 2: v = rnd_gauss(); break;
@@ -209,6 +212,9 @@ static void fill_row(float *x, int64_t n, int block_size) {
             case 8: v = 0.75f; break;
             case 9: v = 0.0f; break;
             case 10: v = rnd_gauss() * 1e-20f; break;
+            case 12: v = (float)((int)(rnd64() % 17) - 8); break;            /* on a grid: ties */
+            case 13: v = (float)((int)(rnd64() % 5) - 2) * 0.5f; break;      /* few distinct values */
+            case 14: v = i == 7 ? 1.0f : rnd_gauss() * 1e-3f; break;          /* one spike */
             default: v = rnd_gauss() + (i % 32 < 16 ? 3.0f : -1.0f); break;   /* sub-blocks differ */
             }
             x[o + i] = v * scale;
@@ -218,9 +224,9 @@ static void fill_row(float *x, int64_t n, int block_size) {
 
 typedef void (*quant_fn)(const float *x, void *y, int64_t n);
 
-/* Compare our quantizer with ggml's on nblocks blocks; blocks whose bytes differ are also
- * compared after decoding (with ggml's decoder when it has one), as values (so -0 == +0), but
- * only for an all-zero input block. That case exists: for an all-zero iq4_nl block ggml stores d = 0 with whatever levels its
+/* Compare our quantizer with ggml's on nblocks blocks. Blocks whose bytes differ pass only if
+ * the input block is all zero and both decode (with ggml's decoder) to equal values, -0 == +0.
+ * That case exists: for an all-zero iq4_nl block ggml stores d = 0 with whatever levels its
  * stack buffer held from the previous block, which decode to zeros of either sign; we store
  * d = 0 and levels 0. */
 static void test_quant(const char *name, int block_size, size_t type_size, quant_fn ours_fn,
