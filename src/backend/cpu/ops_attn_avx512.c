@@ -22,7 +22,7 @@ static void widen_rows(const void *cache, int64_t off, int64_t row, int64_t nc, 
     }
 }
 
-void ops_attn_item_avx512(const ops_attn_item *it, uint32_t kv_type) {
+static void attn_item_any(const ops_attn_item *it, uint32_t kv_type) {
     const int64_t hd = it->hd, r = it->r;
     float kt[BLK * ATTN_MAX_HD], vt[BLK * ATTN_MAX_HD];
     float acc[ATTN_MAX_GROUP * ATTN_MAX_HD], m[ATTN_MAX_GROUP], l[ATTN_MAX_GROUP];
@@ -85,5 +85,87 @@ void ops_attn_item_avx512(const ops_attn_item *it, uint32_t kv_type) {
     for (int64_t h = 0; h < r; h++) {
         const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
         for (int64_t i = 0; i < hd; i++) it->out[h * hd + i] = acc[h * hd + i] * inv;
+    }
+}
+
+/* The same steps with the head size a compile-time constant (64, 128, 256): q and the
+ * accumulator rows live in registers and no load is masked. */
+static __attribute__((always_inline)) inline void attn_item_fixed(const ops_attn_item *it, uint32_t kv_type,
+                                                                  const int HD) {
+    const int64_t r = it->r;
+    float kt[BLK * ATTN_MAX_HD], vt[BLK * ATTN_MAX_HD];
+    float acc[ATTN_MAX_GROUP * ATTN_MAX_HD], m[ATTN_MAX_GROUP], l[ATTN_MAX_GROUP];
+    float pw[ATTN_MAX_GROUP][BLK], corr[ATTN_MAX_GROUP];
+    const int f16 = kv_type == ST_TYPE_F16;
+    for (int64_t h = 0; h < r; h++) {
+        m[h] = -INFINITY;
+        l[h] = 0.0f;
+        for (int i = 0; i < HD; i++) acc[h * HD + i] = 0.0f;
+    }
+    const __m512 vscale = _mm512_set1_ps(it->scale);
+    for (int64_t c0 = 0; c0 < it->n_vis; c0 += BLK) {
+        const int64_t nc = it->n_vis - c0 < BLK ? it->n_vis - c0 : BLK;
+        const float *K, *V;
+        int64_t ld;
+        if (f16) {
+            for (int64_t c = 0; c < nc; c++) {
+                const uint16_t *ks = (const uint16_t *)it->k + (c0 + c) * it->row;
+                const uint16_t *vs = (const uint16_t *)it->v + (c0 + c) * it->row;
+                for (int i = 0; i < HD; i += 16) {
+                    _mm512_storeu_ps(kt + c * HD + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(ks + i))));
+                    _mm512_storeu_ps(vt + c * HD + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vs + i))));
+                }
+            }
+            K = kt; V = vt; ld = HD;
+        } else {
+            K = (const float *)it->k + c0 * it->row;
+            V = (const float *)it->v + c0 * it->row;
+            ld = it->row;
+        }
+        const __mmask16 valid = tail_mask16(nc);
+        for (int64_t h = 0; h < r; h++) {
+            const float *q = it->q + h * it->ldq_head;
+            __m512 qr[ATTN_MAX_HD / 16];
+            for (int i = 0; i < HD / 16; i++) qr[i] = _mm512_loadu_ps(q + 16 * i);
+            __m512 part[BLK];
+            for (int64_t c = 0; c < BLK; c++) {
+                if (c >= nc) { part[c] = _mm512_setzero_ps(); continue; }
+                __m512 a = _mm512_mul_ps(_mm512_loadu_ps(K + c * ld), qr[0]);
+                for (int i = 1; i < HD / 16; i++) a = _mm512_fmadd_ps(_mm512_loadu_ps(K + c * ld + 16 * i), qr[i], a);
+                part[c] = a;
+            }
+            const __m512 s = _mm512_mul_ps(hsum16(part), vscale);
+            const float bmax = _mm512_mask_reduce_max_ps(valid, s);
+            const float m_new = bmax > m[h] ? bmax : m[h];
+            const __m512 p = _mm512_maskz_mov_ps(valid, exp512(_mm512_sub_ps(s, _mm512_set1_ps(m_new))));
+            corr[h] = expf(m[h] - m_new);
+            l[h] = l[h] * corr[h] + _mm512_reduce_add_ps(p);
+            m[h] = m_new;
+            _mm512_storeu_ps(pw[h], p);
+        }
+        for (int64_t h = 0; h < r; h++) {
+            float *ah = acc + h * HD;
+            const __m512 ch = _mm512_set1_ps(corr[h]);
+            __m512 a[ATTN_MAX_HD / 16];
+            for (int i = 0; i < HD / 16; i++) a[i] = _mm512_mul_ps(_mm512_loadu_ps(ah + 16 * i), ch);
+            for (int64_t c = 0; c < nc; c++) {
+                const __m512 pc = _mm512_set1_ps(pw[h][c]);
+                for (int i = 0; i < HD / 16; i++) a[i] = _mm512_fmadd_ps(pc, _mm512_loadu_ps(V + c * ld + 16 * i), a[i]);
+            }
+            for (int i = 0; i < HD / 16; i++) _mm512_storeu_ps(ah + 16 * i, a[i]);
+        }
+    }
+    for (int64_t h = 0; h < r; h++) {
+        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+        for (int i = 0; i < HD; i++) it->out[h * HD + i] = acc[h * HD + i] * inv;
+    }
+}
+
+void ops_attn_item_avx512(const ops_attn_item *it, uint32_t kv_type) {
+    switch (it->hd) {
+    case 64: attn_item_fixed(it, kv_type, 64); break;
+    case 128: attn_item_fixed(it, kv_type, 128); break;
+    case 256: attn_item_fixed(it, kv_type, 256); break;
+    default: attn_item_any(it, kv_type); break;
     }
 }
