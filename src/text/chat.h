@@ -1,0 +1,75 @@
+/* chat.h: Qwen's ChatML prompts, and the parser that splits generated text back into
+ * reasoning, content and tool calls.
+ *
+ * st_chat_render reproduces Qwen3's chat template (the one shipped in its tokenizer_config.json,
+ * rendered as transformers does) byte for byte: system prompt, tool definitions, <think> blocks of
+ * the turns after the last user query, tool calls and grouped tool responses, the generation
+ * prompt and enable_thinking=false's empty think block. tests/data/tokenizer/qwen3_chat_cases.json
+ * holds the template's own output for the cases tested.
+ *
+ * st_chat_parser reads generated text in pieces of any size (a tag may be split across pieces)
+ * and reports reasoning and content as they come, and each <tool_call>{json}</tool_call> once
+ * complete. */
+#ifndef ST_TEXT_CHAT_H
+#define ST_TEXT_CHAT_H
+
+#include <stddef.h>
+#include "base/status.h"
+
+typedef enum st_chat_role { ST_ROLE_SYSTEM, ST_ROLE_USER, ST_ROLE_ASSISTANT, ST_ROLE_TOOL } st_chat_role;
+
+typedef struct st_chat_tool_call {
+    const char *name;
+    const char *arguments;  /* JSON text of the arguments object */
+    int raw_arguments;      /* 0: arguments is an object, written as the template's tojson does
+                               (keys in order, ", " and ": "; written as is if it is not JSON);
+                               1: a string, written as is (the template's `is string` case) */
+} st_chat_tool_call;
+
+typedef struct st_chat_message {
+    st_chat_role role;
+    const char *content;            /* NULL = "" */
+    const char *reasoning_content;  /* assistant: NULL = take it from <think>...</think> in content */
+    const st_chat_tool_call *tool_calls;
+    size_t n_tool_calls;
+} st_chat_message;
+
+typedef struct st_chat_options {
+    const char *const *tools;  /* each one tool definition as JSON text */
+    size_t n_tools;
+    int add_generation_prompt;
+    int enable_thinking;       /* 0: the generation prompt gets an empty <think></think> block */
+} st_chat_options;
+
+/* Renders into a malloc'd NUL-terminated string. ST_ERR_INVALID for a bad role or a tool
+ * definition that is not JSON. */
+st_status st_chat_render(const st_chat_message *msgs, size_t n, const st_chat_options *o, char **out, size_t *len);
+
+/* Writes v as Python's json.dumps(v, ensure_ascii=False) would (the template's tojson): keys in
+ * order, ", " and ": " separators, the shortest float repr. json_text in, malloc'd text out. */
+st_status st_chat_tojson(const char *json_text, char **out);
+
+/* ---- parsing generated text ---- */
+typedef enum st_chat_part { ST_CHAT_CONTENT, ST_CHAT_REASONING, ST_CHAT_TOOL_CALL } st_chat_part;
+
+typedef struct st_chat_event {
+    st_chat_part part;
+    const char *text;       /* content / reasoning delta; for a tool call, the raw JSON inside the tags */
+    size_t len;
+    const char *name;       /* tool call: the function name (NULL if the JSON had none) */
+    const char *arguments;  /* tool call: "arguments" re-serialized as compact JSON text, or NULL */
+} st_chat_event;
+
+typedef st_status (*st_chat_event_fn)(void *ctx, const st_chat_event *e);
+typedef struct st_chat_parser st_chat_parser;
+
+/* in_reasoning: the prompt already opened a <think> block (the model's first words are
+ * reasoning). */
+st_status st_chat_parser_new(int in_reasoning, st_chat_parser **out);
+void st_chat_parser_free(st_chat_parser *p);
+st_status st_chat_parser_feed(st_chat_parser *p, const char *text, size_t len, st_chat_event_fn fn, void *ctx);
+/* End of generation: releases text held back as a possible tag start; an unterminated tool call
+ * is reported as a tool call if its JSON is complete, else as content. */
+st_status st_chat_parser_finish(st_chat_parser *p, st_chat_event_fn fn, void *ctx);
+
+#endif

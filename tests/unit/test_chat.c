@@ -1,0 +1,186 @@
+/* test_chat.c: st_chat_render against Qwen3's own chat template (the expected texts in
+ * tests/data/tokenizer/qwen3_chat_cases.json were rendered by jinja2 as transformers does; see
+ * gen_chat_cases.py there), st_chat_tojson's Python formatting, and the streaming parser of
+ * generated text fed whole and one byte at a time. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include "test.h"
+#include "text/chat.h"
+
+static st_chat_role role_of(const char *r) {
+    if (strcmp(r, "system") == 0) return ST_ROLE_SYSTEM;
+    if (strcmp(r, "user") == 0) return ST_ROLE_USER;
+    if (strcmp(r, "assistant") == 0) return ST_ROLE_ASSISTANT;
+    return ST_ROLE_TOOL;
+}
+
+static void check_case(json_t *c) {
+    const char *name = json_string_value(json_object_get(c, "name"));
+    json_t *msgs = json_object_get(c, "messages");
+    size_t n = json_array_size(msgs);
+    st_chat_message *m = calloc(n + 1, sizeof *m);
+    st_chat_tool_call *calls = calloc(64, sizeof *calls);
+    char *owned[64];
+    size_t n_calls = 0, n_owned = 0;
+    int raw = json_is_true(json_object_get(c, "raw_arguments"));
+    for (size_t i = 0; i < n; i++) {
+        json_t *jm = json_array_get(msgs, i);
+        m[i].role = role_of(json_string_value(json_object_get(jm, "role")));
+        m[i].content = json_string_value(json_object_get(jm, "content"));
+        m[i].reasoning_content = json_string_value(json_object_get(jm, "reasoning_content"));
+        json_t *tcs = json_object_get(jm, "tool_calls");
+        if (json_array_size(tcs)) {
+            m[i].tool_calls = &calls[n_calls];
+            m[i].n_tool_calls = json_array_size(tcs);
+            for (size_t k = 0; k < json_array_size(tcs); k++) {
+                json_t *f = json_object_get(json_array_get(tcs, k), "function");
+                json_t *args = json_object_get(f, "arguments");
+                calls[n_calls].name = json_string_value(json_object_get(f, "name"));
+                if (json_is_string(args)) {
+                    calls[n_calls].arguments = json_string_value(args);
+                } else {
+                    owned[n_owned] = json_dumps(args, JSON_COMPACT); /* any formatting: it is re-serialized */
+                    calls[n_calls].arguments = owned[n_owned++];
+                }
+                calls[n_calls].raw_arguments = raw;
+                n_calls++;
+            }
+        }
+    }
+    json_t *tools = json_object_get(c, "tools");
+    const char *tool_texts[8];
+    char *tool_owned[8];
+    size_t n_tools = json_array_size(tools);
+    for (size_t k = 0; k < n_tools; k++) tool_texts[k] = tool_owned[k] = json_dumps(json_array_get(tools, k), JSON_COMPACT);
+    st_chat_options o = {0};
+    o.tools = tool_texts;
+    o.n_tools = n_tools;
+    o.add_generation_prompt = json_is_true(json_object_get(c, "add_generation_prompt"));
+    o.enable_thinking = !json_is_false(json_object_get(c, "enable_thinking"));
+    char *out = NULL;
+    size_t len = 0;
+    st_status s = st_chat_render(m, n, &o, &out, &len);
+    const char *want = json_string_value(json_object_get(c, "expected"));
+    CHECKF(s == ST_OK && out && strcmp(out, want) == 0, "case '%s':\n--- ours\n%s\n--- template\n%s", name, out ? out : "(null)", want);
+    CHECK(s != ST_OK || len == strlen(out));
+    free(out);
+    for (size_t k = 0; k < n_tools; k++) free(tool_owned[k]);
+    for (size_t k = 0; k < n_owned; k++) free(owned[k]);
+    free(calls);
+    free(m);
+}
+
+/* ---- parser ---- */
+typedef struct collected {
+    char content[1024], reasoning[1024];
+    size_t nc, nr;
+    int n_tools;
+    char tool_name[4][64], tool_args[4][256];
+    int events;
+} collected;
+
+static st_status collect(void *ctx, const st_chat_event *e) {
+    collected *c = ctx;
+    c->events++;
+    if (e->part == ST_CHAT_CONTENT) { memcpy(c->content + c->nc, e->text, e->len); c->nc += e->len; c->content[c->nc] = 0; }
+    else if (e->part == ST_CHAT_REASONING) { memcpy(c->reasoning + c->nr, e->text, e->len); c->nr += e->len; c->reasoning[c->nr] = 0; }
+    else if (c->n_tools < 4) {
+        snprintf(c->tool_name[c->n_tools], 64, "%s", e->name ? e->name : "(none)");
+        snprintf(c->tool_args[c->n_tools], 256, "%s", e->arguments ? e->arguments : "(none)");
+        c->n_tools++;
+    }
+    return ST_OK;
+}
+
+static void parse(const char *text, int in_reasoning, size_t step, collected *c) {
+    memset(c, 0, sizeof *c);
+    st_chat_parser *p = NULL;
+    CHECK(st_chat_parser_new(in_reasoning, &p) == ST_OK);
+    size_t n = strlen(text);
+    for (size_t i = 0; i < n; i += step) {
+        size_t k = i + step <= n ? step : n - i;
+        CHECK(st_chat_parser_feed(p, text + i, k, collect, c) == ST_OK);
+    }
+    CHECK(st_chat_parser_finish(p, collect, c) == ST_OK);
+    st_chat_parser_free(p);
+}
+
+static void check_parse(const char *text, int in_reasoning, const char *reasoning, const char *content,
+                        int n_tools, const char *tool0, const char *args0) {
+    size_t steps[] = {1, 2, 3, 7, 100000};
+    for (size_t s = 0; s < sizeof steps / sizeof *steps; s++) {
+        collected c;
+        parse(text, in_reasoning, steps[s], &c);
+        CHECKF(strcmp(c.reasoning, reasoning) == 0, "reasoning '%s' (step %zu) for '%s'", c.reasoning, steps[s], text);
+        CHECKF(strcmp(c.content, content) == 0, "content '%s' (step %zu) for '%s'", c.content, steps[s], text);
+        CHECKF(c.n_tools == n_tools, "%d tool calls (step %zu)", c.n_tools, steps[s]);
+        if (n_tools > 0) {
+            CHECKF(strcmp(c.tool_name[0], tool0) == 0, "tool name '%s'", c.tool_name[0]);
+            CHECKF(strcmp(c.tool_args[0], args0) == 0, "tool args '%s'", c.tool_args[0]);
+        }
+    }
+}
+
+int main(void) {
+    const char *src = getenv("STRATA_SOURCE_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/data/tokenizer/qwen3_chat_cases.json", src ? src : ".");
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    CHECKF(root != NULL, "cannot read %s: %s", path, err.text);
+    json_t *cases = json_object_get(root, "cases");
+    CHECK(json_array_size(cases) >= 10);
+    for (size_t i = 0; i < json_array_size(cases); i++) check_case(json_array_get(cases, i));
+    json_decref(root);
+
+    /* tojson: Python's json.dumps formatting */
+    char *j = NULL;
+    CHECK(st_chat_tojson("{\"b\":1,\"a\":[1.5,0.1,2.0,1e300,-0.0,true,null],\"s\":\"\\u00e9\\n\\u001b/\"}", &j) == ST_OK);
+    CHECKF(j && strcmp(j, "{\"b\": 1, \"a\": [1.5, 0.1, 2.0, 1e+300, -0.0, true, null], \"s\": \"\xc3\xa9\\n\\u001b/\"}") == 0, "%s", j);
+    free(j);
+    CHECK(st_chat_tojson("{not json", &j) == ST_ERR_INVALID);
+
+    /* a bad role and a bad tool are refused */
+    st_chat_message bad = {(st_chat_role)9, "x", NULL, NULL, 0};
+    char *out;
+    CHECK(st_chat_render(&bad, 1, NULL, &out, NULL) == ST_ERR_INVALID);
+    st_chat_message u = {ST_ROLE_USER, "x", NULL, NULL, 0};
+    const char *bad_tool[] = {"{oops"};
+    st_chat_options bo = {bad_tool, 1, 1, 1};
+    CHECK(st_chat_render(&u, 1, &bo, &out, NULL) == ST_ERR_INVALID);
+
+    /* the parser */
+    check_parse("<think>\nLet me think.\n</think>\n\nThe answer is 4.", 0, "Let me think.", "The answer is 4.", 0, NULL, NULL);
+    check_parse("Let me think.\n\n</think>\n\nFour.", 1, "Let me think.", "Four.", 0, NULL, NULL);
+    check_parse("<think>\n\n</think>\n\nNo reasoning.", 0, "", "No reasoning.", 0, NULL, NULL);
+    check_parse("Plain answer with a < sign and <b>tags</b> and <thin air.", 0, "",
+                "Plain answer with a < sign and <b>tags</b> and <thin air.", 0, NULL, NULL);
+    check_parse("<think>a\n\nb</think>I will call.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+                0, "a\n\nb", "I will call.\n", 1, "get_weather", "{\"city\":\"Paris\"}");
+    check_parse("<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {\"x\": [1, 2]}}\n</tool_call>",
+                0, "", "", 2, "f", "{}");
+    /* an unterminated call with complete JSON is still a call; with broken JSON it is content */
+    check_parse("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}", 0, "", "", 1, "f", "{\"a\":1}");
+    check_parse("<tool_call>\n{\"name\": \"f\", \"argu", 0, "", "<tool_call>\n{\"name\": \"f\", \"argu", 0, NULL, NULL);
+    /* a held partial tag at the end is released as text */
+    check_parse("ends with <thi", 0, "", "ends with <thi", 0, NULL, NULL);
+    /* multi-byte text split anywhere comes back whole */
+    check_parse("<think>\xe6\x80\x9d\xe8\x80\x83</think>\xe7\xad\x94\xe6\xa1\x88 \xf0\x9f\x98\x80", 0,
+                "\xe6\x80\x9d\xe8\x80\x83", "\xe7\xad\x94\xe6\xa1\x88 \xf0\x9f\x98\x80", 0, NULL, NULL);
+    /* streaming: content is released before the end when no tag can start */
+    {
+        st_chat_parser *p;
+        collected c;
+        memset(&c, 0, sizeof c);
+        CHECK(st_chat_parser_new(0, &p) == ST_OK);
+        CHECK(st_chat_parser_feed(p, "Hello wor", 9, collect, &c) == ST_OK);
+        CHECK(strcmp(c.content, "Hello wor") == 0);
+        CHECK(st_chat_parser_feed(p, "ld <", 4, collect, &c) == ST_OK);
+        CHECK(strcmp(c.content, "Hello world ") == 0); /* "<" held */
+        CHECK(st_chat_parser_feed(p, "3", 1, collect, &c) == ST_OK);
+        CHECK(strcmp(c.content, "Hello world <3") == 0);
+        st_chat_parser_free(p);
+    }
+    return test_report("test_chat");
+}
