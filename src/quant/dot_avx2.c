@@ -12,7 +12,7 @@
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 4")
+#define UNROLL _Pragma("GCC unroll 8")
 
 #define DOT_BY_NX(name)                                                                            \
     static void avx2_##name(int64_t k, const void *w, const void *x, size_t xs, int nx, float *out) { \
@@ -117,7 +117,7 @@ INLINE void q45_K_nx(int five, int64_t k, const void *wv, const void *xv, size_t
         unpack_scale_min_k4(scales, scmn);
         __m256i u[8];
         __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-        for (int g = 0; g < 4; g++) {
+        UNROLL for (int g = 0; g < 4; g++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
             u[2 * g] = _mm256_and_si256(q, m4);
             u[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
@@ -128,13 +128,13 @@ INLINE void q45_K_nx(int five, int64_t k, const void *wv, const void *xv, size_t
             }
         }
         __m256i sc[8];
-        for (int s = 0; s < 8; s++) sc[s] = _mm256_set1_epi16(scmn[s]);
+        UNROLL for (int s = 0; s < 8; s++) sc[s] = _mm256_set1_epi16(scmn[s]);
         __m256i mins = mins_dup_i16(scmn + 8);
         float d = h2f(dh), dmin = h2f(dminh);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
             __m256i isum = _mm256_setzero_si256();
-            for (int s = 0; s < 8; s++) {
+            UNROLL for (int s = 0; s < 8; s++) {
                 __m256i p = _mm256_maddubs_epi16(u[s], _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * s)));
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[s]));
             }
@@ -157,7 +157,7 @@ INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / QK_K; b++) {
         __m256i u[8], sc[8];
-        for (int h = 0; h < 2; h++) {
+        UNROLL for (int h = 0; h < 2; h++) {
             __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
             __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
             __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
@@ -167,13 +167,13 @@ INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
             u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
                                            _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
         }
-        for (int t = 0; t < 8; t++) sc[t] = halves_i16(w[b].scales[2 * t], w[b].scales[2 * t + 1]);
+        UNROLL for (int t = 0; t < 8; t++) sc[t] = halves_i16(w[b].scales[2 * t], w[b].scales[2 * t + 1]);
         __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
         float d = h2f(w[b].d);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
             __m256i isum = _mm256_setzero_si256();
-            for (int t = 0; t < 8; t++) {
+            UNROLL for (int t = 0; t < 8; t++) {
                 __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * t)));
                 isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[t]));
             }
@@ -263,7 +263,7 @@ void st_act_q8_0_avx2(const float *x, void *yv, int64_t k) {
     for (int64_t b = 0; b < k / 32; b++, x += 32) {
         __m256 v[4];
         __m256 m = _mm256_setzero_ps();
-        for (int i = 0; i < 4; i++) {
+        UNROLL for (int i = 0; i < 4; i++) {
             v[i] = _mm256_loadu_ps(x + 8 * i);
             m = _mm256_max_ps(m, abs_ps(v[i]));
         }
@@ -271,7 +271,7 @@ void st_act_q8_0_avx2(const float *x, void *yv, int64_t k) {
         const float id = d != 0 ? 1.0f / d : 0.0f;
         y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
         __m256i q[4];
-        for (int i = 0; i < 4; i++) q[i] = _mm256_cvttps_epi32(round_away(_mm256_mul_ps(v[i], _mm256_set1_ps(id))));
+        UNROLL for (int i = 0; i < 4; i++) q[i] = _mm256_cvttps_epi32(round_away(_mm256_mul_ps(v[i], _mm256_set1_ps(id))));
         _mm256_storeu_si256((__m256i *)y[b].qs, pack_i32_to_i8(q[0], q[1], q[2], q[3]));
     }
 }
@@ -294,7 +294,7 @@ void st_act_q8_K_avx2(const float *x, void *yv, int64_t k) {
         const __m256 s = _mm256_set1_ps(iscale);
         for (int i = 0; i < QK_K; i += 32) {
             __m256i q[4];
-            for (int t = 0; t < 4; t++) {
+            UNROLL for (int t = 0; t < 4; t++) {
                 q[t] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * t), s)); /* ties to even */
                 q[t] = _mm256_min_epi32(q[t], _mm256_set1_epi32(127));
             }

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 4")
+#define UNROLL _Pragma("GCC unroll 8")
 
 /* One exported kernel per type: nx = 1..4 each get their own fully unrolled body. */
 #define DOT_BY_NX(name)                                                                            \
@@ -271,7 +271,7 @@ INLINE __m512i scales16_i16(__m256i s16, int t) {
 /* sum over the 4 zmm of a super-block: sum_t scale_t . (u_t x a_t), per activation row */
 INLINE __m512i dot4_scaled(const __m512i u[4], const __m512i sc[4], const int8_t *a) {
     __m512i acc = _mm512_setzero_si512();
-    for (int t = 0; t < 4; t++) {
+    UNROLL for (int t = 0; t < 4; t++) {
         __m512i p = _mm512_maddubs_epi16(u[t], _mm512_loadu_si512(a + 64 * t));
         acc = _mm512_dpwssd_epi32(acc, p, sc[t]);
     }
@@ -314,7 +314,7 @@ INLINE void q4_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
         nibbles_64(w[b].qs + 64, &u[2], &u[3]);
         __m128i scmn = unpack_scale_min_k4(w[b].scales);
         __m512i s4 = _mm512_broadcast_i32x4(scmn);
-        for (int t = 0; t < 4; t++) sc[t] = scales32_i16(s4, t);
+        UNROLL for (int t = 0; t < 4; t++) sc[t] = scales32_i16(s4, t);
         __m256i mins = mins_dup_i16(scmn);
         float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
         UNROLL for (int j = 0; j < nx; j++) {
@@ -341,14 +341,14 @@ INLINE void q5_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
         nibbles_64(w[b].qs + 64, &u[2], &u[3]);
         /* element l of group g (low half) takes bit 2g of qh[l], of the high half bit 2g+1 */
         __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w[b].qh));
-        for (int t = 0; t < 4; t++) {
+        UNROLL for (int t = 0; t < 4; t++) {
             __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * t))),
                                               _mm256_set1_epi8((char)(1 << (2 * t + 1))), 1);
             u[t] = _mm512_mask_add_epi8(u[t], _mm512_test_epi8_mask(qh, bits), u[t], bit4);
         }
         __m128i scmn = unpack_scale_min_k4(w[b].scales);
         __m512i s4 = _mm512_broadcast_i32x4(scmn);
-        for (int t = 0; t < 4; t++) sc[t] = scales32_i16(s4, t);
+        UNROLL for (int t = 0; t < 4; t++) sc[t] = scales32_i16(s4, t);
         __m256i mins = mins_dup_i16(scmn);
         float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
         UNROLL for (int j = 0; j < nx; j++) {
@@ -374,7 +374,7 @@ INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     const __m512i shr = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
     for (int64_t b = 0; b < k / QK_K; b++) {
         __m512i u[4], sc[4];
-        for (int h = 0; h < 2; h++) {
+        UNROLL for (int h = 0; h < 2; h++) {
             __m512i ql = _mm512_loadu_si512(w[b].ql + 64 * h);
             __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h)));
             __m512i hlo = _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30);
@@ -383,7 +383,7 @@ INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
             u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hhi);
         }
         __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
-        for (int t = 0; t < 4; t++) sc[t] = scales16_i16(s16, t);
+        UNROLL for (int t = 0; t < 4; t++) sc[t] = scales16_i16(s16, t);
         float d = h2f(w[b].d);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
@@ -420,7 +420,7 @@ INLINE void q2_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
         __m128i raw = _mm_loadu_si128((const __m128i *)w[b].scales);
         __m256i s16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
         __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
-        for (int t = 0; t < 4; t++) sc[t] = scales16_i16(s16, t);
+        UNROLL for (int t = 0; t < 4; t++) sc[t] = scales16_i16(s16, t);
         float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
@@ -456,13 +456,13 @@ INLINE void q3_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
         q2_bits(w[b].qs + 32, &u[2], &u[3]);
         /* hmask bit 4h+j of byte l is the high bit of element 128h + 32j + l: set means +4 */
         __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w[b].hmask));
-        for (int t = 0; t < 4; t++) {
+        UNROLL for (int t = 0; t < 4; t++) {
             __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * t))),
                                               _mm256_set1_epi8((char)(1 << (2 * t + 1))), 1);
             u[t] = _mm512_mask_add_epi8(u[t], _mm512_test_epi8_mask(hm, bits), u[t], four);
         }
         __m256i s16 = q3_K_scales(w[b].scales);
-        for (int t = 0; t < 4; t++) sc[t] = scales16_i16(s16, t);
+        UNROLL for (int t = 0; t < 4; t++) sc[t] = scales16_i16(s16, t);
         float d = h2f(w[b].d);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
@@ -483,26 +483,36 @@ INLINE void iq4_xs_nx(int64_t k, const void *wv, const void *xv, size_t xs, cons
     __m512 acc[ST_DOT_MAX_NX];
     UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
     const __m512i lut = _mm512_broadcast_i32x4(_mm_abs_epi8(_mm_loadu_si128((const __m128i *)iq4nl_levels)));
-    const __m512i eight = _mm512_set1_epi8(8);
+    const __m512i eight = _mm512_set1_epi8(8), m4 = _mm512_set1_epi8(0x0F);
+    const __m512i pair_lo = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), pair_hi = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
     for (int64_t b = 0; b < k / QK_K; b++) {
         __m512i u[4], sc[4];
         __mmask64 neg[4];
-        for (int t = 0; t < 4; t++) {
-            __m512i nib = nibbles_2x16(w[b].qs + 32 * t, w[b].qs + 32 * t + 16);
-            neg[t] = _mm512_cmplt_epu8_mask(nib, eight); /* levels 0-7 are the negative ones */
-            u[t] = _mm512_shuffle_epi8(lut, nib);
+        UNROLL for (int h = 0; h < 2; h++) {
+            /* 64 bytes = sub-blocks 4h..4h+3 of 16 bytes: low nibbles are each one's first 16
+             * elements, high nibbles the next 16 */
+            __m512i q = _mm512_loadu_si512(w[b].qs + 64 * h);
+            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            __m512i n0 = _mm512_permutex2var_epi64(lo, pair_lo, hi), n1 = _mm512_permutex2var_epi64(lo, pair_hi, hi);
+            neg[2 * h] = _mm512_cmplt_epu8_mask(n0, eight); /* levels 0-7 are the negative ones */
+            neg[2 * h + 1] = _mm512_cmplt_epu8_mask(n1, eight);
+            u[2 * h] = _mm512_shuffle_epi8(lut, n0);
+            u[2 * h + 1] = _mm512_shuffle_epi8(lut, n1);
         }
-        uint32_t sl = load_u32(w[b].scales_l), sh = w[b].scales_h;
-        uint8_t ls[16];
-        for (int s = 0; s < 8; s++) ls[s] = (uint8_t)(((sl >> (4 * s)) & 0xF) | (((sh >> (2 * s)) & 3) << 4));
-        memset(ls + 8, 0, 8);
-        __m512i s4 = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ls));
-        for (int t = 0; t < 4; t++) sc[t] = _mm512_sub_epi16(scales32_i16(s4, t), _mm512_set1_epi16(32));
+        /* scale s: low 4 bits from nibble s of scales_l, high 2 bits from bits 2s of scales_h */
+        __m128i sl = _mm_cvtsi32_si128((int)load_u32(w[b].scales_l));
+        __m128i lo4 = _mm_unpacklo_epi8(_mm_and_si128(sl, _mm_set1_epi8(0x0F)),
+                                        _mm_and_si128(_mm_srli_epi16(sl, 4), _mm_set1_epi8(0x0F)));
+        __m128i hi2 = _mm_srlv_epi16(_mm_set1_epi16((short)w[b].scales_h), _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14));
+        hi2 = _mm_slli_epi16(_mm_and_si128(hi2, _mm_set1_epi16(3)), 4);
+        __m128i ls8 = _mm_or_si128(lo4, _mm_packus_epi16(hi2, _mm_setzero_si128()));
+        __m512i s4 = _mm512_broadcast_i32x4(ls8);
+        UNROLL for (int t = 0; t < 4; t++) sc[t] = _mm512_sub_epi16(scales32_i16(s4, t), _mm512_set1_epi16(32));
         float d = h2f(w[b].d);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
             __m512i isum = _mm512_setzero_si512();
-            for (int t = 0; t < 4; t++) {
+            UNROLL for (int t = 0; t < 4; t++) {
                 __m512i a = _mm512_loadu_si512(xb->qs + 64 * t);
                 a = _mm512_mask_sub_epi8(a, neg[t], _mm512_setzero_si512(), a);
                 isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(u[t], a), sc[t]);
@@ -541,28 +551,41 @@ INLINE void f32_nx(int64_t k, const void *wv, const void *xv, size_t xs, const i
 }
 DOT_BY_NX(f32)
 
-INLINE __m512 load_f16(const uint16_t *p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+/* m = 0xFFFF is a constant in the main loops and compiles to a plain load */
+INLINE __m256i load_16x16(const uint16_t *p, __mmask16 m) {
+    return m == 0xFFFF ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(m, p);
+}
+INLINE __m512 load_f16(const uint16_t *p, __mmask16 m) { return _mm512_cvtph_ps(load_16x16(p, m)); }
 INLINE __m512 load_bf16(const uint16_t *p, __mmask16 m) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load_16x16(p, m)), 16));
 }
 
+/* 64 elements per step in four independent accumulators per row (the FMA latency), then the
+ * tail of fewer than 64 under masks. */
 #define HALF_KERNEL(name, load)                                                                    \
     INLINE void name##_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) { \
         const uint16_t *w = wv;                                                                    \
-        __m512 acc[ST_DOT_MAX_NX][2];                                                              \
-        UNROLL for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm512_setzero_ps();          \
-        for (int64_t i = 0; i < k; i += 32) {                                                      \
-            int64_t left = k - i;                                                                  \
-            __mmask16 m0 = left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);                    \
-            __mmask16 m1 = left >= 32 ? 0xFFFF : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0; \
-            __m512 w0 = load(w + i, m0), w1 = load(w + i + 16, m1);                                \
+        __m512 acc[ST_DOT_MAX_NX][4];                                                              \
+        UNROLL for (int j = 0; j < nx; j++) UNROLL for (int a = 0; a < 4; a++) acc[j][a] = _mm512_setzero_ps(); \
+        int64_t i = 0;                                                                             \
+        for (; i + 64 <= k; i += 64) {                                                             \
+            __m512 wv4[4];                                                                         \
+            UNROLL for (int a = 0; a < 4; a++) wv4[a] = load(w + i + 16 * a, 0xFFFF);              \
             UNROLL for (int j = 0; j < nx; j++) {                                                  \
                 const uint16_t *x = (const uint16_t *)row(xv, xs, j) + i;                          \
-                acc[j][0] = _mm512_fmadd_ps(w0, load(x, m0), acc[j][0]);                           \
-                acc[j][1] = _mm512_fmadd_ps(w1, load(x + 16, m1), acc[j][1]);                      \
+                UNROLL for (int a = 0; a < 4; a++)                                                 \
+                    acc[j][a] = _mm512_fmadd_ps(wv4[a], load(x + 16 * a, 0xFFFF), acc[j][a]);      \
             }                                                                                      \
         }                                                                                          \
-        UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][0], acc[j][1])); \
+        for (; i < k; i += 16) {                                                                   \
+            __mmask16 m = k - i >= 16 ? 0xFFFF : (__mmask16)((1u << (k - i)) - 1);                 \
+            __m512 w0 = load(w + i, m);                                                            \
+            UNROLL for (int j = 0; j < nx; j++)                                                    \
+                acc[j][0] = _mm512_fmadd_ps(w0, load((const uint16_t *)row(xv, xs, j) + i, m), acc[j][0]); \
+        }                                                                                          \
+        UNROLL for (int j = 0; j < nx; j++)                                                        \
+            out[j] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]),       \
+                                                        _mm512_add_ps(acc[j][2], acc[j][3])));     \
     }
 HALF_KERNEL(f16, load_f16)
 HALF_KERNEL(bf16, load_bf16)

@@ -1,0 +1,301 @@
+/* bench_matvec.c: matrix-vector products (decode: one activation row) for every weight type at
+ * the shapes of a Qwen MoE model, in GB/s of weights read, beside the machine's read bandwidth and
+ * ggml's own kernels on the same weights, threads and split, in the same run.
+ *
+ *   bench_matvec [--threads N] [--repeats R] [--types q4_K,q6_K,...] [--peer DIR] [--mib WORKING_SET]
+ *                [--best]
+ *
+ * --mib sets the working set per shape (default 512 MiB); a small one (--mib 0.5 --threads 1
+ * --best) measures the kernels from cache, i.e. their compute speed, for tuning.
+ *
+ * Shapes (K in, M out): 2048x512 (an expert slice), 2048x8192, 1024x151936 (the vocabulary head).
+ * Every matrix is laid out in memory several times over (distinct copies, up to 256 or the
+ * working-set size) and one pass runs a product on each copy in turn, so the weights come from
+ * DRAM as they do when a MoE decode step visits many experts, never from a warm cache.
+ *
+ * Bandwidth probe: N threads each stream-read their share of a 1 GiB buffer with 64-byte loads.
+ * ggml: the peer's libggml-base.so + the best libggml-cpu-<arch>.so the CPU can run, loaded with
+ * dlopen; each row is computed by ggml_get_type_traits_cpu(type)->vec_dot after from_float
+ * converted the activation, split across the same pool of threads as ours. Every figure is the
+ * median over the repeats. The result table is markdown on stdout. */
+#include <dlfcn.h>
+#include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/matmul.h"
+#include "base/clock.h"
+#include "base/cpu.h"
+#include "base/pool.h"
+#include "quant/dot.h"
+#include "quant/quant.h"
+
+/* ---- the peer's ABI (ggml-cpu.h), declared here to load it at run time ---- */
+typedef void (*ggml_from_float_fn)(const float *x, void *y, int64_t k);
+typedef void (*ggml_vec_dot_fn)(int n, float *s, size_t bs, const void *x, size_t bx, const void *y, size_t by, int nrc);
+struct ggml_type_traits_cpu_abi {
+    ggml_from_float_fn from_float;
+    ggml_vec_dot_fn vec_dot;
+    int vec_dot_type;
+    int64_t nrows;
+};
+typedef struct peer {
+    void *base, *cpu;
+    char variant[64];
+    void (*cpu_init)(void);
+    const struct ggml_type_traits_cpu_abi *(*traits)(int type);
+    size_t (*row_size)(int type, int64_t ne);
+} peer;
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)(rng >> 40) / 16777216.0f * 2 - 1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static int report_best; /* --best: the fastest repeat instead of the median (kernel tuning) */
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    if (report_best) return v[n - 1];
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- read-bandwidth probe ---- */
+
+typedef struct probe_job { const char *buf; size_t bytes; long long sink[64]; } probe_job;
+
+__attribute__((target("avx512f"))) static long long read_avx512(const char *p, size_t n) {
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t o = 0; o + 256 <= n; o += 256) {
+        s0 = _mm512_add_epi64(s0, _mm512_load_si512(p + o));
+        s1 = _mm512_add_epi64(s1, _mm512_load_si512(p + o + 64));
+        s2 = _mm512_add_epi64(s2, _mm512_load_si512(p + o + 128));
+        s3 = _mm512_add_epi64(s3, _mm512_load_si512(p + o + 192));
+    }
+    return _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+}
+__attribute__((target("avx2"))) static long long read_avx2(const char *p, size_t n) {
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+    for (size_t o = 0; o + 64 <= n; o += 64) {
+        s0 = _mm256_add_epi64(s0, _mm256_load_si256((const __m256i *)(p + o)));
+        s1 = _mm256_add_epi64(s1, _mm256_load_si256((const __m256i *)(p + o + 32)));
+    }
+    long long t[4];
+    _mm256_storeu_si256((__m256i *)t, _mm256_add_epi64(s0, s1));
+    return t[0] + t[1] + t[2] + t[3];
+}
+static void probe_worker(void *ctx, int ith, int nth) {
+    probe_job *job = ctx;
+    size_t share = job->bytes / (size_t)nth / 4096 * 4096;
+    const char *p = job->buf + (size_t)ith * share;
+    job->sink[ith % 64] += st_cpu()->avx512f ? read_avx512(p, share) : read_avx2(p, share);
+}
+static double probe_bandwidth(st_pool *pool, int repeats) {
+    size_t bytes = (size_t)1 << 30;
+    char *buf = aligned_alloc(4096, bytes);
+    memset(buf, 1, bytes);
+    probe_job job = {buf, bytes, {0}};
+    double *gbs = malloc(sizeof(double) * (size_t)repeats);
+    st_pool_run(pool, probe_worker, &job);
+    for (int r = 0; r < repeats; r++) {
+        double t = st_now();
+        st_pool_run(pool, probe_worker, &job);
+        gbs[r] = (double)(bytes / (size_t)st_pool_size(pool) / 4096 * 4096 * (size_t)st_pool_size(pool)) / (st_now() - t) / 1e9;
+    }
+    double m = median(gbs, repeats);
+    free(gbs);
+    free(buf);
+    return m;
+}
+
+/* ---- the peer ---- */
+
+static int peer_load(const char *dir, peer *p) {
+    memset(p, 0, sizeof *p);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/libggml-base.so", dir);
+    p->base = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (!p->base) return 0;
+    const st_cpu_features *f = st_cpu();
+    /* best first; each needs what its build assumed */
+    const struct { const char *name; int ok; } variants[] = {
+        {"zen4", f->avx512f && f->avx512bw && f->avx512vnni && f->avx512bf16},
+        {"icelake", f->avx512f && f->avx512bw && f->avx512vnni},
+        {"skylakex", f->avx512f && f->avx512bw},
+        {"haswell", f->avx2 && f->fma && f->f16c},
+        {"x64", 1},
+    };
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0] && !p->cpu; i++) {
+        if (!variants[i].ok) continue;
+        snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", dir, variants[i].name);
+        p->cpu = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (p->cpu) snprintf(p->variant, sizeof p->variant, "libggml-cpu-%s.so", variants[i].name);
+    }
+    if (!p->cpu) return 0;
+    *(void **)&p->cpu_init = dlsym(p->cpu, "ggml_cpu_init");
+    *(void **)&p->traits = dlsym(p->cpu, "ggml_get_type_traits_cpu");
+    *(void **)&p->row_size = dlsym(p->base, "ggml_row_size");
+    if (!p->cpu_init || !p->traits || !p->row_size) return 0;
+    p->cpu_init();
+    return 1;
+}
+
+typedef struct ggml_job {
+    const struct ggml_type_traits_cpu_abi *tr;
+    const char *W;
+    size_t w_row;
+    int64_t M, K;
+    const void *xq;
+    float *y;
+} ggml_job;
+
+static void ggml_worker(void *ctx, int ith, int nth) {
+    const ggml_job *job = ctx;
+    long m0, m1;
+    st_split((long)job->M, ith, nth, &m0, &m1);
+    for (long m = m0; m < m1; m++)
+        job->tr->vec_dot((int)job->K, &job->y[m], 0, job->W + (size_t)m * job->w_row, 0, job->xq, 0, 1);
+}
+
+/* ---- one (type, shape) measurement ---- */
+
+typedef struct shape { const char *name; int64_t K, M; } shape;
+
+typedef struct result { double ours, ggml; int copies; double mib; } result;
+
+static result run_shape(st_pool *pool, const peer *pr, uint32_t type, shape sh, int repeats, double ws_mib) {
+    result res = {0, 0, 0, 0};
+    const st_type_info *t = st_type_get(type);
+    size_t w_row = st_row_size(t, sh.K), bytes = w_row * (size_t)sh.M;
+    int copies = (int)((ws_mib * 1048576.0 + (double)bytes - 1) / (double)bytes);
+    if (copies < 1) copies = 1;
+    if (copies > 256) copies = 256;
+    res.copies = copies;
+    res.mib = (double)bytes * copies / 1048576.0;
+    /* 64 distinct rows from the reference quantizer, repeated: the values do not change the speed */
+    const int64_t uniq = 64;
+    char *rows = malloc(w_row * uniq);
+    float *f = malloc(sizeof(float) * (size_t)sh.K);
+    for (int64_t r = 0; r < uniq; r++) {
+        for (int64_t i = 0; i < sh.K; i++) f[i] = frand();
+        st_quantize_row(type, f, rows + (size_t)r * w_row, sh.K);
+    }
+    char *W = aligned_alloc(64, (bytes * (size_t)copies + 63) / 64 * 64);
+    for (size_t r = 0; r < (size_t)sh.M * (size_t)copies; r++) memcpy(W + r * w_row, rows + (r % uniq) * w_row, w_row);
+    float *x = malloc(sizeof(float) * (size_t)sh.K), *y = malloc(sizeof(float) * (size_t)sh.M);
+    for (int64_t i = 0; i < sh.K; i++) x[i] = frand();
+    void *scratch = malloc(st_matmul_scratch_size(type, sh.K, 1) + 64);
+    double *gbs = malloc(sizeof(double) * (size_t)repeats);
+
+    for (int r = -1; r < repeats; r++) { /* r = -1 warms up */
+        double t0 = st_now();
+        for (int c = 0; c < copies; c++)
+            st_matmul(pool, type, W + (size_t)c * bytes, sh.M, sh.K, x, sh.K, 1, y, sh.M, scratch);
+        if (r >= 0) gbs[r] = (double)bytes * copies / (st_now() - t0) / 1e9;
+    }
+    res.ours = median(gbs, repeats);
+
+    const struct ggml_type_traits_cpu_abi *tr = pr->cpu ? pr->traits((int)type) : 0;
+    if (tr && tr->vec_dot) {
+        size_t xq_bytes = pr->row_size(tr->vec_dot_type, sh.K);
+        void *xq = malloc(xq_bytes + 64);
+        ggml_job job = {tr, 0, w_row, sh.M, sh.K, xq, y};
+        for (int r = -1; r < repeats; r++) {
+            double t0 = st_now();
+            for (int c = 0; c < copies; c++) {
+                if (tr->from_float) tr->from_float(x, xq, sh.K);
+                else memcpy(xq, x, sizeof(float) * (size_t)sh.K);
+                job.W = W + (size_t)c * bytes;
+                st_pool_run(pool, ggml_worker, &job);
+            }
+            if (r >= 0) gbs[r] = (double)bytes * copies / (st_now() - t0) / 1e9;
+        }
+        res.ggml = median(gbs, repeats);
+        free(xq);
+    }
+    free(rows); free(f); free(W); free(x); free(y); free(scratch); free(gbs);
+    return res;
+}
+
+static const char *level_name(uint32_t type) {
+    static const char *names[] = {"scalar", "AVX2", "AVX-512"};
+    return names[st_dot_level(type)];
+}
+
+int main(int argc, char **argv) {
+    int threads = 2, repeats = 21;
+    double ws_mib = 512;
+    const char *types_arg = "q4_K,q6_K,q8_0,f32,f16,bf16,q5_K,q4_0,q4_1,q5_0,q5_1,q2_K,q3_K,iq4_nl,iq4_xs";
+    const char *peer_dir = getenv("STRATA_PEER_LIBS");
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--types") && i + 1 < argc) types_arg = argv[++i];
+        else if (!strcmp(argv[i], "--peer") && i + 1 < argc) peer_dir = argv[++i];
+        else if (!strcmp(argv[i], "--mib") && i + 1 < argc) ws_mib = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--best")) report_best = 1;
+        else {
+            fprintf(stderr, "usage: %s [--threads N] [--repeats R] [--types a,b] [--peer DIR] [--mib MIB] [--best]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (repeats < 1) repeats = 1;
+    st_pool *pool;
+    if (st_pool_create(threads, &pool) != ST_OK) {
+        fprintf(stderr, "cannot create %d threads\n", threads);
+        return 1;
+    }
+    peer pr;
+    int have_peer = peer_dir && peer_load(peer_dir, &pr);
+    if (!have_peer) {
+        memset(&pr, 0, sizeof pr);
+        const char *why = peer_dir ? dlerror() : "no --peer and no STRATA_PEER_LIBS";
+        fprintf(stderr, "peer not loaded (%s): the ggml column stays empty\n", why ? why : "symbols missing");
+    }
+    char cpu[256];
+    st_cpu_describe(cpu, sizeof cpu);
+    double bw = probe_bandwidth(pool, repeats);
+    printf("threads: %d, repeats: %d (medians), working set per shape: >= %.0f MiB or 256 copies\n", threads, repeats, ws_mib);
+    printf("cpu features: %s\n", cpu);
+    printf("peer: %s\n\n", have_peer ? pr.variant : "(none)");
+    printf("read bandwidth (%d threads, streaming 64-byte loads over 1 GiB): **%.1f GB/s**\n\n", threads, bw);
+    printf("| type | shape (K x M) | copies | ours GB/s | ggml GB/s | ours / ggml | ours %% of bw | kernel |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
+    fflush(stdout);
+    const shape shapes[] = {{"2048x512 expert", 2048, 512}, {"2048x8192", 2048, 8192}, {"1024x151936 head", 1024, 151936}};
+    char list[512];
+    snprintf(list, sizeof list, "%s", types_arg);
+    for (char *save = 0, *name = strtok_r(list, ",", &save); name; name = strtok_r(0, ",", &save)) {
+        uint32_t type = ST_TYPE_COUNT;
+        for (uint32_t id = 0; id < ST_TYPE_COUNT; id++) {
+            const st_type_info *t = st_type_get(id);
+            if (t && t->computable && !strcmp(t->name, name)) type = id;
+        }
+        if (type == ST_TYPE_COUNT) {
+            fprintf(stderr, "unknown type %s\n", name);
+            continue;
+        }
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            result r = run_shape(pool, &pr, type, shapes[s], repeats, ws_mib);
+            char g[32] = "-", ratio[32] = "-";
+            if (r.ggml > 0) {
+                snprintf(g, sizeof g, "%.1f", r.ggml);
+                snprintf(ratio, sizeof ratio, "%.2fx", r.ours / r.ggml);
+            }
+            printf("| %s | %s | %d | %.1f | %s | %s | %.0f%% | %s |\n", name, shapes[s].name, r.copies, r.ours, g, ratio,
+                   100 * r.ours / bw, level_name(type));
+            fflush(stdout);
+        }
+    }
+    double bw_after = probe_bandwidth(pool, repeats);
+    printf("\nread bandwidth again at the end: %.1f GB/s\n", bw_after);
+    st_pool_destroy(pool);
+    return 0;
+}
