@@ -36,7 +36,7 @@ typedef struct echo_engine {
     sv_engine base;
     int context_length;
     int32_t *held; /* the ids of the last prompt and reply */
-    size_t n_held;
+    size_t n_held, cap_held;
 } echo_engine;
 
 /* A growable string for rendering. */
@@ -178,7 +178,7 @@ static char *echo_detokenize(const int32_t *ids, size_t n) {
 static void last_turns(const char *prompt, char **user, const char **gen_prefix) {
     const char *u = NULL, *p = prompt, *q;
     while ((q = strstr(p, "<|im_start|>user\n"))) { u = q + 17; p = q + 1; }
-    *user = strdup("");
+    *user = strdup(prompt); /* a raw completion prompt has no turns: all of it is the message */
     if (u) {
         const char *end = strstr(u, "<|im_end|>");
         free(*user);
@@ -229,10 +229,10 @@ static char *compose_reply(const char *prompt, const sv_generate *req, int *fore
         sb_str(&b, "{\"name\": \"");
         first_tool_name(prompt, &b);
         sb_str(&b, "\", \"arguments\": {}}\n</tool_call>");
-    } else if (!strncmp(user, "\n<tool_response>\n", 17)) {
-        const char *end = strstr(user + 17, "\n</tool_response>");
+    } else if (!strncmp(user, "<tool_response>\n", 16)) {
+        const char *end = strstr(user + 16, "\n</tool_response>");
         sb_str(&b, "The tool returned: ");
-        sb_add(&b, user + 17, end ? (size_t)(end - user - 17) : strlen(user + 17));
+        sb_add(&b, user + 16, end ? (size_t)(end - user - 16) : strlen(user + 16));
     } else if (!strncmp(user, "/tool ", 6)) {
         char name[64] = "";
         int used = 0;
@@ -283,6 +283,21 @@ static char *compose_reply(const char *prompt, const sv_generate *req, int *fore
     return b.p;
 }
 
+/* Appends ids to the held ones; 0 when out of memory. */
+static int hold(echo_engine *x, const int32_t *ids, size_t n) {
+    if (x->n_held + n > x->cap_held) {
+        size_t cap = x->cap_held ? x->cap_held : 1024;
+        while (cap < x->n_held + n) cap *= 2;
+        int32_t *p = realloc(x->held, cap * sizeof *p);
+        if (!p) return 0;
+        x->held = p;
+        x->cap_held = cap;
+    }
+    memcpy(x->held + x->n_held, ids, n * sizeof *ids);
+    x->n_held += n;
+    return 1;
+}
+
 static st_status echo_generate(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish) {
     echo_engine *x = (echo_engine *)e;
     memset(usage, 0, sizeof *usage);
@@ -309,11 +324,8 @@ static st_status echo_generate(sv_engine *e, const sv_generate *req, sv_usage *u
     double t1 = st_now();
     usage->prompt_seconds = t1 - t0;
 
-    int32_t *held = realloc(x->held, (req->n_prompt + (size_t)req->max_tokens) * sizeof *held);
-    if (!held) return st_fail(ST_ERR_NOMEM, "echo: out of memory for %d held ids", req->max_tokens);
-    x->held = held;
-    memcpy(held, req->prompt, req->n_prompt * sizeof *held);
-    x->n_held = req->n_prompt;
+    x->n_held = 0;
+    if (!hold(x, req->prompt, req->n_prompt)) return st_fail(ST_ERR_NOMEM, "echo: out of memory for %zu held ids", req->n_prompt);
 
     char *prompt = echo_detokenize(req->prompt, req->n_prompt);
     int forever = 0;
@@ -332,7 +344,7 @@ static st_status echo_generate(sv_engine *e, const sv_generate *req, sv_usage *u
             break;
         }
         int32_t tok = (unsigned char)reply[i];
-        x->held[x->n_held++] = tok;
+        if (!hold(x, &tok, 1)) break;
         usage->completion_tokens++;
         if (req->on_piece(req->ctx, reply + i, 1, tok)) { *finish = SV_FINISH_STOP; break; }
         i++;

@@ -119,6 +119,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     ssize_t n = 0;
     pthread_mutex_lock(&j->mu);
     for (;;) {
+        if (j->progress_new) {
+            /* The prompt is being read: a comment keeps proxies and clients from timing out. It
+             * goes first, so a stream always shows prompt progress before the reply. */
+            j->progress_new = 0;
+            n = snprintf(buf, max, ": prompt %zu/%zu\n\n", j->done, j->total);
+            break;
+        }
         if (j->out_read < j->out_n) {
             size_t k = j->out_n - j->out_read < max ? j->out_n - j->out_read : max;
             memcpy(buf, j->out + j->out_read, k);
@@ -128,12 +135,6 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             break;
         }
         if (j->finished) { n = MHD_CONTENT_READER_END_OF_STREAM; break; }
-        if (j->progress_new) {
-            /* The prompt is being read: a comment keeps proxies and clients from timing out. */
-            j->progress_new = 0;
-            n = snprintf(buf, max, ": prompt %zu/%zu\n\n", j->done, j->total);
-            break;
-        }
         if (st_now() - sc->last_sent > sc->s->cfg.keepalive_ms / 1000.0) {
             n = snprintf(buf, max, ": keep-alive\n\n");
             break;

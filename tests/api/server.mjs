@@ -1,0 +1,78 @@
+// server.mjs: starts `strata serve --engine echo` on a free loopback port for a test file, and
+// small helpers the tests share. STRATA_BIN names the binary (set by run.sh).
+import { spawn } from 'node:child_process';
+import http from 'node:http';
+
+export async function startServer(args = [], env = {}) {
+  const bin = process.env.STRATA_BIN;
+  if (!bin) throw new Error('STRATA_BIN is not set (run through tests/api/run.sh or ctest)');
+  const child = spawn(bin, ['serve', '--engine', 'echo', '--port', '0', ...args], {
+    env: { ...process.env, STRATA_API_KEY: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d) => { stderr += d; });
+  const port = await new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/listening on http:\/\/[^ ]*:(\d+)\//);
+      if (m) resolve(Number(m[1]));
+    });
+    child.on('exit', (code) => reject(new Error(`strata serve exited with ${code}: ${stderr}`)));
+  });
+  const base = `http://127.0.0.1:${port}`;
+  return {
+    port,
+    base,
+    child,
+    stderr: () => stderr,
+    stop: () => new Promise((resolve) => {
+      if (child.exitCode !== null) return resolve(child.exitCode);
+      child.on('exit', (code) => resolve(code));
+      child.kill('SIGTERM');
+    }),
+  };
+}
+
+// POST raw bytes (Buffer or string) and return {status, headers, body(json or text)}.
+export async function post(base, path, body, headers = {}) {
+  const r = await fetch(base + path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body),
+  });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: r.status, headers: r.headers, text, json };
+}
+
+// A GET with any Host header (fetch does not let a caller choose Host).
+export function getWithHost(port, path, host, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path, method: 'GET', headers: { Host: host, ...headers } }, (res) => {
+      let body = '';
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+export async function status(base, headers = {}) {
+  const r = await fetch(base + '/v1/status', { headers });
+  return r.json();
+}
+
+// Polls /v1/status until pred(status) holds, at most `tries` times; returns the last status.
+// Each try is a real request, so this waits on the server's state, not on a clock.
+export async function until(base, pred, tries = 2000, headers = {}) {
+  let s;
+  for (let i = 0; i < tries; i++) {
+    s = await status(base, headers);
+    if (pred(s)) return s;
+  }
+  return s;
+}
