@@ -12,18 +12,23 @@
 #include "quant/types.h"
 
 float st_fp16_to_fp32(uint16_t h);    /* exact; a table lookup, fine on hot paths */
-uint16_t st_fp32_to_fp16(float f);     /* round to nearest even, as ggml */
+uint16_t st_fp32_to_fp16(float f);     /* round to nearest even, as ggml; NaN -> 0x7E00 | sign */
 float st_bf16_to_fp32(uint16_t h);
 uint16_t st_fp32_to_bf16(float f);     /* round to nearest even, NaN kept quiet, as ggml */
 
-/* The half -> f32 table behind st_fp16_to_fp32 (filled when the library loads), for kernels that
- * want the lookup inlined, and the arithmetic definition it is filled from. */
+/* The half -> f32 table behind st_fp16_to_fp32, for kernels that want the lookup inlined, and
+ * the arithmetic definition it is filled from. The table is filled by a constructor when the
+ * library loads, so it is ready before main (not inside other constructors). */
 extern float st_fp16_lut[65536];
 static inline float st_fp16_to_fp32_inline(uint16_t h) { return st_fp16_lut[h]; }
 float st_fp16_widen(uint16_t h);
 
 /* n must be a multiple of the type's block size. Types that are not computable are a no-op
- * returning 0; computable ones return 1. */
+ * returning 0; computable ones return 1. Quantizer input must be finite and its block scales
+ * must fit a half (a block's largest |x| below 65504 times the type's largest level, e.g.
+ * 5e5 for q4_0); ggml's quantizers assume the same and nothing here checks. Byte-exact with ggml's from_float_ref for every
+ * type, except an all-zero iq4_nl block, whose levels ggml leaves unset (we store zeros; both
+ * decode to zeros). */
 int st_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 int st_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "quant/quant.h"
+#include "quant/ref.h"
 #include "test.h"
 
 #define PEER_LIB "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so"
@@ -337,7 +338,6 @@ int main(void) {
         block_q8_K *q = malloc(NB * sizeof *q);
         fill_row(x, NB * QK_K, QK_K);
         st_quantize_row_q8_K_ref(x, q, NB * QK_K);
-        extern void st_dequantize_row_q8_K(const block_q8_K *x, float *y, int64_t n);
         st_dequantize_row_q8_K(q, a, NB * QK_K);
         dq8k(q, b, NB * QK_K);
         CHECK(compare_floats(a, b, NB * QK_K));
