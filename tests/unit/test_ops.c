@@ -171,7 +171,28 @@ static void test_conv(st_pool *pool) {
     /* silu applied: compare a value to the formula */
     float direct = 0.0f;
     for (int64_t i = 0; i < K; i++) direct += ww[5 * K + i] * mm[(T - K + i) * C + 5];
-    CHECK(o0[(T - 1) * C + 5] == direct / (1.0f + expf(-direct)));
+    const float expect = direct / (1.0f + expf(-direct));
+    CHECKF(fabsf(o0[(T - 1) * C + 5] - expect) <= 4e-7f * fabsf(expect), "%g vs %g", o0[(T - 1) * C + 5], expect);
+    /* AVX-512 block vs the reference: identical sums without silu, within a few ulp with it */
+    for (int silu = 0; silu < 2; silu++) {
+        const int64_t C2 = 300;   /* a full block and a partial one */
+        memcpy(s0, s1, sizeof(float) * C2 * (K - 1));
+        float *s2 = malloc(sizeof(float) * C2 * (K - 1));
+        memcpy(s2, s1, sizeof(float) * C2 * (K - 1));
+        st_cpu_limit(0);
+        st_op_conv1d(pool, mm, C, ww, s0, o0, C, T, C2, K, silu);
+        st_cpu_limit(3);
+        st_op_conv1d(pool, mm, C, ww, s2, o1, C, T, C2, K, silu);
+        int bad = 0;
+        for (int64_t tt = 0; tt < T; tt++)
+            for (int64_t c = 0; c < C2; c++) {
+                const float u = o0[tt * C + c], v = o1[tt * C + c];
+                if (silu ? !(fabsf(u - v) <= 4e-7f * fabsf(u)) : u != v) bad++;
+            }
+        CHECKF(bad == 0, "conv silu=%d: %d differ", silu, bad);
+        CHECK(memcmp(s0, s2, sizeof(float) * C2 * (K - 1)) == 0);
+        free(s2);
+    }
     free(mm); free(ww); free(s0); free(s1); free(o0); free(o1);
 }
 
@@ -217,6 +238,18 @@ static void test_pointwise(st_pool *pool) {
             }
         CHECKF(bad == 0, "op %d: %d elements differ", op, bad);
         CHECK(y0[ld - 1] == 0.0f && y1[ld - 1] == 0.0f);   /* padding between rows untouched */
+    }
+    /* scale and axpy: the AVX-512 loops give the reference's bits */
+    for (int64_t len = 1; len < 40; len += 7) {
+        float ya[40], yb[40];
+        for (int64_t i = 0; i < len; i++) ya[i] = yb[i] = b[i];
+        st_cpu_limit(0);
+        st_op_axpy(ya, len, a, 0.37f);
+        st_op_scale(ya, len, ya, -1.3f);
+        st_cpu_limit(3);
+        st_op_axpy(yb, len, a, 0.37f);
+        st_op_scale(yb, len, yb, -1.3f);
+        CHECK(memcmp(ya, yb, sizeof(float) * (size_t)len) == 0);
     }
     st_cpu_limit(3);
     float s[3] = { 1, 2, 3 }, acc[3] = { 1, 1, 1 };

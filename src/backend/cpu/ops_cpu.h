@@ -61,4 +61,21 @@ typedef void (*ops_pw_fn)(int op, const float *a, const float *b, float *y, int6
 void ops_pw_ref(int op, const float *a, const float *b, float *y, int64_t n);
 void ops_pw_avx512(int op, const float *a, const float *b, float *y, int64_t n);
 
+/* ---- conv1d: one block of nc <= OPS_CONV_BLOCK channels starting at c0, all tokens ---- */
+#define OPS_CONV_BLOCK 256
+#define OPS_CONV_MAX_K 16
+typedef struct ops_conv_job {
+    const float *m, *w;
+    float *state, *out;
+    int64_t ld_m, ld_out, n_tok, C, K;
+    int apply_silu;
+} ops_conv_job;
+typedef void (*ops_conv_block_fn)(const ops_conv_job *j, int64_t c0, int64_t nc);
+void ops_conv_block_ref(const ops_conv_job *j, int64_t c0, int64_t nc);
+void ops_conv_block_avx512(const ops_conv_job *j, int64_t c0, int64_t nc);
+
+/* ---- y = s*x and y += s*x over n ---- */
+void ops_scale_avx512(float *y, int64_t n, const float *x, float s);
+void ops_axpy_avx512(float *y, int64_t n, const float *x, float s);
+
 #endif

@@ -95,11 +95,15 @@ void st_op_add(st_pool *pool, const float *a, int64_t ld_a, const float *b, int6
     pw_run(pool, OPS_PW_ADD, a, ld_a, b, ld_b, y, ld_y, rows, n);
 }
 
+/* scale and axpy run per token in the MoE combine, so they take the AVX-512 loop when present
+ * (the plain loops would stay scalar: the compiler cannot rule out overlap). Same results. */
 void st_op_scale(float *y, int64_t n, const float *x, float s) {
+    if (st_cpu()->avx512f) { ops_scale_avx512(y, n, x, s); return; }
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * s;
 }
 
 void st_op_axpy(float *y, int64_t n, const float *x, float s) {
+    if (st_cpu()->avx512f) { ops_axpy_avx512(y, n, x, s); return; }
     for (int64_t i = 0; i < n; i++) y[i] += x[i] * s;
 }
 

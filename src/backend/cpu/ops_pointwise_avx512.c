@@ -41,3 +41,22 @@ void ops_pw_avx512(int op, const float *a, const float *b, float *y, int64_t n) 
         _mm512_mask_storeu_ps(y + i, m, pw_apply(op, va, vb));
     }
 }
+
+void ops_scale_avx512(float *y, int64_t n, const float *x, float s) {
+    const __m512 vs = _mm512_set1_ps(s);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs));
+    }
+}
+
+/* y + x*s as the reference: a rounded product, then the sum (no fused multiply-add), so the
+ * result is the same bit for bit. */
+void ops_axpy_avx512(float *y, int64_t n, const float *x, float s) {
+    const __m512 vs = _mm512_set1_ps(s);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), p));
+    }
+}
