@@ -231,7 +231,7 @@ typedef void (*quant_fn)(const float *x, void *y, int64_t n);
  * stack buffer held from the previous block, which decode to zeros of either sign; we store
  * d = 0 and levels 0. */
 static void test_quant(const char *name, int block_size, size_t type_size, quant_fn ours_fn,
-                       ggml_from_float theirs_fn, ggml_to_float decode, int nblocks, int *exact_out) {
+                       ggml_from_float theirs_fn, ggml_to_float decode, int nblocks) {
     const int64_t n = (int64_t)nblocks * block_size;
     float *x = malloc((size_t)n * sizeof(float));
     uint8_t *ours = calloc((size_t)nblocks, type_size), *theirs = calloc((size_t)nblocks, type_size);
@@ -259,38 +259,21 @@ static void test_quant(const char *name, int block_size, size_t type_size, quant
             for (int i = 0; i < block_size; i++) same &= da[i] == db[i];
             if (same) { decoded_same++; continue; }
         }
-        if (nblocks - exact - decoded_same < 4)
+        if (b - exact - decoded_same < 3)   /* the first three differing blocks */
             fprintf(stderr, "  %s block %d differs (first input %g)\n", name, b, (double)x[(size_t)b * block_size]);
     }
     fprintf(stderr, "%-7s quantize:   %d/%d blocks byte-exact, %d more decode to equal values\n", name, exact, nblocks,
             decoded_same);
     CHECKF(exact + decoded_same == nblocks, "%s quantize: %d of %d blocks differ", name,
            nblocks - exact - decoded_same, nblocks);
-    *exact_out = exact;
+    /* only iq4_nl has blocks (the all-zero ones) that ggml leaves partly unset */
+    if (strcmp(name, "iq4_nl") != 0) CHECKF(exact == nblocks, "%s: %d blocks not byte-exact", name, nblocks - exact);
     free(x); free(ours); free(theirs); free(da); free(db);
 }
 
-static void quant_any(uint32_t type, const float *x, void *y, int64_t n) { st_quantize_row(type, x, y, n); }
-#define QUANT_THUNK(T) static void quant_##T(const float *x, void *y, int64_t n) { quant_any(T, x, y, n); }
-QUANT_THUNK(ST_TYPE_Q4_0) QUANT_THUNK(ST_TYPE_Q4_1) QUANT_THUNK(ST_TYPE_Q5_0) QUANT_THUNK(ST_TYPE_Q5_1)
-QUANT_THUNK(ST_TYPE_Q8_0) QUANT_THUNK(ST_TYPE_Q2_K) QUANT_THUNK(ST_TYPE_Q3_K) QUANT_THUNK(ST_TYPE_Q4_K)
-QUANT_THUNK(ST_TYPE_Q5_K) QUANT_THUNK(ST_TYPE_Q6_K) QUANT_THUNK(ST_TYPE_IQ4_NL) QUANT_THUNK(ST_TYPE_IQ4_XS)
-static quant_fn quant_fn_of(uint32_t type) {
-    switch (type) {
-    case ST_TYPE_Q4_0: return quant_ST_TYPE_Q4_0;
-    case ST_TYPE_Q4_1: return quant_ST_TYPE_Q4_1;
-    case ST_TYPE_Q5_0: return quant_ST_TYPE_Q5_0;
-    case ST_TYPE_Q5_1: return quant_ST_TYPE_Q5_1;
-    case ST_TYPE_Q8_0: return quant_ST_TYPE_Q8_0;
-    case ST_TYPE_Q2_K: return quant_ST_TYPE_Q2_K;
-    case ST_TYPE_Q3_K: return quant_ST_TYPE_Q3_K;
-    case ST_TYPE_Q4_K: return quant_ST_TYPE_Q4_K;
-    case ST_TYPE_Q5_K: return quant_ST_TYPE_Q5_K;
-    case ST_TYPE_Q6_K: return quant_ST_TYPE_Q6_K;
-    case ST_TYPE_IQ4_NL: return quant_ST_TYPE_IQ4_NL;
-    default: return quant_ST_TYPE_IQ4_XS;
-    }
-}
+/* st_quantize_row for the type under test, in from_float's shape */
+static uint32_t type_under_test;
+static void quant_current(const float *x, void *y, int64_t n) { st_quantize_row(type_under_test, x, y, n); }
 static void q8_1_ours(const float *x, void *y, int64_t n) { st_quantize_row_q8_1_ref(x, y, n); }
 static void q8_K_ours(const float *x, void *y, int64_t n) { st_quantize_row_q8_K_ref(x, y, n); }
 
@@ -312,25 +295,23 @@ int main(void) {
 
     test_halves();
 
-    int exact;
     for (size_t i = 0; i < sizeof qtypes / sizeof *qtypes; i++) {
         const st_type_info *t = st_type_get(qtypes[i].type);
         const struct ggml_type_traits *g = get_traits((int)qtypes[i].type);
         int nblocks = t->block_size == 32 ? 8000 : 1500;
         test_dequant(&qtypes[i], nblocks);
-        test_quant(t->name, t->block_size, (size_t)t->type_size, quant_fn_of(qtypes[i].type), g->from_float_ref,
-                   g->to_float, nblocks, &exact);
+        type_under_test = qtypes[i].type;
+        test_quant(t->name, t->block_size, (size_t)t->type_size, quant_current, g->from_float_ref, g->to_float,
+                   nblocks);
     }
 
     /* activation forms: q8_1 through its traits, q8_K through its exported functions */
     const struct ggml_type_traits *g81 = get_traits(ST_TYPE_Q8_1);
-    test_quant("q8_1", 32, sizeof(block_q8_1), q8_1_ours, g81->from_float_ref, NULL, 8000, &exact);
-    CHECK(exact == 8000);
+    test_quant("q8_1", 32, sizeof(block_q8_1), q8_1_ours, g81->from_float_ref, NULL, 8000);
     ggml_from_float q8k = (ggml_from_float)(uintptr_t)dlsym(peer, "quantize_row_q8_K_ref");
     ggml_to_float dq8k = (ggml_to_float)(uintptr_t)dlsym(peer, "dequantize_row_q8_K");
     if (q8k && dq8k) {
-        test_quant("q8_K", QK_K, sizeof(block_q8_K), q8_K_ours, q8k, NULL, 1500, &exact);
-        CHECK(exact == 1500);
+        test_quant("q8_K", QK_K, sizeof(block_q8_K), q8_K_ours, q8k, NULL, 1500);
         /* and our q8_K decoder against theirs, on what the quantizer produced */
         enum { NB = 64 };
         float *x = malloc(NB * QK_K * sizeof(float)), *a = malloc(NB * QK_K * sizeof(float)),
