@@ -478,46 +478,78 @@ typedef struct piece_ctx {
     const st_tokenizer *t;
     bpe_scratch *s;
     ids_buf *out;
+    const char *matched;  /* the text the regex ran on */
+    const char *bytes;    /* the text BPE encodes: the same offsets, maybe other bytes */
 } piece_ctx;
 
 static st_status on_piece(void *ctx, const char *piece, size_t len) {
     piece_ctx *c = ctx;
-    return bpe_piece(c->t, c->s, piece, len, c->out);
+    return bpe_piece(c->t, c->s, c->bytes + (piece - c->matched), len, c->out);
 }
 
-/* Replaces each maximal invalid UTF-8 subpart with U+FFFD, into a malloc'd copy; *clean is
- * NULL when the text was valid already. */
-static st_status sanitize_utf8(const char *text, size_t len, char **clean, size_t *clean_len) {
-    *clean = NULL;
+/* llama.cpp's reading of bad UTF-8 (unicode_cpts_from_utf8): a lead byte followed by enough
+ * continuation bytes is decoded without further checks (overlong forms and surrogates pass,
+ * 4-byte leads up to F7); any other byte becomes U+FFFD on its own. Returns the code point and
+ * sets *k to the bytes used. */
+static uint32_t lenient_decode(const uint8_t *s, size_t n, size_t *k) {
+    uint8_t b = s[0];
+    size_t len = b < 0x80 ? 1 : (b & 0x40) == 0 ? 0 : (b & 0x20) == 0 ? 2 : (b & 0x10) == 0 ? 3 : (b & 0x08) == 0 ? 4 : 0;
+    *k = 1;
+    if (len == 1) return b;
+    if (len == 0 || len > n) return ST_UTF8_REPLACEMENT;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80) return ST_UTF8_REPLACEMENT;
+    uint32_t cp = b & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) cp = (cp << 6) | (s[i] & 0x3F);
+    *k = len;
+    return cp;
+}
+
+/* Re-encodes invalid text as llama.cpp does before pre-tokenizing: *bytes gets what BPE will
+ * encode (overlong forms shortened, surrogates kept as 3 bytes, bad bytes as U+FFFD), and
+ * *matched the same with each surrogate replaced by U+E000, a character of the same class for
+ * the regex (neither letter, mark, digit nor space) and the same length, because PCRE2 refuses
+ * surrogates. Both are NULL when the text is valid UTF-8 and can be used as it is. */
+static st_status sanitize_utf8(const char *text, size_t len, char **bytes, char **matched, size_t *out_len) {
+    *bytes = *matched = NULL;
     if (st_utf8_valid((const uint8_t *)text, len)) return ST_OK;
-    char *o = malloc(len * 3 + 1);
-    if (!o) return st_fail(ST_ERR_NOMEM, "tokenizer: out of memory");
+    char *o = malloc(len * 3 + 1), *m = malloc(len * 3 + 1);
+    if (!o || !m) { free(o); free(m); return st_fail(ST_ERR_NOMEM, "tokenizer: out of memory"); }
     size_t n = 0, i = 0;
     while (i < len) {
-        uint32_t cp;
-        size_t k = st_utf8_decode((const uint8_t *)text + i, len - i, &cp);
-        if (cp == UINT32_MAX) {
-            o[n++] = (char)0xEF; o[n++] = (char)0xBF; o[n++] = (char)0xBD;
+        size_t k;
+        uint32_t cp = lenient_decode((const uint8_t *)text + i, len - i, &k);
+        if (cp > 0x10FFFF) cp = ST_UTF8_REPLACEMENT;
+        uint8_t u[4];
+        size_t e;
+        if (cp >= 0xD800 && cp <= 0xDFFF) {
+            u[0] = (uint8_t)(0xE0 | (cp >> 12)); u[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F)); u[2] = (uint8_t)(0x80 | (cp & 0x3F));
+            memcpy(o + n, u, 3);
+            memcpy(m + n, "\xEE\x80\x80", 3);
+            e = 3;
         } else {
-            memcpy(o + n, text + i, k);
-            n += k;
+            e = st_utf8_encode(cp, u);
+            memcpy(o + n, u, e);
+            memcpy(m + n, u, e);
         }
+        n += e;
         i += k;
     }
-    *clean = o;
-    *clean_len = n;
+    *bytes = o;
+    *matched = m;
+    *out_len = n;
     return ST_OK;
 }
 
 static st_status encode_text(const st_tokenizer *t, bpe_scratch *s, const char *text, size_t len, ids_buf *out) {
     if (len == 0) return ST_OK;
-    char *clean = NULL;
-    size_t clean_len = 0;
-    ST_TRY(sanitize_utf8(text, len, &clean, &clean_len));
-    piece_ctx c = {t, s, out};
-    st_status st = clean ? st_pretokenize(t->pretok, clean, clean_len, on_piece, &c)
-                         : st_pretokenize(t->pretok, text, len, on_piece, &c);
-    free(clean);
+    char *bytes = NULL, *matched = NULL;
+    size_t n = len;
+    ST_TRY(sanitize_utf8(text, len, &bytes, &matched, &n));
+    piece_ctx c = {t, s, out, matched ? matched : text, bytes ? bytes : text};
+    st_status st = st_pretokenize(t->pretok, c.matched, n, on_piece, &c);
+    free(bytes);
+    free(matched);
     return st;
 }
 

@@ -7,9 +7,11 @@
  * regex; (3) each piece's bytes are mapped to GPT-2's byte-to-unicode characters and merged by
  * rank (lowest rank first, leftmost on ties); (4) the resulting symbols are the ids.
  *
- * Invalid UTF-8 in the input never fails: each maximal invalid subpart is replaced by U+FFFD
- * before pre-tokenizing (llama.cpp replaces each invalid byte, so a truncated multi-byte sequence
- * gives one U+FFFD here and several there; see tests/peer/tokenize_peer.c for the comparison).
+ * Invalid UTF-8 in the input never fails, and is read as llama.cpp reads it: a lead byte with
+ * enough continuation bytes is decoded without further checks (an overlong form becomes its
+ * short encoding, a surrogate stays as its 3 bytes), and every other byte becomes U+FFFD on its
+ * own ("\xE4\xB8x" gives two U+FFFD, then x). A 4-byte form above U+10FFFF (F5..F7 leads), on which
+ * llama.cpp's encoder throws, becomes one U+FFFD here.
  *
  * Detokenizing: st_token_piece gives a token's bytes (control tokens only when asked); an
  * st_detok streams ids to text and never emits a split UTF-8 character. */

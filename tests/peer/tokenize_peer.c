@@ -5,8 +5,9 @@
  *                                 vocab-only GGUFs (pre = qwen2 and qwen35) with our
  *                                 hf_tokenizer + GGUF writer, loads each with the peer's libllama
  *                                 (dlopen, vocab_only) and with ours, and compares token ids for
- *                                 tricky texts and random ones, every token's piece, the EOG set,
- *                                 and detokenization. Exit 0 pass, 1 fail, 77 skip.
+ *                                 tricky texts and random ones (invalid UTF-8 included), every
+ *                                 token's piece, the EOG set, and detokenization. Any difference
+ *                                 fails. Exit 0 pass, 1 fail, 77 skip.
  *   tokenize_peer print FILE.gguf [--no-special] TEXT...
  *                                 prints llama.cpp's ids for each TEXT, one line each.
  *
@@ -186,6 +187,8 @@ static const sample samples[] = {
     S("special partial", "<|im_start <|im_end| <think <|fim_prefix|>a<|fim_suffix|>b<|fim_middle|>"),
     S("accents", "Caf\xc3\xa9 na\xc3\xafve r\xc3\xa9sum\xc3\xa9 \xc3\x85ngstr\xc3\xb6m fa\xc3\xa7" "ade \xc3\x91" "and\xc3\xba cr\xc3\xa8me br\xc3\xbbl\xc3\xa9" "e"),
     S("combining marks", "e\xcc\x81t\xc3\xa9 cafe\xcc\x81 n\xcc\x83 a\xcc\x8a\xcc\x81 \xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8\xe0\xa5\x8d\xe0\xa4\xa4\xe0\xa5\x87 x\xcc\x81y"),
+    /* marks after a space or a mark: here qwen2 and qwen35 give different ids with Qwen3's vocab */
+    S("marks after space", " \xe0\xa5\x8d\xe0\xa4\xa4 \xe0\xa5\x87\xe0\xa5\x87\xe0\xa4\xa4 \xe0\xb8\xb4\xe0\xb8\x81 \xe0\xa4\xbe\xe0\xa4\xbe\xe0\xa4\xa4"),
     S("mixed scripts", "\xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82 \xd0\xbc\xd0\xb8\xd1\x80! \xd9\x85\xd8\xb1\xd8\xad\xd8\xa8\xd8\xa7 "
                        "\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d \xe0\xb8\xaa\xe0\xb8\xa7\xe0\xb8\xb1\xe0\xb8\xaa\xe0\xb8\x94\xe0\xb8\xb5 "
                        "\xce\x93\xce\xb5\xce\xb9\xce\xac \xcf\x83\xce\xbf\xcf\x85 abc\xd0\xb4\xd0\xb5\xd1\x84\xe4\xb8\xad\xe6\x96\x87xyz"),
@@ -202,6 +205,22 @@ static const sample samples[] = {
 };
 
 typedef struct tally { int match, differ, bad_match, bad_differ; } tally;
+
+/* llama.cpp's ids for the "marks after space" sample under each pre-tokenizer: they must differ, or
+ * the qwen35 file did not select the qwen35 pre-tokenizer and the second run proved nothing. */
+static char marks_ids[2][1024];
+
+static void record_marks(const struct llama_vocab *v, int which) {
+    for (size_t i = 0; i < sizeof samples / sizeof *samples; i++) {
+        if (strcmp(samples[i].name, "marks after space") != 0) continue;
+        llama_token *ids;
+        int k = peer_tokenize(v, samples[i].text, samples[i].len, 1, &ids);
+        size_t at = 0;
+        for (int j = 0; j < k && at + 16 < sizeof marks_ids[which]; j++)
+            at += (size_t)snprintf(marks_ids[which] + at, sizeof marks_ids[which] - at, " %d", ids[j]);
+        free(ids);
+    }
+}
 
 static void print_ids(const char *who, const int32_t *ids, size_t n) {
     fprintf(stderr, "    %-6s", who);
@@ -225,7 +244,7 @@ static int compare_text(const st_tokenizer *ours, const struct llama_vocab *v, c
     if (invalid) same ? t->bad_match++ : t->bad_differ++;
     else same ? t->match++ : t->differ++;
     if (!same && verbose) {
-        fprintf(stderr, "  %s %s (special=%d):\n", invalid ? "expected difference" : "MISMATCH", name, special);
+        fprintf(stderr, "  %s %s (special=%d):\n", invalid ? "MISMATCH (invalid UTF-8)" : "MISMATCH", name, special);
         print_ids("ours", a, na);
         print_ids("llama", b, nb < 0 ? 0 : (size_t)nb);
     }
@@ -257,7 +276,7 @@ static uint32_t rnd(void) {
     return (uint32_t)(rng_state >> 11);
 }
 
-static size_t random_text(char *out, size_t max_pieces) {
+static size_t random_text(char *out, size_t max_pieces, int with_invalid) {
     static const char *const palette[] = {
         "a", "b", "Z", "e", "s", "t", " ", " ", "  ", "\t", "\n", "\r\n", "\r", "0", "7", "42", "'", "'s", "'T",
         "'re", "'LL", "-", ".", ",", "!", "?", "(", ")", "{", "}", "\"", "#", "_", "/", "\\", "*",
@@ -266,10 +285,14 @@ static size_t random_text(char *out, size_t max_pieces) {
         "\xf0\x9f\x98\x80", "\xf0\x9f\x91\xa9", "\xf0\x9f\x8f\xbd", "\xc2\xa0", "\xe3\x80\x80", "\xe2\x80\x83",
         "\xd9\xa3", "\xc2\xbd", "\xe2\x85\xa7", "\xe2\x82\xac", "\xc2\xb2", "<|im_start|>", "<think>", "<|im_end|>",
         "\xe2\x80\x99", "\xef\xbc\x8c", "\xe3\x80\x82", "\x0b", "\x0c", "\xc2\x85", "\xe2\x80\xa8",
+        /* invalid UTF-8 (only with_invalid): stray bytes, truncations, overlong forms, surrogates */
+        "\xff", "\x80", "\xbf\xbf", "\xe4\xb8", "\xf0\x9f", "\xf0\x9f\x98", "\xc0\x80", "\xc1\xbf",
+        "\xe0\x80\xaf", "\xed\xa0\x80", "\xed\xbf\xbf", "\xf8\x88\x80\x80\x80", "\xfe",
     };
+    const size_t n_valid = sizeof palette / sizeof *palette - 13;
     size_t n = 0, pieces = 1 + rnd() % max_pieces;
     for (size_t i = 0; i < pieces; i++) {
-        const char *p = palette[rnd() % (sizeof palette / sizeof *palette)];
+        const char *p = palette[rnd() % (with_invalid ? sizeof palette / sizeof *palette : n_valid)];
         size_t k = strlen(p);
         memcpy(out + n, p, k);
         n += k;
@@ -330,6 +353,7 @@ static int run_pre(const char *dir, const char *json, const char *pre) {
     fprintf(stderr, "pre-tokenizer %s (%lld tokens):\n", pre, (long long)n_vocab);
 
     int fails = check_vocab(ours, v);
+    record_marks(v, strcmp(pre, "qwen35") == 0);
     tally t = {0};
     for (size_t i = 0; i < sizeof samples / sizeof *samples; i++)
         for (int special = 1; special >= 0; special--)
@@ -348,8 +372,8 @@ static int run_pre(const char *dir, const char *json, const char *pre) {
     }
     int rand_differ = 0;
     char buf[4096];
-    for (int i = 0; i < 2000; i++) {
-        size_t n = random_text(buf, 40);
+    for (int i = 0; i < 3000; i++) {
+        size_t n = random_text(buf, 40, i >= 2000);
         tally rt = {0};
         char name[32];
         snprintf(name, sizeof name, "random %d", i);
@@ -357,13 +381,13 @@ static int run_pre(const char *dir, const char *json, const char *pre) {
         t.match += rt.match;
         if (rt.differ) { t.differ += rt.differ; rand_differ++; }
     }
-    fprintf(stderr, "  texts: %d match, %d differ; random texts differing: %d of 2000; "
-                    "invalid UTF-8 texts: %d match, %d differ (expected)\n",
+    fprintf(stderr, "  texts: %d match, %d differ; random texts differing: %d of 3000 (1000 with invalid UTF-8); "
+                    "invalid UTF-8 samples: %d match, %d differ\n",
             t.match, t.differ, rand_differ, t.bad_match, t.bad_differ);
     peer.model_free(m);
     st_tokenizer_free(ours);
     st_gguf_close(g);
-    return fails + t.differ;
+    return fails + t.differ + t.bad_differ;
 }
 
 static int dump_tokenizer_json(const char *dir, char *json, size_t cap) {
@@ -396,6 +420,12 @@ int main(int argc, char **argv) {
     char json[4200];
     if (!dump_tokenizer_json(dir, json, sizeof json)) skip("no tokenizer.json");
     int fails = run_pre(dir, json, "qwen2") + run_pre(dir, json, "qwen35");
+    if (strcmp(marks_ids[0], marks_ids[1]) == 0) {
+        fprintf(stderr, "the qwen2 and qwen35 files tokenize marks alike (%s): the pre-tokenizer key had no effect\n", marks_ids[0]);
+        fails++;
+    } else {
+        fprintf(stderr, "marks after space: llama.cpp qwen2 ->%s\n                   llama.cpp qwen35 ->%s\n", marks_ids[0], marks_ids[1]);
+    }
     fprintf(stderr, "tokenize_peer: %s\n", fails ? "FAILED" : "passed");
     return fails ? 1 : 0;
 }
