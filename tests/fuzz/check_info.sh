@@ -1,7 +1,7 @@
 #!/bin/sh
 # check_info.sh STRATA GGUF_SEEDS: `strata info` on good files prints what they hold and exits 0;
-# on a truncated (header or tensor data), an empty and a missing file it exits 1 with "strata: <file>: <what>" on stderr,
-# never a signal.
+# on a file truncated in its header or its tensor data, an empty or missing file, or a directory,
+# it exits 1 with "strata: <file>: <what>" on stderr, never a signal.
 set -u
 strata=$1 seeds=$2
 d=$(mktemp -d) || exit 1
@@ -13,8 +13,8 @@ fail() { echo "check_info: $*" >&2; exit 1; }
 grep -q "usage: strata info" "$d/help" || fail "--help prints no usage"
 
 "$strata" info "$d/qwen35moe.gguf" >"$d/out" 2>"$d/err" || fail "info on a good file: $(cat "$d/err")"
-for want in "version 3" "architecture: *qwen35moe" "Tiny Qwen3.5 MoE" "block_count  *4" \
-            "head_count_kv  *\[0, 0, 0, 2\]" "expert_used_count  *2" "full_attention_interval  *4" \
+for want in "version 3" "architecture: *qwen35moe" "Tiny Qwen3.5 MoE" "block_count  *8" \
+            "head_count_kv  *\[0, 0, 0, 2\] x 2" "expert_used_count  *2" "full_attention_interval  *4" \
             "ssm.state_size  *32" "tokens  *300" "count  *13" "q4_K  *1 " "q6_K  *2 " "f32  *4 "; do
   grep -q "$want" "$d/out" || { cat "$d/out" >&2; fail "output lacks '$want'"; }
 done
@@ -37,4 +37,5 @@ grep -q "output.weight" "$d/err" || fail "the message does not name the cut tens
 : >"$d/zero.gguf"
 check_bad "$d/zero.gguf" "an empty file"
 check_bad "$d/missing.gguf" "a missing file"
+check_bad "$d" "a directory"
 echo "check_info: ok"

@@ -78,12 +78,13 @@ static void qwen35moe(void) {
     ok(st_gguf_writer_new(&w));
     ok(st_gguf_set_str(w, "general.architecture", "qwen35moe"));
     ok(st_gguf_set_str(w, "general.name", "Tiny Qwen3.5 MoE"));
-    ok(st_gguf_set_u32(w, "qwen35moe.block_count", 4));
+    ok(st_gguf_set_u32(w, "qwen35moe.block_count", 8));
     ok(st_gguf_set_u32(w, "qwen35moe.context_length", 262144));
     ok(st_gguf_set_u32(w, "qwen35moe.embedding_length", 256));
     ok(st_gguf_set_u32(w, "qwen35moe.attention.head_count", 4));
-    uint32_t kv[] = {0, 0, 0, 2};
-    ok(st_gguf_set_array(w, "qwen35moe.attention.head_count_kv", ST_GGUF_UINT32, kv, 4));
+    /* per layer: three Gated DeltaNet layers, then one attention layer */
+    uint32_t kv[] = {0, 0, 0, 2, 0, 0, 0, 2};
+    ok(st_gguf_set_array(w, "qwen35moe.attention.head_count_kv", ST_GGUF_UINT32, kv, 8));
     ok(st_gguf_set_u32(w, "qwen35moe.attention.key_length", 64));
     ok(st_gguf_set_u32(w, "qwen35moe.attention.value_length", 64));
     ok(st_gguf_set_f32(w, "qwen35moe.attention.layer_norm_rms_epsilon", 1e-6f));
