@@ -103,6 +103,8 @@ static const char *const fim_texts[] = {
 };
 
 static int text_in(const char *s, size_t n, const char *const *list, size_t count) {
+    /* every listed text starts with one of these; most tokens are rejected here */
+    if (n < 3 || (s[0] != '<' && s[0] != '[' && s[0] != '_')) return 0;
     for (size_t i = 0; i < count; i++)
         if (strlen(list[i]) == n && memcmp(list[i], s, n) == 0) return 1;
     return 0;
@@ -232,7 +234,10 @@ static st_status build_tokens(st_tokenizer *t, const st_vocab_desc *d) {
 }
 
 static st_status build_merges(st_tokenizer *t, const st_vocab_desc *d) {
-    t->merge_cap = table_size_for((size_t)d->n_merges);
+    /* a load factor up to 3/4: the table is probed once per merge step, but it is also the
+     * largest allocation here (16 bytes a slot) */
+    t->merge_cap = 16;
+    while (t->merge_cap * 3 < (size_t)d->n_merges * 4) t->merge_cap <<= 1;
     t->merge_table = malloc(sizeof *t->merge_table * t->merge_cap);
     if (!t->merge_table) return st_fail(ST_ERR_NOMEM, "tokenizer: out of memory for %lld merges", (long long)d->n_merges);
     for (size_t i = 0; i < t->merge_cap; i++) t->merge_table[i].rank = -1;
