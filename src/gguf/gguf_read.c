@@ -235,9 +235,10 @@ static st_status parse_header(reader *r, st_gguf *g) {
     if (nk > left(r) / MIN_KV_BYTES)
         return st_fail(ST_ERR_FORMAT, "header claims %" PRIu64 " keys, but the %zu bytes after the header hold at most %zu",
                        nk, left(r), left(r) / MIN_KV_BYTES);
-    if (nt > left(r) / MIN_TENSOR_BYTES)
-        return st_fail(ST_ERR_FORMAT, "header claims %" PRIu64 " tensors, but the %zu bytes after the header hold at most %zu",
-                       nt, left(r), left(r) / MIN_TENSOR_BYTES);
+    size_t after_keys = left(r) - (size_t)nk * MIN_KV_BYTES;
+    if (nt > after_keys / MIN_TENSOR_BYTES)
+        return st_fail(ST_ERR_FORMAT, "header claims %" PRIu64 " tensors, but the %zu bytes left after %" PRIu64 " keys hold at most %zu",
+                       nt, after_keys, nk, after_keys / MIN_TENSOR_BYTES);
     g->n_kv = (int64_t)nk;
     g->n_tensors = (int64_t)nt;
     return ST_OK;

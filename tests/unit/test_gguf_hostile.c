@@ -260,6 +260,9 @@ static void check_header_rules(void) {
     expect(&b, ST_ERR_FORMAT, "tensors", NULL);
     header(&b, 3, 0, 1);
     expect(&b, ST_ERR_FORMAT, "keys", NULL); /* one key claimed, no bytes for it */
+    header(&b, 3, 1, 1);
+    raw(&b, "0123456789012345678901234567890123456789", 40);
+    expect(&b, ST_ERR_FORMAT, "1 tensors", "after 1 keys"); /* room for either, not for both */
 }
 
 static void check_kv_rules(void) {
