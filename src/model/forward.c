@@ -76,7 +76,8 @@ size_t st_forward_ws_size(const void *ctx, int id, int64_t n) {
     case WS_QN: case WS_ATT: return (size_t)(n * hd * H) * F;
     case WS_K: case WS_V: return (size_t)(n * hd * Hkv) * F;
     case WS_QKV: return (size_t)(n * qkv) * F;
-    case WS_CONV: return (size_t)(n * C) * F;
+    case WS_CONV: /* also holds qwen3next's legacy ssm_in product before the conv */
+        return (size_t)(n * (hp->arch == ST_ARCH_QWEN3NEXT ? C + vd : C)) * F;
     case WS_Z: case WS_GDN_OUT: return (size_t)(n * vd) * F;
     case WS_BA: return hp->arch == ST_ARCH_QWEN3NEXT ? (size_t)(n * 2 * n_v) * F : 0;
     case WS_A: case WS_B: case WS_GATE_G: case WS_GATE_BETA: return (size_t)(n * n_v) * F;
