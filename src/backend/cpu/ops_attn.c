@@ -19,11 +19,14 @@ size_t st_kv_row_bytes(uint32_t type, int64_t row) {
 
 void st_op_kv_store(uint32_t type, void *cache, int64_t row, int64_t cell0, const float *src,
                     int64_t ld_src, int64_t n_tok) {
+    const st_cpu_features *f = st_cpu();
+    const int hw_f16 = f->avx512f && f->avx512bw && f->avx512vl;
     for (int64_t t = 0; t < n_tok; t++) {
         const float *s = src + t * ld_src;
         if (type == ST_TYPE_F16) {
             uint16_t *d = (uint16_t *)cache + (cell0 + t) * row;
-            for (int64_t e = 0; e < row; e++) d[e] = st_fp32_to_fp16(s[e]);
+            if (hw_f16) ops_f32_to_f16_avx512(s, d, row);
+            else for (int64_t e = 0; e < row; e++) d[e] = st_fp32_to_fp16(s[e]);
         } else {
             memcpy((float *)cache + (cell0 + t) * row, s, (size_t)row * sizeof(float));
         }

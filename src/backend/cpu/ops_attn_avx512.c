@@ -169,3 +169,14 @@ void ops_attn_item_avx512(const ops_attn_item *it, uint32_t kv_type) {
     default: attn_item_any(it, kv_type); break;
     }
 }
+
+/* f32 -> f16 with the hardware conversion, round to nearest even: the same bits as
+ * st_fp32_to_fp16 for every non-NaN input (a NaN stays a quiet NaN with its payload, as ggml's own
+ * F16C path does, instead of the canonical 0x7E00). */
+void ops_f32_to_f16_avx512(const float *src, uint16_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 m = tail_mask16(n - i);
+        __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_mask_storeu_epi16(dst + i, m, h);
+    }
+}

@@ -38,6 +38,7 @@ typedef void (*ops_attn_fn)(const ops_attn_item *it, uint32_t kv_type);
 void ops_attn_item_ref(const ops_attn_item *it, uint32_t kv_type);
 void ops_attn_item_avx512(const ops_attn_item *it, uint32_t kv_type);
 void ops_attn_item_avx2(const ops_attn_item *it, uint32_t kv_type);
+void ops_f32_to_f16_avx512(const float *src, uint16_t *dst, int64_t n);
 
 /* ---- Gated DeltaNet: one v-head over all tokens, per-token recurrence. S is [d][d] (row j =
  * value index, contiguous over key index i). q, k, v, o advance by their ld per token; g, beta
