@@ -14,6 +14,7 @@ struct st_sampler {
     st_sampler_params p;
     int32_t n_vocab;
     float *work;          /* penalized logits */
+    float *weight;        /* exp(logit - max), for a wide top-p */
     cand *cands;          /* candidate buffer, n_vocab long */
     int32_t n_cands;
     int32_t *out_ids;     /* the last kept set, for st_sampler_last_candidates */
@@ -77,13 +78,14 @@ st_status st_sampler_new(const st_sampler_params *p, int32_t n_vocab, st_sampler
     s->p = *p;
     s->n_vocab = n_vocab;
     s->work = malloc(sizeof *s->work * (size_t)n_vocab);
+    s->weight = malloc(sizeof *s->weight * (size_t)n_vocab);
     s->cands = malloc(sizeof *s->cands * (size_t)n_vocab);
     s->out_ids = malloc(sizeof *s->out_ids * (size_t)n_vocab);
     s->out_probs = malloc(sizeof *s->out_probs * (size_t)n_vocab);
     size_t w = (size_t)(p->penalty_last_n > 0 ? p->penalty_last_n : 1);
     s->window = malloc(sizeof *s->window * w);
     s->window_tmp = malloc(sizeof *s->window_tmp * w);
-    if (!s->work || !s->cands || !s->out_ids || !s->out_probs || !s->window || !s->window_tmp) {
+    if (!s->work || !s->weight || !s->cands || !s->out_ids || !s->out_probs || !s->window || !s->window_tmp) {
         st_sampler_free(s);
         return st_fail(ST_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d", n_vocab);
     }
@@ -94,7 +96,7 @@ st_status st_sampler_new(const st_sampler_params *p, int32_t n_vocab, st_sampler
 
 void st_sampler_free(st_sampler *s) {
     if (!s) return;
-    free(s->work); free(s->cands); free(s->out_ids); free(s->out_probs);
+    free(s->work); free(s->weight); free(s->cands); free(s->out_ids); free(s->out_probs);
     free(s->window); free(s->window_tmp);
     free(s);
 }
@@ -190,7 +192,7 @@ static int32_t select_top(st_sampler *s, int32_t k) {
 /* Softmax normalizer of s->cands[0..n) relative to max: sum exp(l - max). */
 static double mass(const cand *c, int32_t n, float max) {
     double z = 0.0;
-    for (int32_t i = 0; i < n; i++) z += exp((double)c[i].logit - max);
+    for (int32_t i = 0; i < n; i++) z += expf(c[i].logit - max);
     return z;
 }
 
@@ -200,10 +202,50 @@ static double mass(const cand *c, int32_t n, float max) {
 static int32_t nucleus(const cand *c, int32_t n, float max, double z_all, float top_p) {
     double cum = 0.0;
     for (int32_t i = 0; i < n; i++) {
-        cum += exp((double)c[i].logit - max) / z_all;
-        if (cum >= top_p) return i + 1;
+        cum += expf(c[i].logit - max);
+        if (cum >= top_p * z_all) return i + 1;
     }
     return -1;
+}
+
+/* Top-p when the nucleus is too wide to sort: the logits are binned by value (bin 0 the
+ * highest), the bin where the mass from the top reaches top_p is found in one pass, and only that
+ * bin is sorted (by logit, then id, the order a full sort gives) to place the cut exactly. The
+ * candidates come out with the best first and the rest unordered. */
+#define WIDE_BINS 4096
+static int32_t bin_of(float l, float max, float scale) {
+    int32_t b = (int32_t)((max - l) * scale);
+    return b < WIDE_BINS - 1 ? b : WIDE_BINS - 1;
+}
+
+static int32_t wide_nucleus(st_sampler *s, double z_all, float max) {
+    double target = s->p.top_p * z_all;
+    float min = max;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (s->work[i] < min && isfinite(s->work[i])) min = s->work[i];
+    double bin_mass[WIDE_BINS] = {0};
+    float scale = max > min ? (float)(WIDE_BINS - 1) / (max - min) : 0.0f;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (isfinite(s->work[i])) bin_mass[bin_of(s->work[i], max, scale)] += s->weight[i];
+    int32_t cut = WIDE_BINS - 1;
+    double above = 0.0;
+    for (int32_t b = 0; b < WIDE_BINS; b++) {
+        if (above + bin_mass[b] >= target) { cut = b; break; }
+        above += bin_mass[b];
+    }
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (isfinite(s->work[i]) && bin_of(s->work[i], max, scale) < cut) s->cands[n++] = (cand){s->work[i], i};
+    int32_t first_edge = n;
+    for (int32_t i = 0; i < s->n_vocab; i++)
+        if (isfinite(s->work[i]) && bin_of(s->work[i], max, scale) == cut) s->cands[n++] = (cand){s->work[i], i};
+    qsort(s->cands + first_edge, (size_t)(n - first_edge), sizeof *s->cands, cmp_cand_desc);
+    int32_t k = first_edge;
+    while (k < n && above < target) above += s->weight[s->cands[k++].id];
+    n = k > 0 ? k : n;
+    for (int32_t i = 1; i < n; i++)
+        if (cand_better(&s->cands[i], &s->cands[0])) { cand t = s->cands[0]; s->cands[0] = s->cands[i]; s->cands[i] = t; }
+    return n;
 }
 
 static int32_t argmax(const float *l, int32_t n) {
@@ -229,20 +271,22 @@ st_status st_sampler_sample(st_sampler *s, const float *logits, int32_t *token) 
 
     /* top-k, or when off, the best few as a first guess at the nucleus */
     int32_t n;
+    int sorted = 1;
     int top_k_on = p->top_k > 0 && p->top_k < s->n_vocab;
     if (top_k_on) {
         n = select_top(s, p->top_k);
     } else if (p->top_p < 1.0f) {
         float max = s->work[argmax(s->work, s->n_vocab)];
         double z_all = 0.0;
-        for (int32_t i = 0; i < s->n_vocab; i++)
-            if (!isnan(s->work[i])) z_all += exp((double)s->work[i] - max);
-        n = -1;
-        for (int32_t guess = 1024; n < 0; guess *= 16) {
-            if (guess >= s->n_vocab) guess = s->n_vocab;
-            int32_t got = select_top(s, guess);
-            n = nucleus(s->cands, got, max, z_all, p->top_p);
-            if (n < 0 && guess == s->n_vocab) n = got; /* rounding: keep everything */
+        for (int32_t i = 0; i < s->n_vocab; i++) {
+            s->weight[i] = isnan(s->work[i]) ? 0.0f : expf(s->work[i] - max);
+            z_all += s->weight[i];
+        }
+        int32_t got = select_top(s, s->n_vocab < 1024 ? s->n_vocab : 1024);
+        n = nucleus(s->cands, got, max, z_all, p->top_p);
+        if (n < 0) {
+            n = wide_nucleus(s, z_all, max);
+            sorted = 0;
         }
     } else {
         /* no top-k or top-p: only min-p filters, which needs no order */
@@ -251,6 +295,7 @@ st_status st_sampler_sample(st_sampler *s, const float *logits, int32_t *token) 
         n = 0;
         for (int32_t id = 0; id < s->n_vocab; id++)
             if (s->work[id] >= min_logit) s->cands[n++] = (cand){s->work[id], id};
+        sorted = 0;
         /* the best first, as everywhere else */
         for (int32_t i = 1; i < n; i++)
             if (cand_better(&s->cands[i], &s->cands[0])) { cand t = s->cands[0]; s->cands[0] = s->cands[i]; s->cands[i] = t; }
@@ -265,7 +310,12 @@ st_status st_sampler_sample(st_sampler *s, const float *logits, int32_t *token) 
     if (p->min_p > 0.0f && (top_k_on || p->top_p < 1.0f)) {
         float min_logit = max + logf(p->min_p);
         int32_t k = 1;
-        while (k < n && s->cands[k].logit >= min_logit) k++;
+        if (sorted) {
+            while (k < n && s->cands[k].logit >= min_logit) k++;
+        } else {
+            for (int32_t i = 1; i < n; i++)
+                if (s->cands[i].logit >= min_logit) s->cands[k++] = s->cands[i];
+        }
         n = k;
     }
 

@@ -5,9 +5,9 @@
  * temperature <= 0 is greedy: the argmax of the penalized logits. The random generator is our
  * own xoshiro256** seeded through splitmix64, so a seed gives the same choices on every machine.
  *
- * Nothing sorts the whole vocabulary in the common case: top-k uses a k-element heap, top-p
- * looks for the nucleus among the best 1024 (then 16384) candidates first and sorts everything
- * only when the distribution is flat enough that the nucleus is larger. */
+ * Nothing sorts the whole vocabulary: top-k uses a k-element heap; top-p looks for the nucleus
+ * among the best 1024 candidates first and, when the distribution is flatter than that, bins the
+ * logits by value and sorts only the bin where the nucleus ends. */
 #ifndef ST_ENGINE_SAMPLER_H
 #define ST_ENGINE_SAMPLER_H
 

@@ -220,7 +220,28 @@ int main(void) {
         n = st_sampler_last_candidates(tp, &ids, &pr);
         double cum = 0;
         for (int32_t i = 0; i < n; i++) cum += pr[i];
-        CHECK(n >= 2 && ids[0] == 777 && ids[1] == 4242 && fabs(cum - 1.0) < 1e-3);
+        CHECK(n >= 2 && ids[0] == 777 && kept(tp, 4242) && fabs(cum - 1.0) < 1e-3);
+        /* the kept mass (before renormalizing) reaches top_p and one token fewer would not:
+         * with temperature 1, the kept probabilities are the softmax ones scaled by 1/mass */
+        double z = 0, zmax = 0;
+        for (int i = 0; i < V; i++) z += exp((double)logits[i] - 9.0);
+        double kept_mass = 0, smallest = 1;
+        for (int32_t i = 0; i < n; i++) {
+            double w = exp((double)logits[ids[i]] - 9.0) / z;
+            kept_mass += w;
+            if (w < smallest) smallest = w;
+        }
+        zmax = kept_mass - smallest;
+        CHECKF(kept_mass >= 0.5 - 1e-6 && zmax < 0.5 + 1e-6, "kept mass %.6f, without the smallest %.6f", kept_mass, zmax);
+        /* every dropped token is no more likely than every kept one */
+        float lowest_kept = 1e30f;
+        for (int32_t i = 0; i < n; i++) if (logits[ids[i]] < lowest_kept) lowest_kept = logits[ids[i]];
+        int above_dropped = 0;
+        char *is_kept = calloc(V, 1);
+        for (int32_t i = 0; i < n; i++) is_kept[ids[i]] = 1;
+        for (int i = 0; i < V; i++) above_dropped += !is_kept[i] && logits[i] > lowest_kept;
+        CHECK(above_dropped == 0);
+        free(is_kept);
         st_sampler_free(tp);
         free(flat);
     }
