@@ -2,6 +2,9 @@
  * from st_cpu()'s flags, falling back level by level where a faster file has no kernel. */
 #include "quant/dot.h"
 
+#include <pthread.h>
+#include <stdlib.h>
+
 #include "base/cpu.h"
 #include "quant/quant.h"
 
@@ -35,7 +38,15 @@ static int have_avx512(const st_cpu_features *f) {
 }
 static int have_avx2(const st_cpu_features *f) { return f->avx2 && f->fma && f->f16c; }
 
+int st_dot_prefetch = 4096;
+static pthread_once_t prefetch_once = PTHREAD_ONCE_INIT;
+static void read_prefetch_env(void) {
+    const char *e = getenv("STRATA_PREFETCH");
+    if (e && *e) st_dot_prefetch = atoi(e) > 0 ? atoi(e) / 64 * 64 : 0;
+}
+
 int st_dot_level(uint32_t type) {
+    pthread_once(&prefetch_once, read_prefetch_env);
     if (type >= ST_TYPE_COUNT) return 0;
     const st_cpu_features *f = st_cpu();
     if (have_avx512(f) && st_dot_avx512[type]) return 2;

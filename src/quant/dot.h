@@ -43,6 +43,12 @@ st_act_fn st_act_converter(uint32_t act_type);
 /* Which variant st_dot_kernel() returns now: 0 scalar, 1 AVX2, 2 AVX-512 (for tests and logs). */
 int st_dot_level(uint32_t type);
 
+/* How far ahead (bytes) the SIMD kernels software-prefetch the weight row they stream; 0 turns it
+ * off. Hardware prefetchers alone leave a core short of the memory bandwidth on machines with
+ * long memory latency (measured in bench/results); the default is 4096, the environment variable
+ * STRATA_PREFETCH overrides it at the first kernel lookup. */
+extern int st_dot_prefetch;
+
 /* Variant tables, one per file; an entry is NULL where that file has no kernel for the type
  * (the dispatcher then falls back to the next lower level). Internal to src/quant/dot*.c. */
 extern const st_dot_fn st_dot_ref[ST_TYPE_COUNT];

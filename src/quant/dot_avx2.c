@@ -4,8 +4,7 @@
  * Same plan as dot_avx512.c with 32-byte registers: a weight block is unpacked once into
  * unsigned bytes in element order; each activation row goes through vpmaddubsw (u8 x s8 -> i16
  * pairs) and vpmaddwd against the sub-block scale; offsets and minimums use the Q8_K block sums.
- * Types without an entry here (Q2_K, Q3_K, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS) use the scalar
- * reference at this level. */
+ * Every computable type has a kernel here. */
 #include "quant/dot.h"
 
 #include <immintrin.h>
@@ -25,6 +24,14 @@
     }
 
 INLINE float h2f(uint16_t h) { return _cvtsh_ss(h); }
+/* the cache lines st_dot_prefetch bytes past [p, p + bytes) (see dot.h) */
+INLINE void prefetch_ahead(const void *p, size_t bytes) {
+    const int dist = st_dot_prefetch;
+    if (dist)
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + dist + o, _MM_HINT_T0);
+}
+static const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                        1,    13,   25,  38,  53,  69,  89,  113};
 INLINE const void *row(const void *x, size_t xs, int j) { return (const char *)x + (size_t)j * xs; }
 INLINE float hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -50,6 +57,7 @@ INLINE void q8_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     __m256 acc[ST_DOT_MAX_NX];
     UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / 32; b++) {
+        if (b % 2 == 0) prefetch_ahead(&w[b], 2 * sizeof w[b]);
         __m256i q = _mm256_loadu_si256((const __m256i *)w[b].qs);
         __m256i aq = _mm256_sign_epi8(q, q);
         float d = h2f(w[b].d);
@@ -70,6 +78,7 @@ INLINE void q4_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     __m256 acc[ST_DOT_MAX_NX];
     UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / 32; b++) {
+        if (b % 4 == 0) prefetch_ahead(&w[b], 4 * sizeof w[b]);
         __m128i v = _mm_loadu_si128((const __m128i *)w[b].qs);
         __m256i u = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1), m4);
         float d = h2f(w[b].d);
@@ -107,6 +116,7 @@ INLINE void q45_K_nx(int five, int64_t k, const void *wv, const void *xv, size_t
     UNROLL for (int j = 0; j < nx; j++) acc[j] = accm[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / QK_K; b++) {
         const char *blk = (const char *)wv + (size_t)b * bs;
+        prefetch_ahead(blk, bs);
         uint16_t dh, dminh;
         memcpy(&dh, blk, 2);
         memcpy(&dminh, blk + 2, 2);
@@ -156,6 +166,7 @@ INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     __m256 acc[ST_DOT_MAX_NX];
     UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / QK_K; b++) {
+        prefetch_ahead(&w[b], sizeof w[b]);
         __m256i u[8], sc[8];
         UNROLL for (int h = 0; h < 2; h++) {
             __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
@@ -186,6 +197,180 @@ INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
 }
 DOT_BY_NX(q6_K)
 
+
+/* ---- the other 32-element types: one block per ymm, unsigned weight bytes u with value
+ * d * (u - offset) [+ m]; IQ4_NL moves its levels' signs onto the activation instead ---- */
+
+INLINE __m256i nibbles_1x16(const uint8_t *q) {
+    __m128i v = _mm_loadu_si128((const __m128i *)q);
+    return _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1),
+                            _mm256_set1_epi8(0x0F));
+}
+/* bit j of the 32-bit qh as 0x10 in byte j */
+INLINE __m256i fifth_bits(const uint8_t *qh) {
+    __m256i v = _mm256_set1_epi32((int)load_u32(qh));
+    v = _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+enum { KIND_Q4_1, KIND_Q5_0, KIND_Q5_1, KIND_IQ4_NL };
+
+INLINE void small_nx(int kind, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const size_t bs = kind == KIND_Q4_1 ? sizeof(block_q4_1) : kind == KIND_Q5_0 ? sizeof(block_q5_0)
+                    : kind == KIND_Q5_1 ? sizeof(block_q5_1) : sizeof(block_iq4_nl);
+    const int q81 = kind == KIND_Q4_1 || kind == KIND_Q5_1;
+    const size_t xbs = q81 ? sizeof(block_q8_1) : sizeof(block_q8_0), xoff = q81 ? 4 : 2;
+    const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi8(16);
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_levels));
+    __m256 acc[ST_DOT_MAX_NX];
+    float extra[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) { acc[j] = _mm256_setzero_ps(); extra[j] = 0; }
+    for (int64_t b = 0; b < k / 32; b++) {
+        const uint8_t *blk = (const uint8_t *)wv + (size_t)b * bs;
+        if (b % 2 == 0) prefetch_ahead(blk, 2 * bs);
+        uint16_t dh, mh = 0;
+        memcpy(&dh, blk, 2);
+        if (q81) memcpy(&mh, blk + 2, 2);
+        __m256i u, lev = _mm256_setzero_si256();
+        switch (kind) {
+        case KIND_Q4_1: u = nibbles_1x16(blk + 4); break;
+        case KIND_Q5_0: u = _mm256_or_si256(nibbles_1x16(blk + 6), fifth_bits(blk + 2)); break;
+        case KIND_Q5_1: u = _mm256_or_si256(nibbles_1x16(blk + 8), fifth_bits(blk + 4)); break;
+        default:
+            lev = _mm256_shuffle_epi8(lut, nibbles_1x16(blk + 2));
+            u = _mm256_sign_epi8(lev, lev);
+            break;
+        }
+        float d = h2f(dh), m = h2f(mh);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const char *xb = (const char *)row(xv, xs, j) + (size_t)b * xbs;
+            __m256i a = _mm256_loadu_si256((const __m256i *)(xb + xoff));
+            __m256i p;
+            if (kind == KIND_IQ4_NL) p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(a, lev));
+            else if (kind == KIND_Q5_0) p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(sixteen, a));
+            else p = _mm256_maddubs_epi16(u, a);
+            uint16_t dx, sx;
+            memcpy(&dx, xb, 2);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), _mm256_set1_ps(d * h2f(dx)), acc[j]);
+            if (q81) {
+                memcpy(&sx, xb + 2, 2);
+                extra[j] += m * h2f(sx);
+            }
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]) + extra[j];
+}
+INLINE void q4_1_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q4_1, k, w, x, xs, nx, out); }
+INLINE void q5_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q5_0, k, w, x, xs, nx, out); }
+INLINE void q5_1_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q5_1, k, w, x, xs, nx, out); }
+INLINE void iq4_nl_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_IQ4_NL, k, w, x, xs, nx, out); }
+DOT_BY_NX(q4_1)
+DOT_BY_NX(q5_0)
+DOT_BY_NX(q5_1)
+DOT_BY_NX(iq4_nl)
+
+/* ---- Q2_K / Q3_K: per half of 128, 32 bytes hold element 32j + l at bits 2j of byte l; each
+ * ymm is one j: sub-blocks 8h + 2j and 8h + 2j + 1 ---- */
+
+INLINE __m256i q3_K_scales_i16(const uint8_t *p) {
+    uint32_t a0 = load_u32(p), a1 = load_u32(p + 4), hi = load_u32(p + 8);
+    uint32_t v[4] = {(a0 & 0x0f0f0f0f) | ((hi & 0x03030303) << 4), (a1 & 0x0f0f0f0f) | (((hi >> 2) & 0x03030303) << 4),
+                     ((a0 >> 4) & 0x0f0f0f0f) | (((hi >> 4) & 0x03030303) << 4),
+                     ((a1 >> 4) & 0x0f0f0f0f) | (((hi >> 6) & 0x03030303) << 4)};
+    __m128i s;
+    memcpy(&s, v, 16);
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(s), _mm256_set1_epi16(32));
+}
+
+INLINE void q23_K_nx(int three, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const size_t bs = three ? sizeof(block_q3_K) : sizeof(block_q2_K);
+    const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    __m256 acc[ST_DOT_MAX_NX], accm[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = accm[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        const uint8_t *blk = (const uint8_t *)wv + (size_t)b * bs;
+        prefetch_ahead(blk, bs);
+        const block_q2_K *w2 = (const block_q2_K *)blk;
+        const block_q3_K *w3 = (const block_q3_K *)blk;
+        const uint8_t *qs = three ? w3->qs : w2->qs;
+        __m256i u[8], sc[8], s16, m16 = _mm256_setzero_si256();
+        __m256i hm = three ? _mm256_loadu_si256((const __m256i *)w3->hmask) : _mm256_setzero_si256();
+        UNROLL for (int h = 0; h < 2; h++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+            UNROLL for (int j = 0; j < 4; j++) {
+                __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+                if (three) {
+                    __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + j)));
+                    v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), four));
+                }
+                u[4 * h + j] = v;
+            }
+        }
+        int16_t sv[16];
+        if (three) {
+            s16 = q3_K_scales_i16(w3->scales);
+        } else {
+            __m128i raw = _mm_loadu_si128((const __m128i *)w2->scales);
+            s16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
+            m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+        }
+        _mm256_storeu_si256((__m256i *)sv, s16);
+        UNROLL for (int t = 0; t < 8; t++) sc[t] = halves_i16(sv[2 * t], sv[2 * t + 1]);
+        float d = h2f(three ? w3->d : w2->d), dmin = three ? 0 : h2f(w2->dmin);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m256i isum = _mm256_setzero_si256();
+            UNROLL for (int t = 0; t < 8; t++) {
+                __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * t)));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[t]));
+            }
+            __m256i bsums = _mm256_loadu_si256((const __m256i *)xb->bsums);
+            if (three) /* values are u - 4: take 4 * sum_s scale_s * bsum_s back out */
+                isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(bsums, s16), 2));
+            else
+                accm[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, m16)), _mm256_set1_ps(dmin * xb->d), accm[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xb->d), acc[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]) - hsum_ps(accm[j]);
+}
+INLINE void q2_K_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { q23_K_nx(0, k, w, x, xs, nx, out); }
+INLINE void q3_K_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { q23_K_nx(1, k, w, x, xs, nx, out); }
+DOT_BY_NX(q2_K)
+DOT_BY_NX(q3_K)
+
+/* ---- IQ4_XS: per 32-element sub-block, |level| against the activation with the level's sign ---- */
+INLINE void iq4_xs_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_iq4_xs *w = wv;
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_levels));
+    __m256 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        prefetch_ahead(&w[b], sizeof w[b]);
+        __m256i lev[8], u[8], sc[8];
+        UNROLL for (int s = 0; s < 8; s++) {
+            lev[s] = _mm256_shuffle_epi8(lut, nibbles_1x16(w[b].qs + 16 * s));
+            u[s] = _mm256_sign_epi8(lev[s], lev[s]);
+            int ls = ((w[b].scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((w[b].scales_h >> (2 * s)) & 3) << 4);
+            sc[s] = _mm256_set1_epi16((short)(ls - 32));
+        }
+        float d = h2f(w[b].d);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m256i isum = _mm256_setzero_si256();
+            UNROLL for (int s = 0; s < 8; s++) {
+                __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xb->qs + 32 * s)), lev[s]);
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[s], a), sc[s]));
+            }
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xb->d), acc[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
+}
+DOT_BY_NX(iq4_xs)
+
 /* ---- float types: 8 elements per step, the tail one by one ---- */
 
 INLINE __m256 load8_f32(const void *p) { return _mm256_loadu_ps(p); }
@@ -209,6 +394,7 @@ INLINE float one_bf16(const void *p, int64_t i) {
         UNROLL for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();          \
         int64_t i = 0;                                                                             \
         for (; i + 16 <= k; i += 16) {                                                             \
+            if (i % 64 == 0) prefetch_ahead(w + i * esize, 64 * esize);                            \
             __m256 w0 = load8_##name(w + i * esize), w1 = load8_##name(w + (i + 8) * esize);       \
             UNROLL for (int j = 0; j < nx; j++) {                                                  \
                 const char *x = (const char *)row(xv, xs, j);                                      \
@@ -230,9 +416,11 @@ DOT_BY_NX(f16)
 DOT_BY_NX(bf16)
 
 const st_dot_fn st_dot_avx2[ST_TYPE_COUNT] = {
-    [ST_TYPE_F32] = avx2_f32,   [ST_TYPE_F16] = avx2_f16,   [ST_TYPE_BF16] = avx2_bf16,
-    [ST_TYPE_Q4_0] = avx2_q4_0, [ST_TYPE_Q8_0] = avx2_q8_0, [ST_TYPE_Q4_K] = avx2_q4_K,
-    [ST_TYPE_Q5_K] = avx2_q5_K, [ST_TYPE_Q6_K] = avx2_q6_K,
+    [ST_TYPE_F32] = avx2_f32,     [ST_TYPE_F16] = avx2_f16,       [ST_TYPE_BF16] = avx2_bf16,
+    [ST_TYPE_Q4_0] = avx2_q4_0,   [ST_TYPE_Q4_1] = avx2_q4_1,     [ST_TYPE_Q5_0] = avx2_q5_0,
+    [ST_TYPE_Q5_1] = avx2_q5_1,   [ST_TYPE_Q8_0] = avx2_q8_0,     [ST_TYPE_Q2_K] = avx2_q2_K,
+    [ST_TYPE_Q3_K] = avx2_q3_K,   [ST_TYPE_Q4_K] = avx2_q4_K,     [ST_TYPE_Q5_K] = avx2_q5_K,
+    [ST_TYPE_Q6_K] = avx2_q6_K,   [ST_TYPE_IQ4_NL] = avx2_iq4_nl, [ST_TYPE_IQ4_XS] = avx2_iq4_xs,
 };
 
 /* ---- activation converters ---- */

@@ -34,6 +34,12 @@ static const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10
                                         1,    13,   25,  38,  53,  69,  89,  113};
 
 INLINE float h2f(uint16_t h) { return _cvtsh_ss(h); }
+/* the cache lines st_dot_prefetch bytes past [p, p + bytes) (see dot.h) */
+INLINE void prefetch_ahead(const void *p, size_t bytes) {
+    const int dist = st_dot_prefetch;
+    if (dist)
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + dist + o, _MM_HINT_T0);
+}
 INLINE const void *row(const void *x, size_t xs, int j) { return (const char *)x + (size_t)j * xs; }
 INLINE __m512i load_2x256(const void *a, const void *b) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(a)), _mm256_loadu_si256(b), 1);
@@ -65,6 +71,7 @@ INLINE void q8_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
     int64_t b = 0;
     for (; b + 1 < nb; b += 2) {
+        prefetch_ahead((const char *)wv + (size_t)b * sizeof(block_q8_0), 2 * sizeof(block_q8_0));
         __m512i q = load_2x256(w[b].qs, w[b + 1].qs);
         __m512i aq = _mm512_abs_epi8(q);
         __mmask64 neg = _mm512_movepi8_mask(q);
@@ -198,6 +205,7 @@ INLINE void small_nx(int kind, int64_t k, const void *wv, const void *xv, size_t
     UNROLL for (int j = 0; j < nx; j++) { acc[j] = _mm512_setzero_ps(); extra[j] = 0; }
     int64_t b = 0;
     for (; b + 1 < nb; b += 2) {
+        prefetch_ahead((const char *)wv + (size_t)b * bs, 2 * bs);
         __m512i u = unpack_small2(kind, wv, b);
         float d0 = small_d(wv, bs, b), d1 = small_d(wv, bs, b + 1);
         float m0 = q81 ? small_m(wv, bs, b) : 0, m1 = q81 ? small_m(wv, bs, b + 1) : 0;
@@ -309,6 +317,7 @@ INLINE void q4_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     __m256 accm[ST_DOT_MAX_NX];
     UNROLL for (int j = 0; j < nx; j++) { acc[j] = _mm512_setzero_ps(); accm[j] = _mm256_setzero_ps(); }
     for (int64_t b = 0; b < k / QK_K; b++) {
+        prefetch_ahead(&w[b], sizeof w[b]);
         __m512i u[4], sc[4];
         nibbles_64(w[b].qs, &u[0], &u[1]);
         nibbles_64(w[b].qs + 64, &u[2], &u[3]);
@@ -336,6 +345,7 @@ INLINE void q5_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     UNROLL for (int j = 0; j < nx; j++) { acc[j] = _mm512_setzero_ps(); accm[j] = _mm256_setzero_ps(); }
     const __m512i bit4 = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < k / QK_K; b++) {
+        prefetch_ahead(&w[b], sizeof w[b]);
         __m512i u[4], sc[4];
         nibbles_64(w[b].qs, &u[0], &u[1]);
         nibbles_64(w[b].qs + 64, &u[2], &u[3]);
@@ -373,6 +383,7 @@ INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i shr = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
     for (int64_t b = 0; b < k / QK_K; b++) {
+        prefetch_ahead(&w[b], sizeof w[b]);
         __m512i u[4], sc[4];
         UNROLL for (int h = 0; h < 2; h++) {
             __m512i ql = _mm512_loadu_si512(w[b].ql + 64 * h);
@@ -414,6 +425,7 @@ INLINE void q2_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     __m256 accm[ST_DOT_MAX_NX];
     UNROLL for (int j = 0; j < nx; j++) { acc[j] = _mm512_setzero_ps(); accm[j] = _mm256_setzero_ps(); }
     for (int64_t b = 0; b < k / QK_K; b++) {
+        prefetch_ahead(&w[b], sizeof w[b]);
         __m512i u[4], sc[4];
         q2_bits(w[b].qs, &u[0], &u[1]);
         q2_bits(w[b].qs + 32, &u[2], &u[3]);
@@ -451,6 +463,7 @@ INLINE void q3_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
     const __m512i four = _mm512_set1_epi8(4);
     for (int64_t b = 0; b < k / QK_K; b++) {
+        prefetch_ahead(&w[b], sizeof w[b]);
         __m512i u[4], sc[4];
         q2_bits(w[b].qs, &u[0], &u[1]);
         q2_bits(w[b].qs + 32, &u[2], &u[3]);
@@ -486,6 +499,7 @@ INLINE void iq4_xs_nx(int64_t k, const void *wv, const void *xv, size_t xs, cons
     const __m512i eight = _mm512_set1_epi8(8), m4 = _mm512_set1_epi8(0x0F);
     const __m512i pair_lo = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), pair_hi = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
     for (int64_t b = 0; b < k / QK_K; b++) {
+        prefetch_ahead(&w[b], sizeof w[b]);
         __m512i u[4], sc[4];
         __mmask64 neg[4];
         UNROLL for (int h = 0; h < 2; h++) {
@@ -532,6 +546,7 @@ INLINE void f32_nx(int64_t k, const void *wv, const void *xv, size_t xs, const i
     UNROLL for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= k; i += 32) {
+        prefetch_ahead(w + i, 128);
         __m512 w0 = _mm512_loadu_ps(w + i), w1 = _mm512_loadu_ps(w + i + 16);
         UNROLL for (int j = 0; j < nx; j++) {
             const float *x = (const float *)row(xv, xs, j) + i;
@@ -569,6 +584,7 @@ INLINE __m512 load_bf16(const uint16_t *p, __mmask16 m) {
         UNROLL for (int j = 0; j < nx; j++) UNROLL for (int a = 0; a < 4; a++) acc[j][a] = _mm512_setzero_ps(); \
         int64_t i = 0;                                                                             \
         for (; i + 64 <= k; i += 64) {                                                             \
+            prefetch_ahead(w + i, 128);                                                            \
             __m512 wv4[4];                                                                         \
             UNROLL for (int a = 0; a < 4; a++) wv4[a] = load(w + i + 16 * a, 0xFFFF);              \
             UNROLL for (int j = 0; j < nx; j++) {                                                  \

@@ -140,6 +140,11 @@ static void test_type(uint32_t type, int64_t k) {
         for (int level = 0; level <= 3; level++) {
             st_cpu_limit(level);
             st_dot_fn fast = st_dot_kernel(type);
+            /* every type has every variant: the level asked for is the one run, where the CPU has it */
+            const st_cpu_features *f = st_cpu();
+            int have = f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni ? 2 : f->avx2 && f->fma && f->f16c ? 1 : 0;
+            CHECKF(st_dot_level(type) == have, "%s at level %d runs variant %d, expected %d", t->name, level,
+                   st_dot_level(type), have);
             for (int nx = 1; nx <= ST_DOT_MAX_NX; nx++) {
                 float got[ST_DOT_MAX_NX];
                 fast(k, w, x, xbytes, nx, got);
