@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "text/chat.h"
+#include "text/utf8.h"
 
 /* ---- a growing string ---- */
 typedef struct sbuf { char *p; size_t n, cap; int oom; } sbuf;
@@ -237,6 +238,172 @@ static void render_assistant(sbuf *b, const st_chat_message *msgs, size_t n, siz
     sb_str(b, "<|im_end|>\n");
 }
 
+/* ---- Qwen3.5 ---- */
+
+/* Python's str.isspace() code points: what Jinja's |trim strips */
+static int py_space(uint32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+static span py_trim(span s) {
+    while (s.n) {
+        uint32_t cp;
+        size_t k = st_utf8_decode((const uint8_t *)s.p, s.n, &cp);
+        if (cp == UINT32_MAX || !py_space(cp)) break;
+        s.p += k; s.n -= k;
+    }
+    while (s.n) {
+        size_t start = s.n - 1;
+        while (start > 0 && ((unsigned char)s.p[start] & 0xC0) == 0x80 && s.n - start < 4) start--;
+        uint32_t cp;
+        size_t k = st_utf8_decode((const uint8_t *)s.p + start, s.n - start, &cp);
+        if (cp == UINT32_MAX || start + k != s.n || !py_space(cp)) break;
+        s.n = start;
+    }
+    return s;
+}
+
+static span trimmed(const char *c) {
+    c = c ? c : "";
+    return py_trim((span){c, strlen(c)});
+}
+
+/* Python's str() of a JSON value, as the template's `args_value | string` prints a scalar;
+ * objects and arrays go through tojson. */
+static void py_str_out(sbuf *b, const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_STRING: sb_add(b, json_string_value(v), json_string_length(v)); break;
+    case JSON_TRUE: sb_str(b, "True"); break;
+    case JSON_FALSE: sb_str(b, "False"); break;
+    case JSON_NULL: sb_str(b, "None"); break;
+    default: json_out(b, v, 0); break;
+    }
+}
+
+static void render_xml_call(sbuf *b, const st_chat_tool_call *tc, int first, int has_content) {
+    sb_str(b, first ? (has_content ? "\n\n<tool_call>\n<function=" : "<tool_call>\n<function=") : "\n<tool_call>\n<function=");
+    sb_str(b, tc->name ? tc->name : "");
+    sb_str(b, ">\n");
+    json_t *args = tc->arguments ? parse_json(tc->arguments) : NULL;
+    if (json_is_object(args)) {
+        const char *key;
+        json_t *val;
+        json_object_foreach(args, key, val) {
+            sb_str(b, "<parameter=");
+            sb_str(b, key);
+            sb_str(b, ">\n");
+            py_str_out(b, val);
+            sb_str(b, "\n</parameter>\n");
+        }
+    }
+    json_decref(args);
+    sb_str(b, "</function>\n</tool_call>");
+}
+
+static st_status render_qwen35(sbuf *b, const st_chat_message *msgs, size_t n, const st_chat_options *o) {
+    if (n == 0) return st_fail(ST_ERR_INVALID, "chat: no messages");
+    if (o->n_tools > 0) {
+        sb_str(b, "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>");
+        for (size_t i = 0; i < o->n_tools; i++) {
+            json_t *v = parse_json(o->tools[i]);
+            if (!v) return st_fail(ST_ERR_INVALID, "chat: tool definition %zu is not JSON: %.60s", i, o->tools[i]);
+            sb_str(b, "\n");
+            json_out(b, v, 0);
+            json_decref(v);
+        }
+        sb_str(b, "\n</tools>");
+        sb_str(b, "\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"
+                  "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+                  "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n"
+                  "</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n"
+                  "- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n"
+                  "- Required parameters MUST be specified\n"
+                  "- You may provide optional reasoning for your function call in natural language BEFORE the function call, but NOT after\n"
+                  "- If there is no function call available, answer the question like normal with your current knowledge and do not tell the user about function calls\n"
+                  "</IMPORTANT>");
+        if (msgs[0].role == ST_ROLE_SYSTEM) {
+            span c = trimmed(msgs[0].content);
+            if (c.n) { sb_str(b, "\n\n"); sb_add(b, c.p, c.n); }
+        }
+        sb_str(b, "<|im_end|>\n");
+    } else if (msgs[0].role == ST_ROLE_SYSTEM) {
+        span c = trimmed(msgs[0].content);
+        sb_str(b, "<|im_start|>system\n");
+        sb_add(b, c.p, c.n);
+        sb_str(b, "<|im_end|>\n");
+    }
+    size_t last_query = n;
+    for (size_t k = n; k-- > 0;) {
+        if (msgs[k].role != ST_ROLE_USER) continue;
+        span c = trimmed(msgs[k].content);
+        int wrapped = c.n >= 31 && memcmp(c.p, "<tool_response>", 15) == 0 && memcmp(c.p + c.n - 16, "</tool_response>", 16) == 0;
+        if (!wrapped) { last_query = k; break; }
+    }
+    if (last_query == n) return st_fail(ST_ERR_INVALID, "chat: no user query found in the messages (the Qwen3.5 template requires one)");
+    for (size_t i = 0; i < n; i++) {
+        const st_chat_message *m = &msgs[i];
+        span c = trimmed(m->content);
+        if (m->role == ST_ROLE_SYSTEM) {
+            if (i > 0) return st_fail(ST_ERR_INVALID, "chat: message %zu is a system message; the Qwen3.5 template allows one only at the beginning", i);
+        } else if (m->role == ST_ROLE_USER) {
+            sb_str(b, "<|im_start|>user\n");
+            sb_add(b, c.p, c.n);
+            sb_str(b, "<|im_end|>\n");
+        } else if (m->role == ST_ROLE_ASSISTANT) {
+            span reasoning = {"", 0};
+            if (m->reasoning_content) {
+                reasoning = (span){m->reasoning_content, strlen(m->reasoning_content)};
+            } else {
+                char *cs = strndup(c.p, c.n);
+                if (!cs) return st_fail(ST_ERR_NOMEM, "chat: out of memory");
+                const char *close = strstr(cs, "</think>");
+                if (close) {
+                    st_chat_message tmp = *m;
+                    tmp.content = cs;
+                    span content2, r2;
+                    split_reasoning(&tmp, &content2, &r2);
+                    /* spans into cs: rebase them onto the trimmed content */
+                    reasoning = (span){c.p + (r2.p - cs), r2.n};
+                    c = (span){c.p + (content2.p - cs), content2.n};
+                }
+                free(cs);
+            }
+            reasoning = py_trim(reasoning);
+            sb_str(b, "<|im_start|>assistant\n");
+            if (i > last_query) {
+                sb_str(b, "<think>\n");
+                sb_add(b, reasoning.p, reasoning.n);
+                sb_str(b, "\n</think>\n\n");
+            }
+            sb_add(b, c.p, c.n);
+            for (size_t k = 0; k < m->n_tool_calls; k++) {
+                if (m->tool_calls[k].raw_arguments)
+                    return st_fail(ST_ERR_INVALID, "chat: message %zu: the Qwen3.5 template needs tool-call arguments as an object, not a string", i);
+                render_xml_call(b, &m->tool_calls[k], k == 0, py_trim(c).n > 0);
+            }
+            sb_str(b, "<|im_end|>\n");
+        } else {
+            if (i > 0 && msgs[i - 1].role != ST_ROLE_TOOL) sb_str(b, "<|im_start|>user");
+            sb_str(b, "\n<tool_response>\n");
+            sb_add(b, c.p, c.n);
+            sb_str(b, "\n</tool_response>");
+            if (i == n - 1 || msgs[i + 1].role != ST_ROLE_TOOL) sb_str(b, "<|im_end|>\n");
+        }
+    }
+    if (o->add_generation_prompt) {
+        sb_str(b, "<|im_start|>assistant\n");
+        sb_str(b, o->enable_thinking ? "<think>\n" : "<think>\n\n</think>\n\n");
+    }
+    return ST_OK;
+}
+
+st_chat_style st_chat_style_detect(const char *chat_template, int *known) {
+    const char *t = chat_template ? chat_template : "";
+    if (known) *known = strstr(t, "<|im_start|>") != NULL;
+    return strstr(t, "<function=") && strstr(t, "<parameter=") ? ST_CHAT_QWEN35 : ST_CHAT_QWEN3;
+}
+
 st_status st_chat_render(const st_chat_message *msgs, size_t n, const st_chat_options *o, char **out, size_t *len) {
     *out = NULL;
     st_chat_options none = {0};
@@ -245,7 +412,10 @@ st_status st_chat_render(const st_chat_message *msgs, size_t n, const st_chat_op
         if (!role_name(msgs[i].role)) return st_fail(ST_ERR_INVALID, "chat: message %zu has role %d", i, (int)msgs[i].role);
     sbuf b = {0};
     st_status s = ST_OK;
-    if (o->n_tools > 0) {
+    if (o->style == ST_CHAT_QWEN35) {
+        s = render_qwen35(&b, msgs, n, o);
+        n = 0; /* rendered */
+    } else if (o->n_tools > 0) {
         s = render_tools(&b, msgs, n, o);
     } else if (n > 0 && msgs[0].role == ST_ROLE_SYSTEM) {
         sb_str(&b, "<|im_start|>system\n");
@@ -272,7 +442,7 @@ st_status st_chat_render(const st_chat_message *msgs, size_t n, const st_chat_op
             if (i == n - 1 || msgs[i + 1].role != ST_ROLE_TOOL) sb_str(&b, "<|im_end|>\n");
         }
     }
-    if (s == ST_OK && o->add_generation_prompt) {
+    if (s == ST_OK && o->add_generation_prompt && o->style != ST_CHAT_QWEN35) {
         sb_str(&b, "<|im_start|>assistant\n");
         if (!o->enable_thinking) sb_str(&b, "<think>\n\n</think>\n\n");
     }
@@ -321,6 +491,38 @@ static st_status emit_text(st_chat_parser *p, st_chat_part part, const char *s, 
     return fn(ctx, &e);
 }
 
+/* Qwen3.5's <function=NAME>\n<parameter=P>\nVALUE\n</parameter>\n...</function> as the object
+ * {"name": NAME, "arguments": {P: VALUE, ...}}. A value that reads as JSON (a number, true, an
+ * object) is taken as such, anything else as a string. NULL if the form is broken. */
+static json_t *xml_call_to_json(const char *body) {
+    const char *name = body + 10, *gt = strchr(name, '>');
+    if (!gt) return NULL;
+    json_t *args = json_object(), *call = json_object();
+    json_object_set_new(call, "name", json_stringn(name, (size_t)(gt - name)));
+    const char *at = gt + 1;
+    for (;;) {
+        const char *open = strstr(at, "<parameter=");
+        if (!open) break;
+        const char *key = open + 11, *kend = strchr(key, '>');
+        if (!kend) break;
+        const char *val = kend + 1;
+        if (*val == '\n') val++;
+        const char *vend = strstr(val, "</parameter>");
+        if (!vend) break;
+        at = vend + 12;
+        if (vend > val && vend[-1] == '\n') vend--;
+        char *k = strndup(key, (size_t)(kend - key)), *v = strndup(val, (size_t)(vend - val));
+        if (k && v) {
+            json_t *j = json_loads(v, JSON_DECODE_ANY, NULL);
+            json_object_set_new(args, k, j ? j : json_string(v));
+        }
+        free(k);
+        free(v);
+    }
+    json_object_set_new(call, "arguments", args);
+    return call;
+}
+
 static st_status emit_tool(st_chat_parser *p, st_chat_event_fn fn, void *ctx) {
     const char *body = p->tool.p ? p->tool.p : "";
     size_t n = p->tool.n;
@@ -328,7 +530,7 @@ static st_status emit_tool(st_chat_parser *p, st_chat_event_fn fn, void *ctx) {
     while (n && (body[n - 1] == '\n' || body[n - 1] == ' ')) n--;
     char *copy = strndup(body, n);
     if (!copy) return st_fail(ST_ERR_NOMEM, "chat parser: out of memory");
-    json_t *v = json_loads(copy, 0, NULL);
+    json_t *v = strncmp(copy, "<function=", 10) == 0 ? xml_call_to_json(copy) : json_loads(copy, 0, NULL);
     char *name = NULL, *args = NULL;
     if (json_is_object(v)) {
         json_t *nm = json_object_get(v, "name"), *ar = json_object_get(v, "arguments");
@@ -451,7 +653,8 @@ st_status st_chat_parser_finish(st_chat_parser *p, st_chat_event_fn fn, void *ct
     } else {
         sb_add(&p->tool, buf, n);
         char *copy = p->tool.p ? strndup(p->tool.p, p->tool.n) : strdup("");
-        json_t *v = copy ? json_loads(copy, 0, NULL) : NULL;
+        json_t *v = !copy ? NULL : strstr(copy, "<function=") ? (strstr(copy, "</function>") ? json_object() : NULL)
+                                                               : json_loads(copy, 0, NULL);
         if (v) {
             s = emit_tool(p, fn, ctx);
         } else {

