@@ -1,0 +1,242 @@
+/* synth_write.c: turns a synth plan into a GGUF file.
+ *
+ * Keys first (general.*, the architecture's hyperparameters as MODELS.md §3 lists them, the
+ * tokenizer), then every tensor's data, streamed one tensor at a time through the GGUF writer.
+ * Each tensor is filled by the thread pool, rows split across threads: row r of a tensor draws
+ * from its own splitmix64 stream, seeded from (seed, tensor name, r), then is converted or
+ * quantized (st_quantize_row) into the tensor's buffer. So the bytes depend only on the seed, and
+ * memory stays bounded by the largest tensor in its file type plus one f32 row per thread.
+ *
+ * Normal deviates are Irwin-Hall sums of four 16-bit uniforms: exact integer arithmetic and one
+ * float multiply, so they cost a few nanoseconds and are identical everywhere. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/pool.h"
+#include "cli/synth.h"
+#include "quant/quant.h"
+#include "quant/types.h"
+
+#if defined(__has_include)
+#if __has_include("text/hf_tokenizer.h")
+#include "text/hf_tokenizer.h"
+#define SYNTH_HAVE_HF_TOKENIZER 1
+#endif
+#endif
+
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;    /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* Approximately N(0, 1): the sum of four uniform 16-bit integers, centred and scaled. */
+static float normal(uint64_t *state) {
+    uint64_t r = splitmix64(state);
+    int64_t sum = (int64_t)(r & 0xffff) + (int64_t)((r >> 16) & 0xffff) + (int64_t)((r >> 32) & 0xffff) + (int64_t)(r >> 48);
+    static const float inv_std = (float)(1.0 / 37837.22723);    /* sqrt((2^32 - 1) / 3) */
+    return (float)(sum - 2 * 65535) * inv_std;      /* the sum's mean is 4 * 65535 / 2 */
+}
+
+static float uniform01(uint64_t *state) { return (float)(splitmix64(state) >> 40) * (1.0f / 16777216.0f); }
+
+static void draw_row(const synth_tensor *t, uint64_t tensor_seed, int64_t row, float *x) {
+    uint64_t state = tensor_seed ^ (uint64_t)row * 0xD1B54A32D192ED03ull;
+    splitmix64(&state);
+    int64_t n = t->ne[0];
+    switch (t->init) {
+    case SYNTH_INIT_NORMAL:
+        for (int64_t i = 0; i < n; i++) x[i] = t->std * normal(&state);
+        break;
+    case SYNTH_INIT_NORM_GAIN:
+        for (int64_t i = 0; i < n; i++) x[i] = 1.0f + t->std * normal(&state);
+        break;
+    case SYNTH_INIT_SSM_A:
+        for (int64_t i = 0; i < n; i++) x[i] = -expf(uniform01(&state) * logf(16.0f));
+        break;
+    case SYNTH_INIT_HEAD: {
+        float scale = t->std * expf(SYNTH_HEAD_SPREAD * normal(&state));
+        for (int64_t i = 0; i < n; i++) x[i] = scale * normal(&state);
+        break;
+    }
+    case SYNTH_INIT_DT_BIAS:
+        for (int64_t i = 0; i < n; i++) {
+            float dt = expf(logf(1e-3f) + uniform01(&state) * (logf(1e-1f) - logf(1e-3f)));
+            x[i] = dt + logf(-expm1f(-dt));     /* softplus^-1(dt) = log(e^dt - 1) */
+        }
+        break;
+    }
+}
+
+typedef struct fill_job {
+    const synth_tensor *t;
+    uint64_t tensor_seed;
+    uint8_t *out;
+    size_t row_bytes;
+    int64_t n_rows;
+    float **scratch;
+    int failed;
+} fill_job;
+
+static void fill_rows(void *ctx, int ith, int nth) {
+    fill_job *j = ctx;
+    long begin, end;
+    st_split((long)j->n_rows, ith, nth, &begin, &end);
+    float *x = j->scratch[ith];
+    int64_t n = j->t->ne[0];
+    for (long r = begin; r < end; r++) {
+        uint8_t *dst = j->out + (size_t)r * j->row_bytes;
+        draw_row(j->t, j->tensor_seed, r, x);
+        if (j->t->type == ST_TYPE_F32) {
+            memcpy(dst, x, (size_t)n * sizeof(float));
+        } else if (j->t->type == ST_TYPE_F16) {
+            uint16_t *h = (uint16_t *)dst;
+            for (int64_t i = 0; i < n; i++) h[i] = st_fp32_to_fp16(x[i]);
+        } else if (!st_quantize_row(j->t->type, x, dst, n)) {
+            j->failed = 1;
+        }
+    }
+}
+
+static uint32_t file_type_of(uint32_t type) {
+    switch (type) {
+    case ST_TYPE_F32: return 0;   /* LLAMA_FTYPE_ALL_F32 */
+    case ST_TYPE_F16: return 1;   /* MOSTLY_F16 */
+    case ST_TYPE_Q8_0: return 7;  /* MOSTLY_Q8_0 */
+    default: return 14;           /* MOSTLY_Q4_K_S: every matrix Q4_K */
+    }
+}
+
+static st_status write_hparams(st_gguf_writer *w, const synth_hparams *hp) {
+    char key[128];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, hp->arch), key)
+    ST_TRY(st_gguf_set_u32(w, KEY("context_length"), (uint32_t)hp->n_ctx));
+    ST_TRY(st_gguf_set_u32(w, KEY("embedding_length"), (uint32_t)hp->n_embd));
+    ST_TRY(st_gguf_set_u32(w, KEY("block_count"), (uint32_t)hp->n_layer));
+    ST_TRY(st_gguf_set_u32(w, KEY("feed_forward_length"), (uint32_t)hp->n_ff));
+    ST_TRY(st_gguf_set_u32(w, KEY("attention.head_count"), (uint32_t)hp->n_head));
+    ST_TRY(st_gguf_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)hp->n_head_kv));
+    ST_TRY(st_gguf_set_u32(w, KEY("attention.key_length"), (uint32_t)hp->head_dim));
+    ST_TRY(st_gguf_set_u32(w, KEY("attention.value_length"), (uint32_t)hp->head_dim));
+    ST_TRY(st_gguf_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hp->n_rot));
+    ST_TRY(st_gguf_set_f32(w, KEY("rope.freq_base"), hp->rope_base));
+    ST_TRY(st_gguf_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), hp->eps));
+    if (hp->rope_sections_key) ST_TRY(st_gguf_set_array(w, KEY("rope.dimension_sections"), ST_GGUF_INT32, hp->rope_sections, 4));
+    if (hp->moe) {
+        ST_TRY(st_gguf_set_u32(w, KEY("expert_count"), (uint32_t)hp->n_expert));
+        ST_TRY(st_gguf_set_u32(w, KEY("expert_used_count"), (uint32_t)hp->n_expert_used));
+        ST_TRY(st_gguf_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)hp->n_ff_exp));
+        if (hp->shared_expert) ST_TRY(st_gguf_set_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)hp->n_ff_shexp));
+    }
+    if (hp->hybrid) {
+        ST_TRY(st_gguf_set_u32(w, KEY("ssm.conv_kernel"), (uint32_t)hp->ssm_conv));
+        ST_TRY(st_gguf_set_u32(w, KEY("ssm.state_size"), (uint32_t)hp->ssm_state));
+        ST_TRY(st_gguf_set_u32(w, KEY("ssm.group_count"), (uint32_t)hp->ssm_group));
+        ST_TRY(st_gguf_set_u32(w, KEY("ssm.time_step_rank"), (uint32_t)hp->ssm_dt_rank));
+        ST_TRY(st_gguf_set_u32(w, KEY("ssm.inner_size"), (uint32_t)hp->ssm_inner));
+        /* The converter writes both forms for checkpoints with layer_types; they agree. */
+        uint8_t recurrent[256];
+        for (int64_t il = 0; il < hp->n_layer && il < 256; il++) recurrent[il] = (uint8_t)synth_is_recurrent(hp, il);
+        ST_TRY(st_gguf_set_array(w, KEY("attention.recurrent_layers"), ST_GGUF_BOOL, recurrent, (uint64_t)hp->n_layer));
+        ST_TRY(st_gguf_set_u32(w, KEY("full_attention_interval"), (uint32_t)hp->full_attn_interval));
+    }
+#undef KEY
+    return ST_OK;
+}
+
+static st_status write_data(st_gguf_writer *w, const synth_plan *p, const synth_options *o) {
+    size_t max_bytes = 0;
+    int64_t max_row = 0;
+    uint64_t total = synth_plan_bytes(p), done = 0;
+    for (int i = 0; i < p->n_tensors; i++) {
+        const synth_tensor *t = &p->tensors[i];
+        size_t bytes = st_row_size(st_type_get(t->type), t->ne[0]) * (size_t)(t->ne[1] * t->ne[2]);
+        if (bytes > max_bytes) max_bytes = bytes;
+        if (t->ne[0] > max_row) max_row = t->ne[0];
+    }
+    st_pool *pool = NULL;
+    ST_TRY(st_pool_create(o->n_threads, &pool));
+    int nth = st_pool_size(pool);
+    uint8_t *buf = malloc(max_bytes);
+    float **scratch = calloc((size_t)nth, sizeof *scratch);
+    st_status s = ST_OK;
+    if (!buf || !scratch) s = st_fail(ST_ERR_NOMEM, "synth: out of memory for a tensor of %zu bytes", max_bytes);
+    for (int i = 0; s == ST_OK && i < nth; i++)
+        if (!(scratch[i] = malloc((size_t)max_row * sizeof(float)))) s = st_fail(ST_ERR_NOMEM, "synth: out of memory");
+    char label[160];
+    snprintf(label, sizeof label, "synth %s", o->out);
+    for (int i = 0; s == ST_OK && i < p->n_tensors; i++) {
+        const synth_tensor *t = &p->tensors[i];
+        fill_job job = {
+            .t = t, .tensor_seed = name_hash(t->name) ^ (o->seed * 0x9E3779B97F4A7C15ull), .out = buf,
+            .row_bytes = st_row_size(st_type_get(t->type), t->ne[0]), .n_rows = t->ne[1] * t->ne[2], .scratch = scratch,
+        };
+        st_pool_run(pool, fill_rows, &job);
+        if (job.failed) {
+            s = st_fail(ST_ERR_UNSUPPORTED, "synth: no quantizer for %s (tensor '%s')", st_type_get(t->type)->name, t->name);
+            break;
+        }
+        size_t bytes = job.row_bytes * (size_t)job.n_rows;
+        s = st_gguf_writer_tensor_data(w, buf, bytes);
+        done += bytes;
+        if (o->progress) st_progress(label, (double)done, (double)total);
+    }
+    if (o->progress) st_progress_end();
+    for (int i = 0; scratch && i < nth; i++) free(scratch[i]);
+    free(scratch);
+    free(buf);
+    st_pool_destroy(pool);
+    return s;
+}
+
+static st_status write_model(st_gguf_writer *w, const synth_options *o, synth_plan *p) {
+    int is35 = !strcmp(o->arch, "qwen35") || !strcmp(o->arch, "qwen35moe");
+    const char *pre = is35 ? "qwen35" : "qwen2";
+    char name[128];
+    snprintf(name, sizeof name, "strata-synth %s %s %s", o->arch, o->preset, st_type_get(o->type) ? st_type_get(o->type)->name : "?");
+    ST_TRY(st_gguf_set_str(w, "general.architecture", o->arch));
+    ST_TRY(st_gguf_set_str(w, "general.name", name));
+    ST_TRY(st_gguf_set_u32(w, "general.alignment", 32));
+    ST_TRY(st_gguf_set_u32(w, "general.file_type", file_type_of(o->type)));
+    ST_TRY(st_gguf_set_u32(w, "general.quantization_version", 2));
+    int64_t n_vocab = 0;
+    if (o->tokenizer) {
+#ifdef SYNTH_HAVE_HF_TOKENIZER
+        ST_TRY(st_hf_tokenizer_to_gguf(o->tokenizer, w, pre, &n_vocab));
+#else
+        return st_fail(ST_ERR_UNSUPPORTED, "synth: --tokenizer needs src/text/hf_tokenizer.c, which this build lacks");
+#endif
+    }
+    ST_TRY(synth_plan_build(o->arch, o->preset, o->type, n_vocab, p));
+    ST_TRY(write_hparams(w, &p->hp));
+    if (!o->tokenizer) ST_TRY(synth_vocab_write(w, pre, p->hp.n_vocab));
+    for (int i = 0; i < p->n_tensors; i++) {
+        const synth_tensor *t = &p->tensors[i];
+        ST_TRY(st_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne));
+    }
+    ST_TRY(st_gguf_writer_begin(w, o->out));
+    ST_TRY(write_data(w, p, o));
+    return st_gguf_writer_finish(w);
+}
+
+st_status synth_write(const synth_options *o, synth_plan *plan_out) {
+    st_gguf_writer *w = NULL;
+    ST_TRY(st_gguf_writer_new(&w));
+    synth_plan plan = {0};
+    st_status s = write_model(w, o, &plan);
+    st_gguf_writer_free(w);
+    if (s == ST_OK && plan_out) *plan_out = plan;
+    else synth_plan_free(&plan);
+    return s;
+}

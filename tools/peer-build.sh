@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# peer-build.sh: builds llama.cpp (the peer) from the source shipped in the npm bundle, for the
+# conformance tests and side-by-side benchmarks: test-llama-archs (writes models no one here
+# wrote), llama-bench, llama-completion and llama-tokenize.
+#
+#   source: .peer/node_modules/node-llama-cpp/llama/gitRelease.bundle (tools/setup.sh installs it),
+#           cloned into .peer/llama.cpp if absent;
+#   build:  .peer/llama.cpp/build: Release, CPU only, -march=native with AMX off (issue 3's peer
+#           numbers were measured that way), no curl/OpenSSL, no server, no examples.
+#
+# Safe to run again: when the four binaries are there it only says so. To use a build made
+# elsewhere, point STRATA_LLAMA_BUILD at it (a folder with bin/test-llama-archs ...); it is then
+# linked as .peer/llama.cpp/build so the tests find it. STRATA_LLAMA_SRC likewise for the source.
+# JOBS sets the parallelism (default: all cores). Prints the time the build took.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PEER=.peer
+SRC=$PEER/llama.cpp
+BUILD=$SRC/build
+BUNDLE=$PEER/node_modules/node-llama-cpp/llama/gitRelease.bundle
+TARGETS=(test-llama-archs llama-bench llama-completion llama-tokenize)
+JOBS=${JOBS:-$(nproc)}
+
+have_all() {
+  for t in "${TARGETS[@]}"; do [ -x "$1/bin/$t" ] || return 1; done
+}
+
+if [ -n "${STRATA_LLAMA_SRC:-}" ] && [ ! -e "$SRC" ]; then
+  mkdir -p "$PEER"
+  ln -s "$(realpath "$STRATA_LLAMA_SRC")" "$SRC"
+fi
+if [ -n "${STRATA_LLAMA_BUILD:-}" ] && have_all "$STRATA_LLAMA_BUILD"; then
+  if [ ! -e "$BUILD" ]; then
+    [ -d "$SRC" ] || { echo "peer-build: STRATA_LLAMA_BUILD needs the source too (STRATA_LLAMA_SRC or $SRC)" >&2; exit 1; }
+    ln -s "$(realpath "$STRATA_LLAMA_BUILD")" "$BUILD"
+  fi
+fi
+if have_all "$BUILD"; then
+  echo "peer-build: up to date ($BUILD/bin)"
+  exit 0
+fi
+
+if [ ! -d "$SRC/.git" ] && [ ! -f "$SRC/CMakeLists.txt" ]; then
+  [ -f "$BUNDLE" ] || { echo "peer-build: $BUNDLE is missing; run tools/setup.sh first" >&2; exit 1; }
+  echo "peer-build: cloning llama.cpp from $BUNDLE"
+  git -c advice.detachedHead=false clone --quiet "$BUNDLE" "$SRC"
+fi
+
+start=$(date +%s)
+# -march=native turns AMX on where the CPU has it; the -mno-amx-* flags turn it back off.
+NO_AMX=""
+if echo 'int main(void){return 0;}' | ${CC:-cc} -x c -mno-amx-tile -mno-amx-int8 -mno-amx-bf16 -o /dev/null - 2>/dev/null; then
+  NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+fi
+cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
+  -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+  -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" \
+  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_MTMD=OFF >/dev/null
+cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}" >/dev/null
+end=$(date +%s)
+have_all "$BUILD" || { echo "peer-build: the build finished without all of ${TARGETS[*]}" >&2; exit 1; }
+echo "peer-build: built ${TARGETS[*]} in $((end - start)) s with $JOBS jobs ($BUILD/bin)"
