@@ -3,6 +3,8 @@
  * gen_chat_cases.py there), st_chat_tojson's Python formatting, and the streaming parser of
  * generated text fed whole and one byte at a time. */
 #include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "test.h"
@@ -81,7 +83,7 @@ static void check_case(json_t *c, st_chat_style style) {
 
 /* ---- parser ---- */
 typedef struct collected {
-    char content[1024], reasoning[1024];
+    char content[4096], reasoning[4096];
     size_t nc, nr;
     int n_tools;
     char tool_name[4][64], tool_args[4][256];
@@ -191,6 +193,42 @@ int main(void) {
     /* multi-byte text split anywhere comes back whole */
     check_parse("<think>\xe6\x80\x9d\xe8\x80\x83</think>\xe7\xad\x94\xe6\xa1\x88 \xf0\x9f\x98\x80", 0,
                 "\xe6\x80\x9d\xe8\x80\x83", "\xe7\xad\x94\xe6\xa1\x88 \xf0\x9f\x98\x80", 0, NULL, NULL);
+    /* any split of random tag soup gives what the whole text gives (and nothing crashes) */
+    {
+        static const char *const frags[] = {"<think>", "</think>", "<tool_call>", "</tool_call>", "<", "</", "<tool",
+            "<thi", "{\"name\": \"f\", \"arguments\": {\"a\": 1}}", "\n", "x", " ", "<function=g>", "<parameter=a>",
+            "</parameter>", "</function>", "\xe4\xb8\xad", "think>", "}", "{"};
+        uint64_t r = 99;
+        int differ = 0;
+        for (int iter = 0; iter < 3000; iter++) {
+            char text[512];
+            size_t n = 0;
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            int pieces = 1 + (int)((r >> 33) % 24);
+            for (int k = 0; k < pieces; k++) {
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                const char *f = frags[(r >> 33) % (sizeof frags / sizeof *frags)];
+                memcpy(text + n, f, strlen(f));
+                n += strlen(f);
+            }
+            text[n] = 0;
+            int in_reasoning = (int)(r >> 60) & 1;
+            collected whole, bytes, odd;
+            parse(text, in_reasoning, 100000, &whole);
+            parse(text, in_reasoning, 1, &bytes);
+            parse(text, in_reasoning, 5, &odd);
+            int same = 1;
+            const collected *cs[2] = {&bytes, &odd};
+            for (int c = 0; c < 2; c++) {
+                same &= strcmp(cs[c]->content, whole.content) == 0 && strcmp(cs[c]->reasoning, whole.reasoning) == 0 &&
+                        cs[c]->n_tools == whole.n_tools;
+                for (int k = 0; k < whole.n_tools && k < 4; k++)
+                    same &= strcmp(cs[c]->tool_name[k], whole.tool_name[k]) == 0 && strcmp(cs[c]->tool_args[k], whole.tool_args[k]) == 0;
+            }
+            if (!same && differ++ < 3) fprintf(stderr, "split-dependent parse of: %s\n", text);
+        }
+        CHECKF(differ == 0, "%d texts parse differently when split", differ);
+    }
     /* streaming: content is released before the end when no tag can start */
     {
         st_chat_parser *p;
