@@ -1,4 +1,215 @@
-/* cmd_bench.c: `strata bench` (being written). */
+/* cmd_bench.c: `strata bench -m MODEL [-p 512] [-n 128] [-r 3] [-t THREADS] [--json]`.
+ *
+ * Prompt speed: a fresh sequence fed P token ids through the prompt chain (chunks of --prefill).
+ * Decode speed: a fresh sequence fed N tokens one at a time (as llama-bench's tg test). Each is
+ * repeated R times after one warm-up; the median is reported. Then the distance to the physical
+ * limit: decode reads st_model_decode_bytes() of weights per token (every dense weight, k/E of
+ * the experts), so bytes/token x tokens/s over the read bandwidth measured here, in the same
+ * command and with the same threads, is decode's share of the memory bandwidth. */
+#include <immintrin.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/cpu.h"
+#include "base/pool.h"
 #include "cli/cli.h"
-int cmd_bench(int argc, char **argv) { fprintf(stderr, "strata: bench: not implemented yet\n"); return 1; }
+#include "strata.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: strata bench -m MODEL [-p 512] [-n 128] [-r 3] [-t THREADS] [--prefill N] [--json]\n"
+            "  Prints prompt (pp) and decode (tg) tokens/s, the median of R runs after a warm-up, and\n"
+            "  decode's share of the memory read bandwidth measured in the same command.\n"
+            "  -p P          prompt tokens (default 512; 0 = skip)\n"
+            "  -n N          decoded tokens (default 128; 0 = skip)\n"
+            "  -r R          repeats (default 3)\n"
+            "  -t THREADS    threads (default: one per core)\n"
+            "  --prefill N   rows per prompt chunk (default 512)\n"
+            "  --json        one JSON object on stdout instead of the table\n");
+}
+
+/* ---- read-bandwidth probe: every thread streams its share of a buffer far larger than caches ---- */
+
+typedef struct probe_job {
+    const char *buf;
+    size_t size;
+    long long sink[64];
+} probe_job;
+
+__attribute__((target("avx2"))) static long long read_avx2(const char *p, size_t n) {
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t o = 0; o + 128 <= n; o += 128) {
+        s0 = _mm256_add_epi64(s0, _mm256_load_si256((const __m256i *)(p + o)));
+        s1 = _mm256_add_epi64(s1, _mm256_load_si256((const __m256i *)(p + o + 32)));
+        s2 = _mm256_add_epi64(s2, _mm256_load_si256((const __m256i *)(p + o + 64)));
+        s3 = _mm256_add_epi64(s3, _mm256_load_si256((const __m256i *)(p + o + 96)));
+    }
+    long long t[4];
+    _mm256_storeu_si256((__m256i *)t, _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3)));
+    return t[0] + t[1] + t[2] + t[3];
+}
+
+static long long read_plain(const char *p, size_t n) {
+    const long long *q = (const long long *)p;
+    long long s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= n / 8; i += 4) {
+        s0 += q[i];
+        s1 += q[i + 1];
+        s2 += q[i + 2];
+        s3 += q[i + 3];
+    }
+    return s0 + s1 + s2 + s3;
+}
+
+static void probe_worker(void *ctx, int ith, int nth) {
+    probe_job *job = ctx;
+    long b, e;
+    st_split((long)(job->size / 4096), ith, nth, &b, &e);
+    const char *p = job->buf + (size_t)b * 4096;
+    size_t n = (size_t)(e - b) * 4096;
+    job->sink[ith % 64] += st_cpu()->avx2 ? read_avx2(p, n) : read_plain(p, n);
+}
+
+/* Best of 5 passes over 512 MiB, in GB/s. */
+static double probe_bandwidth(st_pool *pool) {
+    probe_job job = {.size = (size_t)512 << 20};
+    char *buf = aligned_alloc(4096, job.size);
+    if (!buf) return 0;
+    memset(buf, 1, job.size);
+    job.buf = buf;
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        double t0 = st_now();
+        st_pool_run(pool, probe_worker, &job);
+        double gbs = (double)job.size / (st_now() - t0) / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    free(buf);
+    return best;
+}
+
+/* ---- the measurements ---- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Tokens/s of a prompt of n ids in a fresh sequence. */
+static int time_prompt(st_session *s, const int32_t *ids, int n, double *tps) {
+    st_session_reset(s);
+    double t0 = st_now();
+    if (st_session_feed(s, ids, n, NULL) != ST_OK) return cli_fail("bench: prompt");
+    *tps = n / (st_now() - t0);
+    return 0;
+}
+
+/* Tokens/s of n single-token steps in a fresh sequence. */
+static int time_decode(st_session *s, const int32_t *ids, int n, double *tps) {
+    st_session_reset(s);
+    double t0 = st_now();
+    for (int i = 0; i < n; i++)
+        if (st_session_feed(s, ids + i, 1, NULL) != ST_OK) return cli_fail("bench: decode");
+    *tps = n / (st_now() - t0);
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *model = NULL;
+    int n_prompt = 512, n_gen = 128, reps = 3, json = 0;
+    st_session_params sp = st_session_default_params();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") && has) model = argv[++i];
+        else if (!strcmp(a, "-p") && has) n_prompt = atoi(argv[++i]);
+        else if (!strcmp(a, "-n") && has) n_gen = atoi(argv[++i]);
+        else if (!strcmp(a, "-r") && has) reps = atoi(argv[++i]);
+        else if (!strcmp(a, "-t") && has) sp.n_threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--prefill") && has) sp.n_prefill = atoi(argv[++i]);
+        else if (!strcmp(a, "--json")) json = 1;
+        else {
+            fprintf(stderr, "strata: bench: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!model || n_prompt < 0 || n_gen < 0 || reps < 1 || reps > 100 || sp.n_prefill <= 0) {
+        usage(stderr);
+        return 2;
+    }
+    st_model *m;
+    if (cli_load_model(model, &m)) return 1;
+    int rc = 1;
+    int total = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
+    sp.n_ctx = total;
+    st_session *s = NULL;
+    st_pool *probe_pool = NULL;
+    int32_t *ids = malloc((size_t)total * sizeof *ids);
+    double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
+    if (!ids || !pp || !tg) goto done;
+    /* Fixed pseudo-random ids (as llama-bench uses random ones), the same on every run. */
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < total; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids[i] = (int32_t)(x % (uint64_t)st_model_n_vocab(m));
+    }
+    if (st_session_new(m, &sp, &s) != ST_OK) {
+        cli_fail("bench");
+        goto done;
+    }
+    /* Warm-up: grows the workspace and touches every weight once. */
+    double ignore;
+    if (n_prompt && time_prompt(s, ids, n_prompt, &ignore)) goto done;
+    if (n_gen && time_decode(s, ids, n_gen < 8 ? n_gen : 8, &ignore)) goto done;
+    for (int r = 0; r < reps; r++) {
+        if (n_prompt && time_prompt(s, ids, n_prompt, &pp[r])) goto done;
+        if (n_gen && time_decode(s, ids, n_gen, &tg[r])) goto done;
+    }
+    double pp_med = n_prompt ? median(pp, reps) : 0, tg_med = n_gen ? median(tg, reps) : 0;
+
+    if (st_pool_create(sp.n_threads, &probe_pool) != ST_OK) {
+        cli_fail("bench");
+        goto done;
+    }
+    int threads = st_pool_size(probe_pool);
+    double bw = probe_bandwidth(probe_pool);
+    double bytes = (double)st_model_decode_bytes(m);
+    double share = bw > 0 ? bytes * tg_med / (bw * 1e9) : 0;
+    char cpu[256];
+    st_cpu_describe(cpu, sizeof cpu);
+    if (json) {
+        printf("{\"model\": \"%s\", \"arch\": \"%s\", \"threads\": %d, \"prefill\": %d, \"repeats\": %d, "
+               "\"pp\": {\"tokens\": %d, \"tok_s\": %.2f}, \"tg\": {\"tokens\": %d, \"tok_s\": %.2f}, "
+               "\"weight_bytes\": %llu, \"decode_bytes_per_token\": %.0f, \"read_bandwidth_gb_s\": %.2f, "
+               "\"decode_bandwidth_share\": %.4f, \"cpu\": \"%s\"}\n",
+               model, st_model_arch(m), threads, sp.n_prefill, reps, n_prompt, pp_med, n_gen, tg_med,
+               (unsigned long long)st_model_weight_bytes(m), bytes, bw, share, cpu);
+    } else {
+        printf("model    %s (%s), %.2f GiB of weights, %d threads, median of %d\n", model, st_model_arch(m),
+               (double)st_model_weight_bytes(m) / (1 << 30), threads, reps);
+        if (n_prompt) printf("pp%-6d %8.2f tok/s\n", n_prompt, pp_med);
+        if (n_gen) printf("tg%-6d %8.2f tok/s\n", n_gen, tg_med);
+        printf("decode reads %.1f MiB/token; read bandwidth %.2f GB/s (probe, %d threads); decode uses %.1f%% of it\n",
+               bytes / (1 << 20), bw, threads, 100 * share);
+    }
+    rc = 0;
+done:
+    if (probe_pool) st_pool_destroy(probe_pool);
+    st_session_free(s);
+    free(ids);
+    free(pp);
+    free(tg);
+    st_model_free(m);
+    return rc;
+}
