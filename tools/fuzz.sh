@@ -23,6 +23,9 @@ find . -path ./.git -prune -o -path './build*' -prune -o -path ./.peer -prune -o
 
 echo "== fuzzing the GGUF reader for ${seconds}s ($(ls "$b/seeds" | wc -l) seeds, $(ls "$b/corpus" | wc -l) in the corpus)"
 # libFuzzer exits non-zero on a crash, a leak, a timeout (an input over 10 s) or running out of memory.
-"$b/fuzz_gguf" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-    -jobs="$jobs" -workers="$jobs" -print_final_stats=1 \
-    -artifact_prefix="$b/artifacts/" "$b/corpus" "$b/seeds"
+# With FUZZ_JOBS > 1 it forks workers (-fork), which log into the build directory.
+parallel=()
+[ "$jobs" -gt 1 ] && parallel=(-fork="$jobs")
+cd "$b"
+./fuzz_gguf "${parallel[@]}" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix=artifacts/ corpus seeds
