@@ -51,6 +51,7 @@ static void attn_item_any(const ops_attn_item *it, uint32_t kv_type) {
         for (int64_t h = 0; h < r; h++) {
             const float *q = it->q + h * it->ldq_head;
             __m512 part[BLK];
+            OPS_UNROLL
             for (int64_t c = 0; c < BLK; c++) part[c] = _mm512_setzero_ps();
             for (int64_t c = 0; c < nc; c++) {
                 __m512 a = _mm512_setzero_ps();
@@ -126,11 +127,14 @@ static __attribute__((always_inline)) inline void attn_item_fixed(const ops_attn
         for (int64_t h = 0; h < r; h++) {
             const float *q = it->q + h * it->ldq_head;
             __m512 qr[ATTN_MAX_HD / 16];
+            OPS_UNROLL
             for (int i = 0; i < HD / 16; i++) qr[i] = _mm512_loadu_ps(q + 16 * i);
             __m512 part[BLK];
+            OPS_UNROLL
             for (int64_t c = 0; c < BLK; c++) {
                 if (c >= nc) { part[c] = _mm512_setzero_ps(); continue; }
                 __m512 a = _mm512_mul_ps(_mm512_loadu_ps(K + c * ld), qr[0]);
+                OPS_UNROLL
                 for (int i = 1; i < HD / 16; i++) a = _mm512_fmadd_ps(_mm512_loadu_ps(K + c * ld + 16 * i), qr[i], a);
                 part[c] = a;
             }
@@ -147,11 +151,14 @@ static __attribute__((always_inline)) inline void attn_item_fixed(const ops_attn
             float *ah = acc + h * HD;
             const __m512 ch = _mm512_set1_ps(corr[h]);
             __m512 a[ATTN_MAX_HD / 16];
+            OPS_UNROLL
             for (int i = 0; i < HD / 16; i++) a[i] = _mm512_mul_ps(_mm512_loadu_ps(ah + 16 * i), ch);
             for (int64_t c = 0; c < nc; c++) {
                 const __m512 pc = _mm512_set1_ps(pw[h][c]);
+                OPS_UNROLL
                 for (int i = 0; i < HD / 16; i++) a[i] = _mm512_fmadd_ps(pc, _mm512_loadu_ps(V + c * ld + 16 * i), a[i]);
             }
+            OPS_UNROLL
             for (int i = 0; i < HD / 16; i++) _mm512_storeu_ps(ah + 16 * i, a[i]);
         }
     }

@@ -15,6 +15,10 @@
 #include <math.h>
 #include "backend/cpu/ops_cpu.h"
 
+/* Fully unroll the loop that follows: arrays of vectors indexed by its counter then stay in
+ * registers instead of the stack (GCC at -O2 does not unroll them by itself). */
+#define OPS_UNROLL _Pragma("GCC unroll 16")
+
 static inline __m512 exp512(__m512 x) {
     x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-150.0f)), _mm512_set1_ps(128.0f));
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
@@ -32,21 +36,30 @@ static inline __m512 exp512(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-/* r[j] = sum of the 16 lanes of v[j], for j < 16. */
-static inline __m512 hsum16(const __m512 v[16]) {
-    __m512 w[8], u[4];
-    for (int k = 0; k < 8; k++)
-        w[k] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * k], v[2 * k + 1]),
-                             _mm512_unpackhi_ps(v[2 * k], v[2 * k + 1]));
-    for (int m = 0; m < 4; m++)
-        u[m] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * m], w[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                             _mm512_shuffle_ps(w[2 * m], w[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    __m512 p01 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                               _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
-    __m512 p23 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                               _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 1, 3, 1)));
+/* The tree in two stages, so that a kernel can reduce rows in groups of 4 as it goes (fewer live
+ * registers): hsum4 folds 4 vectors into one whose 128-bit lane L holds partial sums of
+ * v0..v3 (element e of each lane belongs to v_e); hsum_final adds the lanes of 4 such vectors,
+ * giving r[4m + e] = sum of v_{4m+e}. hsum16(v) = hsum_final(hsum4(v0..v3), ..., hsum4(v12..v15)). */
+static inline __m512 hsum4(__m512 v0, __m512 v1, __m512 v2, __m512 v3) {
+    __m512 w0 = _mm512_add_ps(_mm512_unpacklo_ps(v0, v1), _mm512_unpackhi_ps(v0, v1));
+    __m512 w1 = _mm512_add_ps(_mm512_unpacklo_ps(v2, v3), _mm512_unpackhi_ps(v2, v3));
+    return _mm512_add_ps(_mm512_shuffle_ps(w0, w1, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(w0, w1, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+static inline __m512 hsum_final(__m512 u0, __m512 u1, __m512 u2, __m512 u3) {
+    __m512 p01 = _mm512_add_ps(_mm512_shuffle_f32x4(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_f32x4(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
+    __m512 p23 = _mm512_add_ps(_mm512_shuffle_f32x4(u2, u3, _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_f32x4(u2, u3, _MM_SHUFFLE(3, 1, 3, 1)));
     return _mm512_add_ps(_mm512_shuffle_f32x4(p01, p23, _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_f32x4(p01, p23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* r[j] = sum of the 16 lanes of v[j], for j < 16. */
+static inline __m512 hsum16(const __m512 v[16]) {
+    return hsum_final(hsum4(v[0], v[1], v[2], v[3]), hsum4(v[4], v[5], v[6], v[7]),
+                      hsum4(v[8], v[9], v[10], v[11]), hsum4(v[12], v[13], v[14], v[15]));
 }
 
 /* Lanes [0, left) of a 16-lane vector. */

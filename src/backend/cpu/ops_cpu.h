@@ -4,6 +4,7 @@
 #ifndef ST_BACKEND_CPU_OPS_CPU_H
 #define ST_BACKEND_CPU_OPS_CPU_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "backend/backend.h"
 #include "quant/types.h"
@@ -54,6 +55,23 @@ typedef void (*ops_gdn_head_fn)(const ops_gdn_head *h);
 void ops_gdn_head_step_ref(const ops_gdn_head *h);
 void ops_gdn_head_step_avx512(const ops_gdn_head *h);
 void ops_gdn_head_step_avx2(const ops_gdn_head *h);
+
+/* The chunked form: one chunk of L <= OPS_GDN_CHUNK tokens from token t0 of one head, with
+ * per-thread scratch blocks. The AVX-512 kernel takes d = 64 or 128 only. */
+#define OPS_GDN_CHUNK 64
+typedef struct ops_gdn_chunk_bufs {
+    float *A, *QK;     /* [64][64] */
+    float *U, *W;      /* [64][d] */
+    float *S0;         /* [d][d]: the entering state as S0[i][j] */
+    float *KT;         /* [d][64]: the chunk's keys transposed */
+    float *G;          /* [64] */
+} ops_gdn_chunk_bufs;
+static inline size_t ops_gdn_chunk_floats(int64_t d) {
+    return (size_t)(2 * OPS_GDN_CHUNK * OPS_GDN_CHUNK + 4 * OPS_GDN_CHUNK * d + d * d + OPS_GDN_CHUNK);
+}
+typedef void (*ops_gdn_chunk_fn)(const ops_gdn_head *p, int64_t t0, int64_t L, const ops_gdn_chunk_bufs *b);
+void ops_gdn_chunk_ref(const ops_gdn_head *p, int64_t t0, int64_t L, const ops_gdn_chunk_bufs *b);
+void ops_gdn_chunk_avx512(const ops_gdn_head *p, int64_t t0, int64_t L, const ops_gdn_chunk_bufs *b);
 
 /* ---- Pointwise row kernels: y = op(a[, b]) over n elements ---- */
 enum { OPS_PW_SILU, OPS_PW_SIGMOID, OPS_PW_SOFTPLUS, OPS_PW_SWIGLU, OPS_PW_MUL_SIGMOID,

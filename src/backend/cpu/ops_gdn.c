@@ -17,7 +17,7 @@
 #include "backend/cpu/ops_cpu.h"
 #include "base/cpu.h"
 
-#define GDN_CHUNK 64
+#define GDN_CHUNK OPS_GDN_CHUNK
 
 static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float softplusf(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
@@ -71,6 +71,7 @@ static ops_gdn_head gdn_head(const st_gdn_args *a, int64_t h) {
 typedef struct gdn_job {
     const st_gdn_args *a;
     ops_gdn_head_fn step;
+    ops_gdn_chunk_fn chunk;
     float *scratch;        /* chunked form: per-thread blocks of scratch_floats */
     size_t scratch_floats;
 } gdn_job;
@@ -93,7 +94,7 @@ static ops_gdn_head_fn gdn_step_pick(void) {
 }
 
 void st_op_gdn_step(st_pool *pool, const st_gdn_args *a) {
-    gdn_job j = { a, gdn_step_pick(), NULL, 0 };
+    gdn_job j = { a, gdn_step_pick(), NULL, NULL, 0 };
     ops_run(pool, a->n_v > 1, gdn_step_worker, &j);
 }
 
@@ -108,18 +109,14 @@ void st_op_gdn_step(st_pool *pool, const st_gdn_args *a) {
  * Only differences G_t - G_s with s <= t are exponentiated, so nothing overflows. */
 
 static size_t gdn_chunk_floats(int64_t d) {
-    return (size_t)(2 * GDN_CHUNK * GDN_CHUNK + 3 * GDN_CHUNK * d + d * d + GDN_CHUNK);
+    return ops_gdn_chunk_floats(d);
 }
 
 size_t st_gdn_chunked_scratch_size(int n_threads, int64_t d) {
     return (size_t)(n_threads > 0 ? n_threads : 1) * gdn_chunk_floats(d) * sizeof(float);
 }
 
-typedef struct chunk_bufs {
-    float *A, *QK, *U, *W, *S0, *G;  /* A/QK: [64][64]; U, W: [64][d]; S0: [d][d]; G: [64] */
-} chunk_bufs;
-
-static void gdn_chunk(const ops_gdn_head *p, int64_t t0, int64_t L, const chunk_bufs *b) {
+void ops_gdn_chunk_ref(const ops_gdn_head *p, int64_t t0, int64_t L, const ops_gdn_chunk_bufs *b) {
     const int64_t d = p->d;
     float *A = b->A, *QK = b->QK, *U = b->U, *W = b->W, *S0 = b->S0, *G = b->G;
 #define KR(t) (p->k + (t0 + (t)) * p->ld_k)
@@ -192,18 +189,19 @@ static void gdn_chunk(const ops_gdn_head *p, int64_t t0, int64_t L, const chunk_
 #undef VR
 }
 
-static void gdn_chunked_head(const ops_gdn_head *p, float *scratch) {
+static void gdn_chunked_head(const ops_gdn_head *p, float *scratch, ops_gdn_chunk_fn chunk) {
     const int64_t d = p->d;
-    chunk_bufs b;
+    ops_gdn_chunk_bufs b;
     b.A = scratch;
     b.QK = b.A + GDN_CHUNK * GDN_CHUNK;
     b.U = b.QK + GDN_CHUNK * GDN_CHUNK;
     b.W = b.U + GDN_CHUNK * d;
     b.S0 = b.W + GDN_CHUNK * d;
-    b.G = b.S0 + d * d;
+    b.KT = b.S0 + d * d;
+    b.G = b.KT + GDN_CHUNK * d;
     for (int64_t t0 = 0; t0 < p->n_tok; t0 += GDN_CHUNK) {
         const int64_t L = p->n_tok - t0 < GDN_CHUNK ? p->n_tok - t0 : GDN_CHUNK;
-        gdn_chunk(p, t0, L, &b);
+        chunk(p, t0, L, &b);
     }
 }
 
@@ -214,7 +212,7 @@ static void gdn_chunked_worker(void *ctx, int ith, int nth) {
     st_split(j->a->n_v, ith, nth, &h0, &h1);
     for (long h = h0; h < h1; h++) {
         ops_gdn_head p = gdn_head(j->a, h);
-        gdn_chunked_head(&p, scratch);
+        gdn_chunked_head(&p, scratch, j->chunk);
     }
 }
 
@@ -223,7 +221,9 @@ void st_op_gdn_chunked(st_pool *pool, const st_gdn_args *a, void *scratch) {
     void *owned = NULL;
     if (!scratch) scratch = owned = malloc(st_gdn_chunked_scratch_size(nth, a->d));
     if (!scratch) { st_op_gdn_step(pool, a); return; }
-    gdn_job j = { a, NULL, scratch, gdn_chunk_floats(a->d) };
+    const st_cpu_features *f = st_cpu();
+    const int fast = f->avx512f && (a->d == 64 || a->d == 128);
+    gdn_job j = { a, NULL, fast ? ops_gdn_chunk_avx512 : ops_gdn_chunk_ref, scratch, gdn_chunk_floats(a->d) };
     ops_run(pool, a->n_v > 1, gdn_chunked_worker, &j);
     free(owned);
 }

@@ -9,50 +9,70 @@
  * reference. The block's 16 rows (4 KiB at d = 64) stay in L1 between the passes.
  *
  * The head sizes of real models (64, 128) get a body with the size as a compile-time constant, so
- * k and q live in registers and no load is masked; any other d takes the masked generic body. */
+ * k and q live in registers and no load is masked (and the decay is folded, see gdn_token_fixed);
+ * any other d takes the masked generic body, which follows the reference's order exactly. */
 #include "backend/cpu/ops_avx512.h"
 
 #define GDN_ALWAYS_INLINE __attribute__((always_inline)) inline
 
+/* Row j of the state: its partial products with k (the row is only read here). */
+static GDN_ALWAYS_INLINE __m512 row_dot(const float *row, const __m512 *kr, const int D) {
+    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(row), kr[0]);
+    OPS_UNROLL
+    for (int i = 1; i < D / 16; i++) acc = _mm512_fmadd_ps(_mm512_loadu_ps(row + 16 * i), kr[i], acc);
+    return acc;
+}
+
+/* Row j becomes e^g row + delta_j k, stored once; returns its partial products with q. */
+static GDN_ALWAYS_INLINE __m512 row_update_dot(float *row, const __m512 *kr, const __m512 *qr, __m512 eg,
+                                               float dj, const int D) {
+    const __m512 d = _mm512_set1_ps(dj);
+    __m512 acc = _mm512_setzero_ps();
+    OPS_UNROLL
+    for (int i = 0; i < D / 16; i++) {
+        __m512 r = _mm512_fmadd_ps(kr[i], d, _mm512_mul_ps(_mm512_loadu_ps(row + 16 * i), eg));
+        _mm512_storeu_ps(row + 16 * i, r);
+        acc = _mm512_fmadd_ps(r, qr[i], acc);
+    }
+    return acc;
+}
+
+/* The head sizes of real models. The decay is folded into pass B (row.k is computed on the
+ * undecayed row and scaled by e^g once), so pass A only reads and each row is stored once per
+ * token: the kernel is bound by stores, and this halves them. That reorders one multiplication
+ * against the reference (e^g (row.k) for (e^g row).k), a rounding-level difference. Rows are
+ * reduced 4 at a time (hsum4) as they are produced, so few partial vectors are live beside k, q. */
 static GDN_ALWAYS_INLINE void gdn_token_fixed(float *S, const float *q, const float *k,
                                               const float *v, __m512 eg, __m512 beta,
                                               __m512 vscale, float *o, const int D) {
     __m512 kr[8], qr[8];   /* D <= 128 */
+    OPS_UNROLL
     for (int i = 0; i < D / 16; i++) {
         kr[i] = _mm512_loadu_ps(k + 16 * i);
         qr[i] = _mm512_loadu_ps(q + 16 * i);
     }
     for (int j0 = 0; j0 < D; j0 += 16) {
-        __m512 part[16];
-        for (int jj = 0; jj < 16; jj++) {                 /* pass A: decay, row.k */
-            float *row = S + (j0 + jj) * D;
-            __m512 r0 = _mm512_mul_ps(_mm512_loadu_ps(row), eg);
-            _mm512_storeu_ps(row, r0);
-            __m512 acc = _mm512_mul_ps(r0, kr[0]);
-            for (int i = 1; i < D / 16; i++) {
-                __m512 r = _mm512_mul_ps(_mm512_loadu_ps(row + 16 * i), eg);
-                _mm512_storeu_ps(row + 16 * i, r);
-                acc = _mm512_fmadd_ps(r, kr[i], acc);
-            }
-            part[jj] = acc;
+        float *rows = S + j0 * D;
+        __m512 u[4];
+        OPS_UNROLL
+        for (int g = 0; g < 4; g++) {                      /* pass A: row.k, read only */
+            const float *r = rows + 4 * g * D;
+            u[g] = hsum4(row_dot(r, kr, D), row_dot(r + D, kr, D), row_dot(r + 2 * D, kr, D),
+                         row_dot(r + 3 * D, kr, D));
         }
-        const __m512 delta = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(v + j0), hsum16(part)), beta);
+        const __m512 kv = _mm512_mul_ps(hsum_final(u[0], u[1], u[2], u[3]), eg);
+        const __m512 delta = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(v + j0), kv), beta);
         float dl[16];
         _mm512_storeu_ps(dl, delta);
-        for (int jj = 0; jj < 16; jj++) {                 /* pass B: row += delta_j k, row.q */
-            float *row = S + (j0 + jj) * D;
-            const __m512 dj = _mm512_set1_ps(dl[jj]);
-            __m512 r0 = _mm512_fmadd_ps(kr[0], dj, _mm512_loadu_ps(row));
-            _mm512_storeu_ps(row, r0);
-            __m512 acc = _mm512_mul_ps(r0, qr[0]);
-            for (int i = 1; i < D / 16; i++) {
-                __m512 r = _mm512_fmadd_ps(kr[i], dj, _mm512_loadu_ps(row + 16 * i));
-                _mm512_storeu_ps(row + 16 * i, r);
-                acc = _mm512_fmadd_ps(r, qr[i], acc);
-            }
-            part[jj] = acc;
+        OPS_UNROLL
+        for (int g = 0; g < 4; g++) {                      /* pass B: decay, += delta_j k, row.q */
+            float *r = rows + 4 * g * D;
+            const float *dg = dl + 4 * g;
+            u[g] = hsum4(row_update_dot(r, kr, qr, eg, dg[0], D), row_update_dot(r + D, kr, qr, eg, dg[1], D),
+                         row_update_dot(r + 2 * D, kr, qr, eg, dg[2], D),
+                         row_update_dot(r + 3 * D, kr, qr, eg, dg[3], D));
         }
-        _mm512_storeu_ps(o + j0, _mm512_mul_ps(hsum16(part), vscale));
+        _mm512_storeu_ps(o + j0, _mm512_mul_ps(hsum_final(u[0], u[1], u[2], u[3]), vscale));
     }
 }
 
