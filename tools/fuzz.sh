@@ -2,6 +2,8 @@
 # fuzz.sh: fuzzes the GGUF reader with libFuzzer for a bounded time and fails if it finds a crash.
 #   FUZZ_SECONDS  how long to run (default 120)
 #   FUZZ_JOBS     parallel fuzzing processes (default 1)
+#   FUZZ_SEEDS_FROM  directories of real .gguf files (colon-separated, optional): the first 64 KiB
+#                 of each becomes a seed, so real key layouts and vocabularies are in the corpus
 # Builds only the fuzzer (and the seed writer) in build-fuzz with clang, seeds the corpus with small
 # valid files from tests/fuzz/gguf_seeds.c plus any small .gguf in the repository, and keeps the
 # corpus between runs (build-fuzz/corpus). A crashing input is left in build-fuzz/artifacts/.
@@ -20,6 +22,12 @@ rm -f "$b"/seeds/*
 "$b/gguf_seeds" "$b/seeds"
 find . -path ./.git -prune -o -path './build*' -prune -o -path ./.peer -prune -o \
      -name '*.gguf' -size -1M -type f -print0 | xargs -0 -r cp -t "$b/seeds"
+IFS=: read -r -a from <<<"${FUZZ_SEEDS_FROM:-}"
+for d in "${from[@]}"; do
+  for f in "$d"/*.gguf; do
+    [ -f "$f" ] && head -c 65536 "$f" >"$b/seeds/real-$(basename "$f")"
+  done
+done
 
 echo "== fuzzing the GGUF reader for ${seconds}s ($(ls "$b/seeds" | wc -l) seeds, $(ls "$b/corpus" | wc -l) in the corpus)"
 # libFuzzer exits non-zero on a crash, a leak, a timeout (an input over 10 s) or running out of memory.
