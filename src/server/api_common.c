@@ -136,6 +136,10 @@ static int fit_context(sv_server *s, sv_job *j, long long max_tokens, sv_error *
 int sv_prepare_chat(sv_server *s, sv_job *j, const sv_chat *chat, long long max_tokens, sv_error *e, const char *param) {
     sv_prompt p = {0};
     sv_engine *g = s->engine;
+    sv_chat c = *chat;
+    /* A forced tool call opens the reply: there is no room for thinking before it. */
+    if (c.tools_json && c.tool_choice >= SV_TOOLS_REQUIRED) c.enable_thinking = 0;
+    chat = &c;
     if (g->ops->render(g, chat, &p) != ST_OK)
         return sv_error_set(e, 400, "invalid_request_error", NULL, "messages", "the chat could not be rendered: %s", st_last_error());
     st_status st = g->ops->tokenize(g, p.text, strlen(p.text), 1, &j->ids, &j->n_ids);

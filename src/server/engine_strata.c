@@ -1,21 +1,302 @@
-/* engine_strata.c: the engine port (engine_port.h) on the real engine of include/strata.h.
+/* engine_strata.c: the engine port (engine_port.h) on the real engine: a model (include/strata.h),
+ * one session, Qwen's chat template (text/chat.h) and the sampler (engine/sampler.h). The default
+ * engine of `strata serve -m MODEL`.
  *
- * The model, tokenizer and session API of include/strata.h are being written; until they exist
- * this file only says so, and `strata serve -m MODEL` refuses with that message (the echo engine,
- * `--engine echo`, serves the tests). What the port needs from the engine, one call each:
- *   info:      model name, context length, a fingerprint of the weights;
- *   render:    the GGUF's chat template applied to messages, tools and enable_thinking;
- *   tokenize:  text -> ids, with special tokens parsed or not;
- *   generate:  feed the prompt (reusing the held prefix: KV cut-back, recurrent state from a
- *              checkpoint at a message boundary), then sample token by token with the sampling
- *              parameters, calling back per token with its text piece; cancel checked between
- *              chunks and tokens;
- *   save/restore of the session state, for saved sessions. */
+ * Reuse. The session's state always matches `held`, the ids fed into it. A new prompt keeps the
+ * longest prefix the state can return to exactly:
+ *   - if it extends all of `held`, only the rest is fed;
+ *   - for models without recurrent layers (qwen3, qwen3moe) the KV cache is cut back to the
+ *     common prefix (positions past it are simply overwritten by the next feed);
+ *   - a hybrid model (Gated DeltaNet layers) cannot roll its recurrent state back without
+ *     checkpoints, which the session does not keep yet: it starts over (reset) instead.
+ * So the state never stands for ids it did not see, and a reused answer equals a fresh one.
+ *
+ * The prompt is fed in slices of the session's chunk size so that progress is reported and the
+ * cancel flag checked between chunks; generation checks it between tokens. A token's bytes go to
+ * the server as they are (a UTF-8 character split across tokens is joined by the server). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "base/clock.h"
 #include "base/status.h"
+#include "engine/sampler.h"
+#include "engine/session_internal.h"
+#include "model/model.h"
 #include "server/engine_port.h"
+#include "strata.h"
+#include "text/chat.h"
+#include "text/tokenizer.h"
+
+typedef struct strata_engine {
+    sv_engine base;
+    st_model *model;
+    st_session *session;
+    st_chat_style style;
+    int n_chunk;
+    int32_t *held;
+    size_t n_held, cap_held;
+    sv_model_info info;
+} strata_engine;
+
+static void se_info(sv_engine *e, sv_model_info *out) { *out = ((strata_engine *)e)->info; }
+
+/* The tools array as one JSON text per tool, as st_chat_render takes them. */
+static char **split_tools(const char *tools_json, size_t *n) {
+    json_t *a = json_loads(tools_json, 0, NULL);
+    *n = json_array_size(a);
+    char **out = calloc(*n + 1, sizeof *out);
+    for (size_t i = 0; i < *n; i++) out[i] = json_dumps(json_array_get(a, i), JSON_COMPACT);
+    json_decref(a);
+    return out;
+}
+
+static st_chat_role role_of(const char *r) {
+    if (!strcmp(r, "system")) return ST_ROLE_SYSTEM;
+    if (!strcmp(r, "assistant")) return ST_ROLE_ASSISTANT;
+    if (!strcmp(r, "tool")) return ST_ROLE_TOOL;
+    return ST_ROLE_USER;
+}
+
+static char *concat(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    char *s = malloc(na + nb + 1);
+    memcpy(s, a, na);
+    memcpy(s + na, b, nb + 1);
+    return s;
+}
+
+static st_status se_render(sv_engine *e, const sv_chat *chat, sv_prompt *out) {
+    strata_engine *x = (strata_engine *)e;
+    st_chat_message *msgs = calloc(chat->n_messages + 1, sizeof *msgs);
+    st_chat_tool_call **calls = calloc(chat->n_messages + 1, sizeof *calls);
+    for (size_t i = 0; i < chat->n_messages; i++) {
+        const sv_message *m = &chat->messages[i];
+        msgs[i].role = role_of(m->role);
+        msgs[i].content = m->content;
+        msgs[i].reasoning_content = m->reasoning ? m->reasoning : (msgs[i].role == ST_ROLE_ASSISTANT ? "" : NULL);
+        if (m->n_tool_calls) {
+            calls[i] = calloc(m->n_tool_calls, sizeof **calls);
+            for (size_t k = 0; k < m->n_tool_calls; k++)
+                calls[i][k] = (st_chat_tool_call){.name = m->tool_calls[k].name, .arguments = m->tool_calls[k].arguments};
+            msgs[i].tool_calls = calls[i];
+            msgs[i].n_tool_calls = m->n_tool_calls;
+        }
+    }
+    int tools = chat->tools_json && chat->tool_choice != SV_TOOLS_NONE;
+    size_t n_tools = 0;
+    char **tool_texts = tools ? split_tools(chat->tools_json, &n_tools) : NULL;
+    st_chat_options o = {
+        .tools = (const char *const *)tool_texts,
+        .n_tools = n_tools,
+        .add_generation_prompt = 1,
+        .enable_thinking = chat->enable_thinking,
+        .style = x->style,
+    };
+    char *text = NULL;
+    size_t len = 0;
+    st_status st = st_chat_render(msgs, chat->n_messages, &o, &text, &len);
+    for (size_t i = 0; i < chat->n_messages; i++) free(calls[i]);
+    free(calls);
+    free(msgs);
+    for (size_t i = 0; i < n_tools; i++) free(tool_texts[i]);
+    free(tool_texts);
+    if (st != ST_OK) return st;
+
+    /* What the reply starts with: an opened think block, a forced tool call, or a JSON object. */
+    const char *prefix = "";
+    char named[320] = "";
+    if (tools && chat->tool_choice == SV_TOOLS_REQUIRED)
+        prefix = x->style == ST_CHAT_QWEN35 ? "<tool_call>\n<function=" : "<tool_call>\n";
+    else if (tools && chat->tool_choice == SV_TOOLS_NAMED) {
+        snprintf(named, sizeof named, x->style == ST_CHAT_QWEN35 ? "<tool_call>\n<function=%s>\n" : "<tool_call>\n{\"name\": \"%s\", \"arguments\": ",
+                 chat->tool_name);
+        prefix = named;
+    } else if (chat->json_object && !chat->enable_thinking)
+        prefix = "{";
+    size_t opened = len >= 8 && !strcmp(text + len - 8, "<think>\n") ? 8 : 0;
+    out->text = concat(text, prefix);
+    free(text);
+    out->reply_prefix = concat(opened ? "<think>\n" : "", prefix);
+    return ST_OK;
+}
+
+static st_status se_tokenize(sv_engine *e, const char *text, size_t len, int special, int32_t **ids, size_t *n) {
+    return st_model_tokenize(((strata_engine *)e)->model, text, len, 0, special, ids, n);
+}
+
+static int hold(strata_engine *x, const int32_t *ids, size_t n) {
+    if (x->n_held + n > x->cap_held) {
+        size_t cap = x->cap_held ? x->cap_held * 2 : 4096;
+        while (cap < x->n_held + n) cap *= 2;
+        int32_t *p = realloc(x->held, cap * sizeof *p);
+        if (!p) return 0;
+        x->held = p;
+        x->cap_held = cap;
+    }
+    memcpy(x->held + x->n_held, ids, n * sizeof *ids);
+    x->n_held += n;
+    return 1;
+}
+
+/* Brings the state back to the longest prefix of the prompt it can stand for exactly; returns it. */
+static size_t reuse_prefix(strata_engine *x, const int32_t *prompt, size_t n) {
+    size_t p = 0;
+    while (p < x->n_held && p < n && x->held[p] == prompt[p]) p++;
+    if (p == n) p = n - 1; /* the last prompt token is fed again: its logits start the reply */
+    if (p == x->n_held) return p;
+    if (!st_hp_is_hybrid(&x->model->hp) && p > 0) {
+        st_session_state(x->session)->n_past = (int64_t)p;
+        x->n_held = p;
+        return p;
+    }
+    st_session_reset(x->session);
+    x->n_held = 0;
+    return 0;
+}
+
+static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish) {
+    strata_engine *x = (strata_engine *)e;
+    memset(usage, 0, sizeof *usage);
+    *finish = SV_FINISH_EOS;
+    if (!req->n_prompt) return st_fail(ST_ERR_INVALID, "generate: empty prompt");
+    int64_t n_ctx = st_session_n_ctx(x->session);
+    if ((int64_t)req->n_prompt >= n_ctx)
+        return st_fail(ST_ERR_RANGE, "generate: a prompt of %zu tokens does not fit the context of %lld", req->n_prompt, (long long)n_ctx);
+
+    const sv_sampling *sp = &req->sampling;
+    st_sampler_params pp = st_sampler_default_params();
+    pp.temperature = sp->temperature;
+    pp.top_k = sp->top_k;
+    pp.top_p = sp->top_p;
+    pp.min_p = sp->min_p;
+    pp.presence_penalty = sp->presence_penalty;
+    pp.frequency_penalty = sp->frequency_penalty;
+    pp.seed = sp->has_seed ? sp->seed : (uint64_t)time(NULL) ^ st_now_ns();
+    st_sampler *smp = NULL;
+    ST_TRY(st_sampler_new(&pp, st_model_n_vocab(x->model), &smp));
+    for (size_t i = 0; i < req->n_prompt; i++) st_sampler_accept(smp, req->prompt[i]);
+
+    double t0 = st_now();
+    size_t done = reuse_prefix(x, req->prompt, req->n_prompt);
+    usage->prompt_tokens = (int)req->n_prompt;
+    usage->cached_tokens = (int)done;
+    if (req->on_progress) req->on_progress(req->ctx, done, done, req->n_prompt);
+    st_status st = ST_OK;
+    while (done < req->n_prompt) {
+        if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; goto out; }
+        size_t k = req->n_prompt - done < (size_t)x->n_chunk ? req->n_prompt - done : (size_t)x->n_chunk;
+        st = st_session_feed(x->session, req->prompt + done, (int64_t)k, NULL);
+        if (st != ST_OK) {
+            /* A failed feed leaves the state unknown: start over next time. */
+            st_session_reset(x->session);
+            x->n_held = 0;
+            goto out;
+        }
+        hold(x, req->prompt + done, k);
+        done += k;
+        if (req->on_progress) req->on_progress(req->ctx, (size_t)usage->cached_tokens, done, req->n_prompt);
+    }
+    double t1 = st_now();
+    usage->prompt_seconds = t1 - t0;
+
+    for (;;) {
+        if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; break; }
+        int32_t tok;
+        st = st_sampler_sample(smp, st_session_logits(x->session), &tok);
+        if (st != ST_OK) break;
+        if (st_model_is_eog(x->model, tok)) { *finish = SV_FINISH_EOS; break; }
+        st_sampler_accept(smp, tok);
+        usage->completion_tokens++;
+        size_t len = 0;
+        const char *piece = st_token_piece(x->model->tok, tok, 0, &len);
+        if (req->on_piece(req->ctx, piece ? piece : "", len, tok)) { *finish = SV_FINISH_STOP; break; }
+        if (usage->completion_tokens >= req->max_tokens || st_session_n_past(x->session) + 1 >= n_ctx) {
+            *finish = SV_FINISH_LENGTH;
+            break;
+        }
+        st = st_session_feed(x->session, &tok, 1, NULL);
+        if (st != ST_OK) {
+            st_session_reset(x->session);
+            x->n_held = 0;
+            break;
+        }
+        hold(x, &tok, 1);
+    }
+    usage->decode_seconds = st_now() - t1;
+out:
+    st_sampler_free(smp);
+    return st;
+}
+
+static size_t se_memory(sv_engine *e) { return (size_t)st_model_weight_bytes(((strata_engine *)e)->model); }
+
+static void se_close(sv_engine *e) {
+    strata_engine *x = (strata_engine *)e;
+    if (!x) return;
+    st_session_free(x->session);
+    st_model_free(x->model);
+    free(x->held);
+    free(x);
+}
+
+static const sv_engine_ops strata_ops = {
+    .kind = "strata",
+    .info = se_info,
+    .render = se_render,
+    .tokenize = se_tokenize,
+    .generate = se_generate,
+    .memory_bytes = se_memory,
+    .close = se_close,
+};
+
+/* FNV-1a over what identifies the weights cheaply: architecture, shapes, sizes and name. */
+static void fingerprint(const st_model *m, const char *name, char out[65]) {
+    char desc[512];
+    snprintf(desc, sizeof desc, "%s|%lld|%d|%llu|%s", st_model_arch(m), (long long)st_model_n_layer(m), st_model_n_vocab(m),
+             (unsigned long long)st_model_weight_bytes(m), name);
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *p = desc; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    snprintf(out, 65, "%016llx", (unsigned long long)h);
+}
 
 st_status sv_engine_strata_open(const char *model_path, int context_length, sv_engine **out) {
     *out = NULL;
-    return st_fail(ST_ERR_UNSUPPORTED, "%s: the model engine is not in this build yet; `--engine echo` runs the "
-                   "server with its deterministic test engine", model_path);
+    strata_engine *x = calloc(1, sizeof *x);
+    if (!x) return st_fail(ST_ERR_NOMEM, "out of memory");
+    x->base.ops = &strata_ops;
+    st_model_params mp = st_model_default_params();
+    st_status st = st_model_load(model_path, &mp, &x->model);
+    if (st != ST_OK) { free(x); return st; }
+    if (!st_model_has_tokenizer(x->model)) {
+        st = st_fail(ST_ERR_UNSUPPORTED, "%s: the tokenizer is not supported (%s); the server needs text", model_path,
+                     st_model_tokenizer_error(x->model));
+        se_close(&x->base);
+        return st;
+    }
+    st_session_params sp = st_session_default_params();
+    if (context_length > 0) sp.n_ctx = context_length;
+    st = st_session_new(x->model, &sp, &x->session);
+    if (st != ST_OK) { se_close(&x->base); return st; }
+    x->n_chunk = sp.n_prefill > 0 ? sp.n_prefill : 512;
+
+    const char *tmpl = NULL, *name = NULL;
+    size_t tlen = 0, nlen = 0;
+    int known = 0;
+    char *tmpl_z = NULL;
+    if (st_gguf_get_str(x->model->gguf, "tokenizer.chat_template", &tmpl, &tlen) == ST_OK) tmpl_z = strndup(tmpl, tlen);
+    x->style = st_chat_style_detect(tmpl_z ? tmpl_z : "", &known);
+    free(tmpl_z);
+    const char *base = strrchr(model_path, '/');
+    if (st_gguf_get_str(x->model->gguf, "general.name", &name, &nlen) == ST_OK && nlen)
+        snprintf(x->info.name, sizeof x->info.name, "%.*s", (int)nlen, name);
+    else
+        snprintf(x->info.name, sizeof x->info.name, "%s", base ? base + 1 : model_path);
+    x->info.context_length = (int)st_session_n_ctx(x->session);
+    fingerprint(x->model, x->info.name, x->info.fingerprint);
+    *out = &x->base;
+    return ST_OK;
 }

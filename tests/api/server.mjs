@@ -6,7 +6,9 @@ import http from 'node:http';
 export async function startServer(args = [], env = {}) {
   const bin = process.env.STRATA_BIN;
   if (!bin) throw new Error('STRATA_BIN is not set (run through tests/api/run.sh or ctest)');
-  const child = spawn(bin, ['serve', '--engine', 'echo', '--port', '0', ...args], {
+  // The echo engine unless the caller names a model (-m): then the real one.
+  const engine = args.includes('-m') ? [] : ['--engine', 'echo'];
+  const child = spawn(bin, ['serve', ...engine, '--port', '0', ...args], {
     env: { ...process.env, STRATA_API_KEY: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,0 +1,78 @@
+// engine.test.mjs: `strata serve -m MODEL` on the real engine (src/server/engine_strata.c), with
+// tiny random-weight models written by `strata synth` (an attention-only qwen3 and a hybrid
+// qwen35): both clients get answers, and a greedy answer on reused state equals the answer of a
+// fresh server token for token, with the reused count reported.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { startServer } from './server.mjs';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'strata-serve-'));
+const models = {};
+before(() => {
+  for (const arch of ['qwen3', 'qwen35']) {
+    models[arch] = path.join(dir, `${arch}.gguf`);
+    execFileSync(process.env.STRATA_BIN, ['synth', models[arch], '--arch', arch, '--preset', 'tiny', '--type', 'f32'], { stdio: 'ignore' });
+  }
+});
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+// --engine strata is the default: only the model is named.
+async function serve(model) {
+  const srv = await startServer(['--ctx', '1024'].concat(['-m', model]), {});
+  srv.client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'unused', maxRetries: 0 });
+  return srv;
+}
+
+const greedy = { temperature: 0, max_tokens: 8, chat_template_kwargs: { enable_thinking: false } };
+
+for (const arch of ['qwen3', 'qwen35']) {
+  test(`${arch}: reused state answers as a fresh session does`, async () => {
+    const a = await serve(models[arch]);
+    const b = await serve(models[arch]);
+    try {
+      const m1 = [{ role: 'user', content: 'hello there' }];
+      const r1 = await a.client.chat.completions.create({ model: 'm', ...greedy, messages: m1 });
+      assert.equal(r1.usage.completion_tokens, 8);
+      assert.equal(r1.usage.prompt_tokens_details.cached_tokens, 0);
+      // The same prompt again, then the next turn: on the held state (cut back or extended, or
+      // reset where it cannot return exactly), and on a fresh server.
+      const again = await a.client.chat.completions.create({ model: 'm', ...greedy, messages: m1 });
+      assert.equal(again.choices[0].message.content, r1.choices[0].message.content);
+      if (arch === 'qwen3') assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens - 1);
+      const m2 = [...m1, { role: 'assistant', content: r1.choices[0].message.content }, { role: 'user', content: 'and then?' }];
+      const reused = await a.client.chat.completions.create({ model: 'm', ...greedy, messages: m2 });
+      const fresh = await b.client.chat.completions.create({ model: 'm', ...greedy, messages: m2 });
+      assert.equal(fresh.usage.prompt_tokens_details.cached_tokens, 0);
+      assert.equal(reused.choices[0].message.content, fresh.choices[0].message.content);
+      assert.equal(reused.usage.completion_tokens, fresh.usage.completion_tokens);
+      if (arch === 'qwen3') assert.ok(reused.usage.prompt_tokens_details.cached_tokens > 0);
+    } finally {
+      assert.equal(await a.stop(), 0, a.stderr());
+      assert.equal(await b.stop(), 0, b.stderr());
+    }
+  });
+}
+
+test('the real engine streams to both clients and honours max_tokens', async () => {
+  const srv = await serve(models.qwen35);
+  try {
+    const stream = await srv.client.chat.completions.create({ model: 'm', ...greedy, stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    let finish = null;
+    for await (const c of stream) if (c.choices[0]?.finish_reason) finish = c.choices[0].finish_reason;
+    assert.ok(finish === 'length' || finish === 'stop');
+    const an = new Anthropic({ baseURL: srv.base, apiKey: 'unused', maxRetries: 0 });
+    const m = await an.messages.create({ model: 'm', max_tokens: 5, temperature: 0, messages: [{ role: 'user', content: 'hi' }] });
+    assert.ok(m.usage.output_tokens <= 5);
+    assert.ok(['max_tokens', 'end_turn'].includes(m.stop_reason));
+    const c = await an.messages.countTokens({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(c.input_tokens, m.usage.input_tokens + m.usage.cache_read_input_tokens);
+  } finally {
+    assert.equal(await srv.stop(), 0, srv.stderr());
+  }
+});
