@@ -3,7 +3,7 @@
  * Work is split in items of (query token, kv head): the r = n_head/n_head_kv query heads of a GQA
  * group read the same K and V rows, so a fast kernel widens each cache row (f16 -> f32) once for
  * all r heads. Items are dealt round-robin to the threads because causal items grow with the token
- * position. With fewer items than threads (decode), items are single query heads instead.
+ * position. With fewer items than threads, items are single query heads instead.
  * The reference item is the textbook online softmax, one key at a time. */
 #include <math.h>
 #include <string.h>
@@ -115,7 +115,9 @@ void st_op_attention(st_pool *pool, const st_attn_args *a) {
     const int nth = pool ? st_pool_size(pool) : 1;
     const int64_t r = a->n_head / a->n_head_kv;
     attn_job j = { a, attn_pick(), r, a->n_tok * a->n_head_kv };
-    if (j.n_items < 2 * nth || r > ATTN_MAX_GROUP) {
+    /* fewer (token, kv head) items than threads (decode with few kv heads on many cores): split
+     * the groups so every thread has work, at the price of widening each K/V row r times */
+    if (j.n_items < nth || r > ATTN_MAX_GROUP) {
         j.per_item = 1;
         j.n_items = a->n_tok * a->n_head;
     }

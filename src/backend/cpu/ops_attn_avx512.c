@@ -94,7 +94,7 @@ static void attn_item_any(const ops_attn_item *it, uint32_t kv_type) {
 static __attribute__((always_inline)) inline void attn_item_fixed(const ops_attn_item *it, uint32_t kv_type,
                                                                   const int HD) {
     const int64_t r = it->r;
-    float kt[BLK * ATTN_MAX_HD], vt[BLK * ATTN_MAX_HD];
+    float kt[BLK * ATTN_MAX_HD];
     float acc[ATTN_MAX_GROUP * ATTN_MAX_HD], m[ATTN_MAX_GROUP], l[ATTN_MAX_GROUP];
     float pw[ATTN_MAX_GROUP][BLK], corr[ATTN_MAX_GROUP];
     const int f16 = kv_type == ST_TYPE_F16;
@@ -111,13 +111,10 @@ static __attribute__((always_inline)) inline void attn_item_fixed(const ops_attn
         if (f16) {
             for (int64_t c = 0; c < nc; c++) {
                 const uint16_t *ks = (const uint16_t *)it->k + (c0 + c) * it->row;
-                const uint16_t *vs = (const uint16_t *)it->v + (c0 + c) * it->row;
-                for (int i = 0; i < HD; i += 16) {
+                for (int i = 0; i < HD; i += 16)
                     _mm512_storeu_ps(kt + c * HD + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(ks + i))));
-                    _mm512_storeu_ps(vt + c * HD + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vs + i))));
-                }
             }
-            K = kt; V = vt; ld = HD;
+            K = kt; V = NULL; ld = HD;
         } else {
             K = (const float *)it->k + c0 * it->row;
             V = (const float *)it->v + c0 * it->row;
@@ -147,19 +144,45 @@ static __attribute__((always_inline)) inline void attn_item_fixed(const ops_attn
             m[h] = m_new;
             _mm512_storeu_ps(pw[h], p);
         }
-        for (int64_t h = 0; h < r; h++) {
-            float *ah = acc + h * HD;
-            const __m512 ch = _mm512_set1_ps(corr[h]);
-            __m512 a[ATTN_MAX_HD / 16];
+        /* acc_h = corr_h acc_h + sum_c p_h[c] V_c, for HP heads at a time so that their
+         * accumulators and one V row fit in registers; an f16 V row is widened in registers
+         * once per HP heads instead of through the tile */
+        const int HP = HD <= 64 ? 4 : HD <= 128 ? 2 : 1;
+        for (int64_t h0 = 0; h0 < r; h0 += HP) {
+            const int64_t nh = r - h0 < HP ? r - h0 : HP;
+            __m512 a[4][ATTN_MAX_HD / 16];
             OPS_UNROLL
-            for (int i = 0; i < HD / 16; i++) a[i] = _mm512_mul_ps(_mm512_loadu_ps(ah + 16 * i), ch);
-            for (int64_t c = 0; c < nc; c++) {
-                const __m512 pc = _mm512_set1_ps(pw[h][c]);
+            for (int hh = 0; hh < HP; hh++) {
+                const int live = hh < nh;
+                const __m512 ch = _mm512_set1_ps(live ? corr[h0 + hh] : 0.0f);
                 OPS_UNROLL
-                for (int i = 0; i < HD / 16; i++) a[i] = _mm512_fmadd_ps(pc, _mm512_loadu_ps(V + c * ld + 16 * i), a[i]);
+                for (int i = 0; i < HD / 16; i++)
+                    a[hh][i] = live ? _mm512_mul_ps(_mm512_loadu_ps(acc + (h0 + hh) * HD + 16 * i), ch) : _mm512_setzero_ps();
+            }
+            for (int64_t c = 0; c < nc; c++) {
+                __m512 vr[ATTN_MAX_HD / 16];
+                if (f16) {
+                    const uint16_t *vs = (const uint16_t *)it->v + (c0 + c) * it->row;
+                    OPS_UNROLL
+                    for (int i = 0; i < HD / 16; i++) vr[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vs + 16 * i)));
+                } else {
+                    OPS_UNROLL
+                    for (int i = 0; i < HD / 16; i++) vr[i] = _mm512_loadu_ps(V + c * ld + 16 * i);
+                }
+                OPS_UNROLL
+                for (int hh = 0; hh < HP; hh++) {
+                    if (hh >= nh) break;
+                    const __m512 pc = _mm512_set1_ps(pw[h0 + hh][c]);
+                    OPS_UNROLL
+                    for (int i = 0; i < HD / 16; i++) a[hh][i] = _mm512_fmadd_ps(pc, vr[i], a[hh][i]);
+                }
             }
             OPS_UNROLL
-            for (int i = 0; i < HD / 16; i++) _mm512_storeu_ps(ah + 16 * i, a[i]);
+            for (int hh = 0; hh < HP; hh++) {
+                if (hh >= nh) break;
+                OPS_UNROLL
+                for (int i = 0; i < HD / 16; i++) _mm512_storeu_ps(acc + (h0 + hh) * HD + 16 * i, a[hh][i]);
+            }
         }
     }
     for (int64_t h = 0; h < r; h++) {
