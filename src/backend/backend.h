@@ -127,8 +127,8 @@ void st_op_gdn_step(st_pool *pool, const st_gdn_args *a);
 size_t st_gdn_chunked_scratch_size(int n_threads, int64_t d);
 void st_op_gdn_chunked(st_pool *pool, const st_gdn_args *a, void *scratch);
 
-/* Chooses the faster form for a->n_tok (see ops_gdn.c for the measurement behind the choice).
- * scratch as for st_op_gdn_chunked (NULL allowed). */
+/* Runs the faster form for a->n_tok: on the CPU that is the per-token form at every length
+ * (ops_gdn.c has the measurement). scratch as for st_op_gdn_chunked (NULL allowed). */
 void st_op_gdn(st_pool *pool, const st_gdn_args *a, void *scratch);
 
 /* ---- Causal depthwise conv1d with state (MODELS.md §2.10 step 3) ------------------------------ */
