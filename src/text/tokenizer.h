@@ -14,7 +14,9 @@
  * llama.cpp's encoder throws, becomes one U+FFFD here.
  *
  * Detokenizing: st_token_piece gives a token's bytes (control tokens only when asked); an
- * st_detok streams ids to text and never emits a split UTF-8 character. */
+ * st_detok streams ids to text and never emits a split UTF-8 character.
+ *
+ * A tokenizer is read-only once built: any number of threads may tokenize with it at once. */
 #ifndef ST_TEXT_TOKENIZER_H
 #define ST_TEXT_TOKENIZER_H
 
@@ -97,8 +99,8 @@ st_status st_detokenize(const st_tokenizer *t, const int32_t *ids, size_t n, int
 typedef struct st_detok st_detok;
 st_status st_detok_new(const st_tokenizer *t, int special, st_detok **out);
 void st_detok_free(st_detok *d);
-/* Appends the text released by id to the internal buffer; *text and *len point at that text, valid
- * until the next call. */
+/* The text this id completes: *text and *len point into the decoder's buffer, valid until the
+ * next call (often empty while a character is still split). */
 st_status st_detok_push(st_detok *d, int32_t id, const char **text, size_t *len);
 st_status st_detok_push_bytes(st_detok *d, const char *bytes, size_t n, const char **text, size_t *len);
 void st_detok_flush(st_detok *d, const char **text, size_t *len);
