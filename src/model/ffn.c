@@ -13,6 +13,7 @@
 
 #include "backend/cpu/matmul.h"
 #include "model/forward.h"
+#include "model/moe_exec.h"
 #include "quant/types.h"
 
 void fwd_ffn_dense(st_fwd *f, int il, const float *h, float *out, int64_t n) {
@@ -54,6 +55,30 @@ static void shared_expert(st_fwd *f, const st_layer *L, const float *h, float *o
     st_op_add(f->pool, out, d, y, d, out, d, n, d);
 }
 
+/* The per-matmul path: each used expert's rows through three st_matmul calls. */
+static void routed_experts_each(st_fwd *f, const st_layer *L, const int64_t *offset, const float *xe, float *ye) {
+    int64_t d = f->hp->n_embd, E = f->hp->n_expert, ff = f->hp->n_ff_exp;
+    float *ge = st_workspace_f32(f->ws, WS_GE), *ue = st_workspace_f32(f->ws, WS_UE);
+    for (int64_t e = 0; e < E; e++) {
+        int64_t p0 = offset[e], rows = offset[e + 1] - p0;
+        if (rows == 0) continue;
+        const float *x = xe + p0 * d;
+        if (L->gate_up_exps.data) {
+            /* Fused: rows 0..ff-1 of the expert's matrix are the gate, ff..2ff-1 the up. */
+            float *gu = ge + p0 * 2 * ff;
+            expert_matmul(f, &L->gate_up_exps, e, x, d, rows, gu, 2 * ff);
+            st_op_swiglu(f->pool, gu, 2 * ff, gu + ff, 2 * ff, gu, 2 * ff, rows, ff);
+            expert_matmul(f, &L->down_exps, e, gu, 2 * ff, rows, ye + p0 * d, d);
+        } else {
+            float *g = ge + p0 * ff, *u = ue + p0 * ff;
+            expert_matmul(f, &L->gate_exps, e, x, d, rows, g, ff);
+            expert_matmul(f, &L->up_exps, e, x, d, rows, u, ff);
+            st_op_swiglu(f->pool, g, ff, u, ff, g, ff, rows, ff);
+            expert_matmul(f, &L->down_exps, e, g, ff, rows, ye + p0 * d, d);
+        }
+    }
+}
+
 void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n) {
     const st_hparams *hp = f->hp;
     const st_layer *L = &f->m->layers[il];
@@ -81,27 +106,33 @@ void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n) {
         slot_pos[i] = (int32_t)p;
     }
 
-    /* Each used expert on its gathered rows. */
-    float *xe = st_workspace_f32(ws, WS_XE), *ge = st_workspace_f32(ws, WS_GE);
-    float *ue = st_workspace_f32(ws, WS_UE), *ye = st_workspace_f32(ws, WS_YE);
-    for (int64_t p = 0; p < n * k; p++) memcpy(xe + p * d, h + (int64_t)order[p] * d, (size_t)d * sizeof(float));
-    for (int64_t e = 0; e < E; e++) {
-        int64_t p0 = offset[e], rows = offset[e + 1] - p0;
-        if (rows == 0) continue;
-        const float *x = xe + p0 * d;
-        if (L->gate_up_exps.data) {
-            /* Fused: rows 0..ff-1 of the expert's matrix are the gate, ff..2ff-1 the up. */
-            float *gu = ge + p0 * 2 * ff;
-            expert_matmul(f, &L->gate_up_exps, e, x, d, rows, gu, 2 * ff);
-            st_op_swiglu(f->pool, gu, 2 * ff, gu + ff, 2 * ff, gu, 2 * ff, rows, ff);
-            expert_matmul(f, &L->down_exps, e, gu, 2 * ff, rows, ye + p0 * d, d);
-        } else {
-            float *g = ge + p0 * ff, *u = ue + p0 * ff;
-            expert_matmul(f, &L->gate_exps, e, x, d, rows, g, ff);
-            expert_matmul(f, &L->up_exps, e, x, d, rows, u, ff);
-            st_op_swiglu(f->pool, g, ff, u, ff, g, ff, rows, ff);
-            expert_matmul(f, &L->down_exps, e, g, ff, rows, ye + p0 * d, d);
-        }
+    /* Gather the routed rows by expert, then (if there is one) the n rows of the shared expert. */
+    float *xe = st_workspace_f32(ws, WS_XE), *ye = st_workspace_f32(ws, WS_YE);
+    int has_shared = L->gate_shexp.data != NULL;
+    int64_t nk = n * k, P = nk + (has_shared ? n : 0);
+    for (int64_t p = 0; p < nk; p++) memcpy(xe + p * d, h + (int64_t)order[p] * d, (size_t)d * sizeof(float));
+    if (has_shared) memcpy(xe + nk * d, h, (size_t)(n * d) * sizeof(float));
+
+    /* One pool job for every expert of the layer; the per-matmul path for layouts it cannot run. */
+    moe_entry *ent = st_workspace_get(ws, WS_ENT);
+    int n_ent = 0, fused_ok = 1;
+    for (int64_t e = 0; e < E && fused_ok; e++) {
+        if (offset[e + 1] == offset[e]) continue;
+        fused_ok = moe_entry_init(&ent[n_ent], &L->gate_exps, &L->up_exps, &L->gate_up_exps, &L->down_exps, e, ff);
+        ent[n_ent].p0 = offset[e];
+        ent[n_ent++].rows = offset[e + 1] - offset[e];
+    }
+    if (has_shared && fused_ok) {
+        fused_ok = moe_entry_init(&ent[n_ent], &L->gate_shexp, &L->up_shexp, NULL, &L->down_shexp, 0, L->gate_shexp.ne[1]);
+        ent[n_ent].p0 = nk;
+        ent[n_ent++].rows = n;
+    }
+    if (fused_ok) {
+        int64_t ld_gu = fwd_moe_gu_width(hp);
+        moe_exec(f->pool, ent, n_ent, d, xe, P, st_workspace_get(ws, WS_ACT1), fwd_moe_act_row(f->m, 0),
+                 st_workspace_f32(ws, WS_GE), ld_gu, st_workspace_get(ws, WS_ACT2), fwd_moe_act_row(f->m, 1), ye);
+    } else {
+        routed_experts_each(f, L, offset, xe, ye);
     }
 
     /* out[t] = sum over slots j in selection order of w[t][j] * y(t, j). */
@@ -111,5 +142,15 @@ void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n) {
         for (int64_t j = 1; j < k; j++) st_op_axpy(o, d, ye + (int64_t)slot_pos[t * k + j] * d, w[t * k + j]);
     }
 
-    if (L->gate_shexp.data) shared_expert(f, L, h, out, n);
+    if (!has_shared) return;
+    if (!fused_ok) {
+        shared_expert(f, L, h, out, n);
+        return;
+    }
+    /* out += sigmoid(g . h) * shared(h); the gate is a {d} f32 vector: one output row, never scaled. */
+    float *gate = st_workspace_f32(ws, WS_SH_G), *ys = ye + nk * d;
+    st_matmul(f->pool, ST_TYPE_F32, L->gate_inp_shexp.f32, 1, d, h, d, n, gate, 1, f->mm_scratch);
+    st_op_sigmoid(NULL, gate, n, gate, n, 1, n);
+    for (int64_t t = 0; t < n; t++) st_op_scale(ys + t * d, d, ys + t * d, gate[t]);
+    st_op_add(f->pool, out, d, ys, d, out, d, n, d);
 }

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/matmul.h"
 #include "model/forward.h"
+#include "model/moe_exec.h"
 #include "quant/types.h"
 
 static int64_t max_heads(const st_hparams *hp, int kv) {
@@ -55,6 +56,32 @@ static size_t mm_scratch_size(const struct st_model *m, int64_t rows) {
     return s > f ? s : f;
 }
 
+/* The activation row sizes of the fused expert job (moe_exec.c): K = d for gate/up, K = the
+ * expert or shared width for down, over every layer's expert types. */
+size_t fwd_moe_act_row(const struct st_model *m, int down) {
+    size_t mx = 0;
+    for (int64_t i = 0; i < m->hp.n_layer; i++) {
+        const st_layer *L = &m->layers[i];
+        size_t s;
+        if (down) {
+            const st_tensor *de[] = {&L->down_exps}, *ds[] = {&L->down_shexp};
+            s = moe_act_row_max(de, 1, m->hp.n_ff_exp);
+            size_t s2 = L->down_shexp.data ? moe_act_row_max(ds, 1, L->down_shexp.ne[0]) : 0;
+            if (s2 > s) s = s2;
+        } else {
+            const st_tensor *g[] = {&L->gate_exps, &L->up_exps, &L->gate_up_exps, &L->gate_shexp, &L->up_shexp};
+            s = moe_act_row_max(g, 5, m->hp.n_embd);
+        }
+        if (s > mx) mx = s;
+    }
+    return mx;
+}
+
+int64_t fwd_moe_gu_width(const st_hparams *hp) {
+    int64_t sh = max_dense_ff(hp);
+    return 2 * (hp->n_ff_exp > sh ? hp->n_ff_exp : sh);
+}
+
 size_t st_forward_ws_size(const void *ctx, int id, int64_t n) {
     const st_ws_plan *plan = ctx;
     const struct st_model *m = plan->m;
@@ -87,8 +114,12 @@ size_t st_forward_ws_size(const void *ctx, int id, int64_t n) {
     case WS_IDS: case WS_SLOT: case WS_ORDER: return (size_t)(n * k) * sizeof(int32_t);
     case WS_W: return (size_t)(n * k) * F;
     case WS_COUNT: return moe ? (size_t)(2 * E + 2) * sizeof(int64_t) : 0;
-    case WS_XE: case WS_YE: return (size_t)(n * k * d) * F;
-    case WS_GE: return (size_t)(n * k * 2 * ffe) * F;
+    /* Gathered expert rows: n*k routed plus n shared (the fused expert job runs both). */
+    case WS_XE: case WS_YE: return (size_t)(n * (k + 1) * d) * F;
+    case WS_GE: return moe ? (size_t)(n * (k + 1) * fwd_moe_gu_width(hp)) * F : 0;
+    case WS_ACT1: return moe ? (size_t)(n * (k + 1)) * fwd_moe_act_row(m, 0) : 0;
+    case WS_ACT2: return moe ? (size_t)(n * (k + 1)) * fwd_moe_act_row(m, 1) : 0;
+    case WS_ENT: return moe ? (size_t)(E + 1) * sizeof(moe_entry) : 0;
     case WS_UE: return (size_t)(n * k * ffe) * F;
     case WS_MOE: return moe ? (size_t)(n * d) * F : 0;
     case WS_SH_G: return moe ? (size_t)n * F : 0;

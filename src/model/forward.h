@@ -43,7 +43,7 @@ enum st_ws_id {
     WS_CONV, WS_Z, WS_BA, WS_A, WS_B, WS_GATE_G, WS_GATE_BETA, WS_GDN_OUT, WS_GDN_SCRATCH,
     WS_FF_A, WS_FF_B,
     WS_ROUTER, WS_IDS, WS_W, WS_SLOT, WS_ORDER, WS_COUNT, WS_XE, WS_GE, WS_UE, WS_YE, WS_MOE,
-    WS_SH_G, WS_SH_OUT,
+    WS_SH_G, WS_SH_OUT, WS_ACT1, WS_ACT2, WS_ENT,
     WS_MM, WS_LOGITS,
     WS_COUNT_IDS
 };
@@ -83,6 +83,11 @@ void fwd_attention(st_fwd *f, int il, const float *h, float *out);   /* plain or
 void fwd_gdn(st_fwd *f, int il, const float *h, float *out);
 void fwd_ffn_dense(st_fwd *f, int il, const float *h, float *out, int64_t n);
 void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n); /* + shared expert if bound */
+
+/* Activation row bytes of the fused expert job's inputs (down = 0) or down inputs (down = 1). */
+size_t fwd_moe_act_row(const struct st_model *m, int down);
+/* Floats per row of the fused job's gate|up buffer (WS_GE). */
+int64_t fwd_moe_gu_width(const st_hparams *hp);
 
 /* The per-architecture passes (qwen3.c, qwen35.c). */
 void fwd_layers_qwen3(st_fwd *f, int last_only);

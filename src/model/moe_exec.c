@@ -1,0 +1,190 @@
+/* moe_exec.c: every expert of one MoE layer (the routed ones and the shared one) in a single
+ * thread-pool job, on the CPU.
+ *
+ * With one st_matmul per expert projection, a decoded token costs 3 pool dispatches per selected
+ * expert (24 per layer for top-8), each too small to keep two threads busy; a prompt chunk leaves
+ * threads idle on the experts that got few rows. Here the whole layer is one job in four phases,
+ * separated by barriers:
+ *   1. each thread converts its share of the gathered input rows to the weights' activation form
+ *      (Q8_K for K-quants, ...), once;
+ *   2. gate and up: tiles of TILE weight rows of any expert are taken from a shared counter, each
+ *      tile run against all of that expert's rows (the weight tile stays in cache);
+ *   3. silu(gate) * up per row, converted to the down projection's activation form;
+ *   4. down, tiled the same way.
+ * The products are the same dot kernels st_matmul uses (quant/dot.h), so the results are
+ * bit-identical to the per-expert path; the expert's .scale multiplies each product as in §2.1.
+ * This belongs in the backend's op set once there is a second backend; the CPU kernel is here
+ * because only the model knows the expert layout. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "model/moe_exec.h"
+#include "quant/dot.h"
+#include "quant/types.h"
+
+enum { TILE = 16 };
+
+typedef struct moe_job {
+    st_pool *pool;
+    const moe_entry *ent;
+    int n_ent;
+    int64_t d, P;                /* model width; rows over all entries */
+    const float *x;              /* [P][d] gathered inputs */
+    char *act1;                  /* [P] rows of act1_row bytes */
+    size_t act1_row;
+    float *gu;                   /* [P][ld_gu]: gate | up, then silu(gate)*up in the first ff */
+    int64_t ld_gu;
+    char *act2;
+    size_t act2_row;
+    float *y;                    /* [P][d] */
+    int64_t tiles1, tiles2;      /* total tiles of phases 2 and 4 */
+    atomic_llong next1, next2;
+} moe_job;
+
+static int entry_of_row(const moe_job *j, int64_t p) {
+    int e = 0;
+    while (e + 1 < j->n_ent && j->ent[e + 1].p0 <= p) e++;
+    return e;
+}
+
+/* Tile t of a phase whose entries have `per` tiles each (per[i] = ceil(rows_i / TILE)). */
+static int entry_of_tile(const moe_job *j, int64_t t, int phase, int64_t *first) {
+    int64_t off = 0;
+    for (int e = 0; e < j->n_ent; e++) {
+        int64_t m = phase == 1 ? 2 * j->ent[e].ff : j->d;
+        int64_t n = (m + TILE - 1) / TILE;
+        if (t < off + n) {
+            *first = (t - off) * TILE;
+            return e;
+        }
+        off += n;
+    }
+    return -1;
+}
+
+/* out rows [m0, m1) of weight rows `row(m)` against the entry's activation rows. */
+static void run_tile(const moe_entry *en, int64_t m0, int64_t m1, int phase, const moe_job *j) {
+    int64_t K = phase == 1 ? j->d : en->ff;
+    const char *act = phase == 1 ? j->act1 : j->act2;
+    size_t act_row = phase == 1 ? j->act1_row : j->act2_row;
+    float out[ST_DOT_MAX_NX];
+    for (int64_t i = 0; i < en->rows; i += ST_DOT_MAX_NX) {
+        int nx = en->rows - i < ST_DOT_MAX_NX ? (int)(en->rows - i) : ST_DOT_MAX_NX;
+        const char *x = act + (size_t)(en->p0 + i) * act_row;
+        for (int64_t m = m0; m < m1; m++) {
+            const char *w;
+            st_dot_fn dot;
+            float s;
+            if (phase == 2) {
+                w = en->wd + (size_t)m * en->rd, dot = en->dot_d, s = en->sd;
+            } else if (m < en->ff) {
+                w = en->wg + (size_t)m * en->rg, dot = en->dot_g, s = en->sg;
+            } else {
+                w = en->wu + (size_t)(m - en->ff) * en->ru, dot = en->dot_u, s = en->su;
+            }
+            dot(K, w, x, act_row, nx, out);
+            if (phase == 1)
+                for (int r = 0; r < nx; r++) j->gu[(en->p0 + i + r) * j->ld_gu + m] = s == 1.0f ? out[r] : out[r] * s;
+            else
+                for (int r = 0; r < nx; r++) j->y[(en->p0 + i + r) * j->d + m] = s == 1.0f ? out[r] : out[r] * s;
+        }
+    }
+}
+
+static void run_tiles(moe_job *j, int phase) {
+    atomic_llong *next = phase == 1 ? &j->next1 : &j->next2;
+    int64_t total = phase == 1 ? j->tiles1 : j->tiles2;
+    for (;;) {
+        int64_t t = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
+        if (t >= total) break;
+        int64_t m0 = 0;
+        int e = entry_of_tile(j, t, phase, &m0);
+        if (e < 0) break;
+        const moe_entry *en = &j->ent[e];
+        int64_t m_end = phase == 1 ? 2 * en->ff : j->d;
+        run_tile(en, m0, m0 + TILE < m_end ? m0 + TILE : m_end, phase, j);
+    }
+}
+
+static void moe_worker(void *ctx, int ith, int nth) {
+    moe_job *j = ctx;
+    long b, e;
+    /* 1: inputs to the activation form of the gate/up weights */
+    st_split((long)j->P, ith, nth, &b, &e);
+    for (long p = b; p < e; p++) {
+        const moe_entry *en = &j->ent[entry_of_row(j, p)];
+        en->act_g(j->x + p * j->d, j->act1 + (size_t)p * j->act1_row, j->d);
+    }
+    st_pool_barrier(j->pool);
+    /* 2: gate and up */
+    run_tiles(j, 1);
+    st_pool_barrier(j->pool);
+    /* 3: silu(gate) * up, to the down weights' activation form */
+    for (long p = b; p < e; p++) {
+        const moe_entry *en = &j->ent[entry_of_row(j, p)];
+        float *g = j->gu + p * j->ld_gu;
+        st_op_swiglu(NULL, g, en->ff, g + en->ff, en->ff, g, en->ff, 1, en->ff);
+        en->act_d(g, j->act2 + (size_t)p * j->act2_row, en->ff);
+    }
+    st_pool_barrier(j->pool);
+    /* 4: down */
+    run_tiles(j, 2);
+}
+
+int moe_entry_init(moe_entry *en, const st_tensor *gate, const st_tensor *up, const st_tensor *gate_up,
+                   const st_tensor *down, int64_t e, int64_t ff) {
+    memset(en, 0, sizeof *en);
+    en->ff = ff;
+    if (gate_up && gate_up->data) {
+        const char *base = (const char *)gate_up->data + (size_t)e * (size_t)gate_up->ne[1] * gate_up->row_bytes;
+        en->wg = base;
+        en->wu = base + (size_t)ff * gate_up->row_bytes;
+        en->tg = en->tu = gate_up->type;
+        en->rg = en->ru = gate_up->row_bytes;
+        en->sg = en->su = 1.0f;
+    } else {
+        en->wg = (const char *)gate->data + (size_t)e * (size_t)gate->ne[1] * gate->row_bytes;
+        en->wu = (const char *)up->data + (size_t)e * (size_t)up->ne[1] * up->row_bytes;
+        en->tg = gate->type;
+        en->tu = up->type;
+        en->rg = gate->row_bytes;
+        en->ru = up->row_bytes;
+        en->sg = gate->ne[2] > 1 ? (gate->escale ? gate->escale[e] : 1.0f) : gate->scale;
+        en->su = up->ne[2] > 1 ? (up->escale ? up->escale[e] : 1.0f) : up->scale;
+    }
+    en->wd = (const char *)down->data + (size_t)e * (size_t)down->ne[1] * down->row_bytes;
+    en->td = down->type;
+    en->rd = down->row_bytes;
+    en->sd = down->ne[2] > 1 ? (down->escale ? down->escale[e] : 1.0f) : down->scale;
+    /* gate and up share one converted input, so they must want the same activation form */
+    if (st_dot_act_type(en->tg) != st_dot_act_type(en->tu)) return 0;
+    en->dot_g = st_dot_kernel(en->tg);
+    en->dot_u = st_dot_kernel(en->tu);
+    en->dot_d = st_dot_kernel(en->td);
+    en->act_g = st_act_converter(st_dot_act_type(en->tg));
+    en->act_d = st_act_converter(st_dot_act_type(en->td));
+    return en->dot_g && en->dot_u && en->dot_d && en->act_g && en->act_d;
+}
+
+size_t moe_act_row_max(const st_tensor *const *ts, int n, int64_t K) {
+    size_t mx = 0;
+    for (int i = 0; i < n; i++) {
+        if (!ts[i]->data) continue;
+        size_t s = st_dot_act_row_size(st_dot_act_type(ts[i]->type), K);
+        if (s > mx) mx = s;
+    }
+    return (mx + 63) / 64 * 64;
+}
+
+void moe_exec(st_pool *pool, const moe_entry *ent, int n_ent, int64_t d, const float *x, int64_t P, char *act1,
+              size_t act1_row, float *gu, int64_t ld_gu, char *act2, size_t act2_row, float *y) {
+    moe_job j = {.pool = pool, .ent = ent, .n_ent = n_ent, .d = d, .P = P, .x = x, .act1 = act1,
+                 .act1_row = act1_row, .gu = gu, .ld_gu = ld_gu, .act2 = act2, .act2_row = act2_row, .y = y};
+    for (int e = 0; e < n_ent; e++) {
+        j.tiles1 += (2 * ent[e].ff + TILE - 1) / TILE;
+        j.tiles2 += (d + TILE - 1) / TILE;
+    }
+    atomic_init(&j.next1, 0);
+    atomic_init(&j.next2, 0);
+    st_pool_run(pool, moe_worker, &j);
+}
