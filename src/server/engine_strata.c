@@ -7,9 +7,14 @@
  *   - if it extends all of `held`, only the rest is fed;
  *   - for models without recurrent layers (qwen3, qwen3moe) the KV cache is cut back to the
  *     common prefix (positions past it are simply overwritten by the next feed);
- *   - a hybrid model (Gated DeltaNet layers) cannot roll its recurrent state back without
- *     checkpoints, which the session does not keep yet: it starts over (reset) instead.
- * So the state never stands for ids it did not see, and a reused answer equals a fresh one.
+ *   - a hybrid model (Gated DeltaNet layers) cannot run its recurrent state backwards, so the
+ *     prompt is fed in pieces that end at message boundaries (before each <|im_start|>), and
+ *     after each piece the recurrent state (conv + delta state of every linear layer) is copied
+ *     into a checkpoint; the newest SE_CHECKPOINTS are kept. A new prompt returns to the latest
+ *     checkpoint at or before the divergence (KV cut back to it, recurrent state copied back);
+ *     with none, the session starts over.
+ * Checkpoints past the point returned to are dropped, so the state never stands for ids it did not
+ * see, and a reused answer equals a fresh one.
  *
  * The prompt is fed in slices of the session's chunk size so that progress is reported and the
  * cancel flag checked between chunks; generation checks it between tokens. A token's bytes go to
@@ -31,8 +36,20 @@
 #include "text/chat.h"
 #include "text/tokenizer.h"
 
+#define SE_CHECKPOINTS 4
+
+/* The recurrent state after the first `pos` held ids. */
+typedef struct checkpoint {
+    size_t pos;
+    float *data; /* every linear layer's conv then ssm, in layer order */
+} checkpoint;
+
 typedef struct strata_engine {
     sv_engine base;
+    checkpoint ckpt[SE_CHECKPOINTS];
+    int n_ckpt;          /* sorted by pos, ascending */
+    size_t ckpt_floats;  /* floats in one checkpoint */
+    int32_t im_start;    /* the message boundary token, or -1 */
     st_model *model;
     st_session *session;
     st_chat_style style;
@@ -142,20 +159,76 @@ static int hold(strata_engine *x, const int32_t *ids, size_t n) {
     return 1;
 }
 
+/* Copies every linear layer's recurrent state to (save) or from (!save) buf. */
+static void copy_recurrent(strata_engine *x, float *buf, int save) {
+    const st_hparams *hp = &x->model->hp;
+    st_state *st = st_session_state(x->session);
+    size_t conv = (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1));
+    size_t ssm = (size_t)(hp->ssm_n_v * hp->ssm_state * hp->ssm_state);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        st_layer_state *L = &st->layers[il];
+        if (!L->ssm) continue;
+        if (save) { memcpy(buf, L->conv, conv * sizeof *buf); memcpy(buf + conv, L->ssm, ssm * sizeof *buf); }
+        else { memcpy(L->conv, buf, conv * sizeof *buf); memcpy(L->ssm, buf + conv, ssm * sizeof *buf); }
+        buf += conv + ssm;
+    }
+}
+
+/* Forgets the checkpoints after position pos (they stand for ids about to be overwritten). */
+static void drop_checkpoints_after(strata_engine *x, size_t pos) {
+    while (x->n_ckpt && x->ckpt[x->n_ckpt - 1].pos > pos) x->n_ckpt--;
+}
+
+/* A checkpoint of the current state (at n_held); the oldest goes when all are taken. */
+static void take_checkpoint(strata_engine *x) {
+    if (!x->ckpt_floats || x->im_start < 0) return;
+    drop_checkpoints_after(x, x->n_held);
+    if (x->n_ckpt && x->ckpt[x->n_ckpt - 1].pos == x->n_held) return;
+    if (x->n_ckpt == SE_CHECKPOINTS) {
+        float *oldest = x->ckpt[0].data;
+        memmove(x->ckpt, x->ckpt + 1, (SE_CHECKPOINTS - 1) * sizeof *x->ckpt);
+        x->n_ckpt--;
+        x->ckpt[x->n_ckpt].data = oldest;
+    }
+    checkpoint *c = &x->ckpt[x->n_ckpt];
+    if (!c->data && !(c->data = malloc(x->ckpt_floats * sizeof *c->data))) return;
+    copy_recurrent(x, c->data, 1);
+    c->pos = x->n_held;
+    x->n_ckpt++;
+}
+
 /* Brings the state back to the longest prefix of the prompt it can stand for exactly; returns it. */
 static size_t reuse_prefix(strata_engine *x, const int32_t *prompt, size_t n) {
     size_t p = 0;
     while (p < x->n_held && p < n && x->held[p] == prompt[p]) p++;
     if (p == n) p = n - 1; /* the last prompt token is fed again: its logits start the reply */
     if (p == x->n_held) return p;
+    st_state *st = st_session_state(x->session);
     if (!st_hp_is_hybrid(&x->model->hp) && p > 0) {
-        st_session_state(x->session)->n_past = (int64_t)p;
+        st->n_past = (int64_t)p;
         x->n_held = p;
         return p;
+    }
+    drop_checkpoints_after(x, p);
+    if (x->n_ckpt) {
+        checkpoint *c = &x->ckpt[x->n_ckpt - 1];
+        copy_recurrent(x, c->data, 0);
+        st->n_past = (int64_t)c->pos;
+        x->n_held = c->pos;
+        return c->pos;
     }
     st_session_reset(x->session);
     x->n_held = 0;
     return 0;
+}
+
+/* Where the next prompt piece ends: n_chunk tokens on, or earlier at a message boundary. */
+static size_t piece_end(const strata_engine *x, const int32_t *prompt, size_t done, size_t n) {
+    size_t end = n - done < (size_t)x->n_chunk ? n : done + (size_t)x->n_chunk;
+    if (x->ckpt_floats && x->im_start >= 0)
+        for (size_t i = done + 1; i < end; i++)
+            if (prompt[i] == x->im_start) return i;
+    return end;
 }
 
 static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish) {
@@ -188,16 +261,18 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     st_status st = ST_OK;
     while (done < req->n_prompt) {
         if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; goto out; }
-        size_t k = req->n_prompt - done < (size_t)x->n_chunk ? req->n_prompt - done : (size_t)x->n_chunk;
+        size_t k = piece_end(x, req->prompt, done, req->n_prompt) - done;
         st = st_session_feed(x->session, req->prompt + done, (int64_t)k, NULL);
         if (st != ST_OK) {
             /* A failed feed leaves the state unknown: start over next time. */
             st_session_reset(x->session);
             x->n_held = 0;
+            x->n_ckpt = 0;
             goto out;
         }
         hold(x, req->prompt + done, k);
         done += k;
+        if (done < req->n_prompt && req->prompt[done] == x->im_start) take_checkpoint(x);
         if (req->on_progress) req->on_progress(req->ctx, (size_t)usage->cached_tokens, done, req->n_prompt);
     }
     double t1 = st_now();
@@ -222,6 +297,7 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
         if (st != ST_OK) {
             st_session_reset(x->session);
             x->n_held = 0;
+            x->n_ckpt = 0;
             break;
         }
         hold(x, &tok, 1);
@@ -239,6 +315,7 @@ static void se_close(sv_engine *e) {
     if (!x) return;
     st_session_free(x->session);
     st_model_free(x->model);
+    for (int i = 0; i < SE_CHECKPOINTS; i++) free(x->ckpt[i].data);
     free(x->held);
     free(x);
 }
@@ -282,6 +359,12 @@ st_status sv_engine_strata_open(const char *model_path, int context_length, sv_e
     st = st_session_new(x->model, &sp, &x->session);
     if (st != ST_OK) { se_close(&x->base); return st; }
     x->n_chunk = sp.n_prefill > 0 ? sp.n_prefill : 512;
+    x->im_start = st_tokenizer_find(x->model->tok, "<|im_start|>", 12);
+    const st_hparams *hp = &x->model->hp;
+    if (st_hp_is_hybrid(hp))
+        for (int64_t il = 0; il < hp->n_layer; il++)
+            if (hp->is_linear[il])
+                x->ckpt_floats += (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1) + hp->ssm_n_v * hp->ssm_state * hp->ssm_state);
 
     const char *tmpl = NULL, *name = NULL;
     size_t tlen = 0, nlen = 0;

@@ -51,7 +51,8 @@ for (const arch of ['qwen3', 'qwen35']) {
       assert.equal(fresh.usage.prompt_tokens_details.cached_tokens, 0);
       assert.equal(reused.choices[0].message.content, fresh.choices[0].message.content);
       assert.equal(reused.usage.completion_tokens, fresh.usage.completion_tokens);
-      if (arch === 'qwen3') assert.ok(reused.usage.prompt_tokens_details.cached_tokens > 0);
+      // qwen3 cuts its KV cache back; qwen35 returns to the checkpoint before the last <|im_start|>.
+      assert.ok(reused.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify([r1.usage, reused.usage]));
     } finally {
       assert.equal(await a.stop(), 0, a.stderr());
       assert.equal(await b.stop(), 0, b.stderr());
