@@ -251,6 +251,51 @@ int main(void) {
         st_detok_free(dt);
     }
 
+    /* random bytes: tokenizing never fails; the streamed text is valid UTF-8 and, when the whole
+     * detokenized text is valid, the same text */
+    {
+        uint64_t r = 2024;
+        int bad_stream = 0, bad_tok = 0;
+        st_detok *dt;
+        CHECK(st_detok_new(t, 1, &dt) == ST_OK);
+        for (int iter = 0; iter < 2000; iter++) {
+            char buf[80];
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            size_t len = (size_t)(r >> 58);
+            for (size_t i = 0; i < len; i++) {
+                r = r * 6364136223846793005ull + 1442695040888963407ull;
+                /* biased toward bytes that form or break multi-byte sequences */
+                uint8_t b = (uint8_t)(r >> 40);
+                buf[i] = (char)((r >> 36) & 1 ? b : (uint8_t)(0x80 | (b & 0x7F)));
+            }
+            int32_t *v;
+            size_t k;
+            if (st_tokenize(t, buf, len, 0, 1, &v, &k) != ST_OK) { bad_tok++; continue; }
+            char *whole = NULL;
+            size_t wl = 0;
+            st_detokenize(t, v, k, 1, &whole, &wl);
+            char acc[1024];
+            size_t at = 0;
+            const char *o;
+            size_t ol;
+            for (size_t i = 0; i < k; i++) {
+                st_detok_push(dt, v[i], &o, &ol);
+                memcpy(acc + at, o, ol);
+                at += ol;
+            }
+            st_detok_flush(dt, &o, &ol);
+            memcpy(acc + at, o, ol);
+            at += ol;
+            if (!st_utf8_valid((const uint8_t *)acc, at)) bad_stream++;
+            else if (st_utf8_valid((const uint8_t *)whole, wl) && (at != wl || memcmp(acc, whole, wl) != 0)) bad_stream++;
+            free(whole);
+            free(v);
+        }
+        st_detok_free(dt);
+        CHECK(bad_tok == 0);
+        CHECKF(bad_stream == 0, "%d random texts streamed wrongly", bad_stream);
+    }
+
     /* qwen35 counts combining marks as letters: "a\u0301b" is one piece there, and the pieces
      * are visible through BPE: with a merge across the mark it only applies under qwen35 */
     {
