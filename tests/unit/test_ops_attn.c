@@ -179,6 +179,8 @@ int main(void) {
         { 5, 3, 1, 17, 12, ST_TYPE_F32 },
         { 7, 2, 1, 256, 40, ST_TYPE_F16 },     /* the largest head */
         { 3, 16, 2, 80, 2100, ST_TYPE_F16 },   /* long context */
+        { 1, 4, 1, 64, 100, ST_TYPE_F16 },     /* fewer items than threads: single-head items */
+        { 1, 16, 2, 256, 300, ST_TYPE_F32 },   /* qwen3next-like: groups of 8, head 256 */
     };
     for (size_t i = 0; i < sizeof probs / sizeof probs[0]; i++) check_random(pool, probs[i]);
     st_pool_destroy(pool);
