@@ -286,6 +286,10 @@ static st_status render_qwen35(st_sbuf *b, const st_chat_message *msgs, size_t n
     return ST_OK;
 }
 
+int st_chat_opens_reasoning(const st_chat_options *o) {
+    return o && o->style == ST_CHAT_QWEN35 && o->add_generation_prompt && o->enable_thinking;
+}
+
 st_chat_style st_chat_style_detect(const char *chat_template, int *known) {
     const char *t = chat_template ? chat_template : "";
     if (known) *known = strstr(t, "<|im_start|>") != NULL;

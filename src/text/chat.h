@@ -75,8 +75,12 @@ typedef struct st_chat_event {
 typedef st_status (*st_chat_event_fn)(void *ctx, const st_chat_event *e);
 typedef struct st_chat_parser st_chat_parser;
 
+/* Whether the prompt st_chat_render makes with these options ends inside an open <think> block
+ * (Qwen3.5 with thinking on), so the parser must start in reasoning. */
+int st_chat_opens_reasoning(const st_chat_options *o);
+
 /* in_reasoning: the prompt already opened a <think> block (the model's first words are
- * reasoning). */
+ * reasoning); st_chat_opens_reasoning says when. */
 st_status st_chat_parser_new(int in_reasoning, st_chat_parser **out);
 void st_chat_parser_free(st_chat_parser *p);
 st_status st_chat_parser_feed(st_chat_parser *p, const char *text, size_t len, st_chat_event_fn fn, void *ctx);

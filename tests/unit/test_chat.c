@@ -151,6 +151,13 @@ int main(void) {
         for (size_t i = 0; i < json_array_size(cases); i++) check_case(json_array_get(cases, i), style);
         json_decref(root);
     }
+    st_chat_options oo = {NULL, 0, 1, 1, ST_CHAT_QWEN35};
+    CHECK(st_chat_opens_reasoning(&oo));
+    oo.enable_thinking = 0;
+    CHECK(!st_chat_opens_reasoning(&oo));
+    oo.enable_thinking = 1;
+    oo.style = ST_CHAT_QWEN3;
+    CHECK(!st_chat_opens_reasoning(&oo));
     int known = 1;
     CHECK(st_chat_style_detect("{{ bos_token }}{% for m in messages %}[INST]{% endfor %}", &known) == ST_CHAT_QWEN3 && !known);
 
