@@ -444,8 +444,8 @@ static st_status bpe_piece(const st_tokenizer *t, bpe_scratch *s, const char *pi
         int32_t id = t->byte_id[(uint8_t)piece[0]];
         return id >= 0 ? ids_push(out, id) : ST_OK;
     }
-    /* whole-piece shortcut: only when merging cannot reach a different split is it safe, which
-     * is not knowable cheaply, so (like llama.cpp with ignore_merges off) always merge. */
+    /* No shortcut for a piece that is itself a token: with ignore_merges off (qwen2, qwen35)
+     * llama.cpp and HF build every piece by merging, which may end in a different split. */
     if (n > s->syms_cap) {
         size_t cap = n * 2;
         sym *v = realloc(s->syms, cap * sizeof *v);
