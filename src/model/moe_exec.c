@@ -7,7 +7,7 @@
  * separated by barriers:
  *   1. each thread converts its share of the gathered input rows to the weights' activation form
  *      (Q8_K for K-quants, ...), once;
- *   2. gate and up: tiles of TILE weight rows of any expert are taken from a shared counter, each
+ *   2. gate and up: tiles of weight rows of any expert are taken from a shared counter, each
  *      tile run against all of that expert's rows (the weight tile stays in cache);
  *   3. silu(gate) * up per row, converted to the down projection's activation form;
  *   4. down, tiled the same way.
@@ -22,7 +22,10 @@
 #include "quant/dot.h"
 #include "quant/types.h"
 
-enum { TILE = 16 };
+/* Weight rows per tile: with many rows per expert (a prompt chunk) a small tile stays in L1 while
+ * it is run against all of them; with about one row per expert (decode) a larger tile is a longer
+ * sequential read for the prefetchers. */
+enum { TILE_PROMPT = 16, TILE_DECODE = 64 };
 
 typedef struct moe_job {
     st_pool *pool;
@@ -37,6 +40,7 @@ typedef struct moe_job {
     char *act2;
     size_t act2_row;
     float *y;                    /* [P][d] */
+    int64_t tile;                /* weight rows per tile */
     int64_t tiles1, tiles2;      /* total tiles of phases 2 and 4 */
     atomic_llong next1, next2;
 } moe_job;
@@ -47,14 +51,14 @@ static int entry_of_row(const moe_job *j, int64_t p) {
     return e;
 }
 
-/* Tile t of a phase whose entries have `per` tiles each (per[i] = ceil(rows_i / TILE)). */
+/* The entry of tile t of a phase (entries in order, each with ceil(weight rows / tile) tiles). */
 static int entry_of_tile(const moe_job *j, int64_t t, int phase, int64_t *first) {
     int64_t off = 0;
     for (int e = 0; e < j->n_ent; e++) {
         int64_t m = phase == 1 ? 2 * j->ent[e].ff : j->d;
-        int64_t n = (m + TILE - 1) / TILE;
+        int64_t n = (m + j->tile - 1) / j->tile;
         if (t < off + n) {
-            *first = (t - off) * TILE;
+            *first = (t - off) * j->tile;
             return e;
         }
         off += n;
@@ -102,7 +106,7 @@ static void run_tiles(moe_job *j, int phase) {
         if (e < 0) break;
         const moe_entry *en = &j->ent[e];
         int64_t m_end = phase == 1 ? 2 * en->ff : j->d;
-        run_tile(en, m0, m0 + TILE < m_end ? m0 + TILE : m_end, phase, j);
+        run_tile(en, m0, m0 + j->tile < m_end ? m0 + j->tile : m_end, phase, j);
     }
 }
 
@@ -180,9 +184,10 @@ void moe_exec(st_pool *pool, const moe_entry *ent, int n_ent, int64_t d, const f
               size_t act1_row, float *gu, int64_t ld_gu, char *act2, size_t act2_row, float *y) {
     moe_job j = {.pool = pool, .ent = ent, .n_ent = n_ent, .d = d, .P = P, .x = x, .act1 = act1,
                  .act1_row = act1_row, .gu = gu, .ld_gu = ld_gu, .act2 = act2, .act2_row = act2_row, .y = y};
+    j.tile = P <= 2 * (int64_t)n_ent ? TILE_DECODE : TILE_PROMPT;
     for (int e = 0; e < n_ent; e++) {
-        j.tiles1 += (2 * ent[e].ff + TILE - 1) / TILE;
-        j.tiles2 += (d + TILE - 1) / TILE;
+        j.tiles1 += (2 * ent[e].ff + j.tile - 1) / j.tile;
+        j.tiles2 += (d + j.tile - 1) / j.tile;
     }
     atomic_init(&j.next1, 0);
     atomic_init(&j.next2, 0);
