@@ -70,8 +70,29 @@ INLINE void q8_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     __m512 acc[ST_DOT_MAX_NX];
     UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
     int64_t b = 0;
+    /* four blocks per step: the four scales of each side convert in one instruction */
+    const __m512i idx01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
+    const __m512i idx23 = _mm512_add_epi32(idx01, _mm512_set1_epi32(2));
+    for (; b + 3 < nb; b += 4) {
+        prefetch_ahead(&w[b], 4 * sizeof(block_q8_0));
+        __m512i q0 = load_2x256(w[b].qs, w[b + 1].qs), q1 = load_2x256(w[b + 2].qs, w[b + 3].qs);
+        __m512i aq0 = _mm512_abs_epi8(q0), aq1 = _mm512_abs_epi8(q1);
+        __mmask64 neg0 = _mm512_movepi8_mask(q0), neg1 = _mm512_movepi8_mask(q1);
+        __m128 dw = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)w[b + 3].d, (short)w[b + 2].d, (short)w[b + 1].d, (short)w[b].d));
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + b;
+            __m512i a0 = load_2x256(xb[0].qs, xb[1].qs), a1 = load_2x256(xb[2].qs, xb[3].qs);
+            a0 = _mm512_mask_sub_epi8(a0, neg0, _mm512_setzero_si512(), a0);
+            a1 = _mm512_mask_sub_epi8(a1, neg1, _mm512_setzero_si512(), a1);
+            __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aq0, a0);
+            __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aq1, a1);
+            __m128 dx = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)xb[3].d, (short)xb[2].d, (short)xb[1].d, (short)xb[0].d));
+            __m512 s4 = _mm512_castps128_ps512(_mm_mul_ps(dw, dx));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_permutexvar_ps(idx01, s4), acc[j]);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_permutexvar_ps(idx23, s4), acc[j]);
+        }
+    }
     for (; b + 1 < nb; b += 2) {
-        prefetch_ahead((const char *)wv + (size_t)b * sizeof(block_q8_0), 2 * sizeof(block_q8_0));
         __m512i q = load_2x256(w[b].qs, w[b + 1].qs);
         __m512i aq = _mm512_abs_epi8(q);
         __mmask64 neg = _mm512_movepi8_mask(q);
