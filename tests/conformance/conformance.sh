@@ -17,6 +17,9 @@
 # models: 95% top-1 between them at --prefill 7), more than the thresholds allow, so they would
 # measure llama.cpp against itself. STRATA_PEER_REPACK=1 runs the repacked ones instead.
 #
+# Both sides run one thread (llama.cpp's threads spin while they wait, which on a busy 2-core
+# machine turns a second into twenty), except Strata's one-chunk run, which uses two.
+#
 # Exit 0 pass, 1 fail, 77 skipped (no peer library, no logits_peer, no `strata eval` yet, or no
 # test-llama-archs binary). Prints one line per chunking.
 set -uo pipefail
@@ -73,14 +76,16 @@ vocab=""
 for prefill in $n_tok 1 7 64; do
   peer_out=$work/peer-$prefill.bin ours_out=$work/ours-$prefill.bin
   if [ -z "$vocab" ]; then
-    "$dumper" --lib "$lib" -m "$model" --tokens 0 --logits "$work/probe.bin" "${repack[@]}" 2>"$work/probe.log" ||
+    "$dumper" --lib "$lib" -m "$model" --tokens 0 --logits "$work/probe.bin" -t 1 "${repack[@]}" 2>"$work/probe.log" ||
       { cat "$work/probe.log"; exit 1; }
     vocab=$(( $(stat -c %s "$work/probe.bin") / 4 ))
     tokens=$("$compare" tokens $n_tok "$vocab" 7)
   fi
-  "$dumper" --lib "$lib" -m "$model" --tokens "$tokens" --prefill "$prefill" --logits "$peer_out" "${repack[@]}" \
+  "$dumper" --lib "$lib" -m "$model" --tokens "$tokens" --prefill "$prefill" --logits "$peer_out" -t 1 "${repack[@]}" \
     2>"$work/peer-$prefill.log" || { cat "$work/peer-$prefill.log"; status=1; continue; }
-  "$strata" eval -m "$model" --tokens "$tokens" --prefill "$prefill" --logits "$ours_out" >"$work/ours-$prefill.log" 2>&1 ||
+  threads=1
+  [ "$prefill" = $n_tok ] && threads=2
+  "$strata" eval -m "$model" --tokens "$tokens" --prefill "$prefill" --kv-f32 -t $threads --logits "$ours_out" >"$work/ours-$prefill.log" 2>&1 ||
     { echo "strata eval failed (prefill $prefill):"; tail -5 "$work/ours-$prefill.log"; status=1; continue; }
   "$compare" "$peer_out" "$ours_out" "$vocab" "${limits[@]}" --label "$arch $source $type prefill=$prefill" || status=1
 done
