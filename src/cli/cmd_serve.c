@@ -27,6 +27,7 @@ static void serve_usage(FILE *f) {
             "  --cors ORIGIN        allow browser calls from ORIGIN (or *); off by default\n"
             "  --queue N            requests that may wait for the engine (default 32; more get 429)\n"
             "  --max-body BYTES     largest request body (default 8388608; larger get 413)\n"
+            "  --state-dir DIR      where saved sessions are written (default ./strata-sessions)\n"
             "  --engine KIND        strata (default) or echo: the deterministic stand-in of the server's tests\n");
 }
 
@@ -56,6 +57,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--api-key")) cfg.api_key = *val ? val : NULL;
         else if (!strcmp(a, "--cors")) cfg.cors = val;
         else if (!strcmp(a, "--engine")) engine_kind = val;
+        else if (!strcmp(a, "--state-dir")) cfg.state_dir = val;
         else if (!strcmp(a, "--port") && !parse_int(val, 0, 65535, &v)) cfg.port = (int)v;
         else if (!strcmp(a, "--ctx") && !parse_int(val, 16, 1 << 24, &v)) ctx = v;
         else if (!strcmp(a, "--queue") && !parse_int(val, 1, 1 << 16, &v)) cfg.queue_max = (int)v;

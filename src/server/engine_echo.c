@@ -356,6 +356,39 @@ static st_status echo_generate(sv_engine *e, const sv_generate *req, sv_usage *u
     return ST_OK;
 }
 
+/* The state is the held ids: "ECHO", a count, the ids. */
+static st_status echo_state_save(sv_engine *e, void **blob, size_t *n, size_t *tokens) {
+    echo_engine *x = (echo_engine *)e;
+    uint64_t count = x->n_held;
+    *n = 4 + sizeof count + x->n_held * sizeof *x->held;
+    unsigned char *b = malloc(*n);
+    if (!b) return st_fail(ST_ERR_NOMEM, "echo: out of memory for a state of %zu bytes", *n);
+    memcpy(b, "ECHO", 4);
+    memcpy(b + 4, &count, sizeof count);
+    if (count) memcpy(b + 4 + sizeof count, x->held, x->n_held * sizeof *x->held);
+    *blob = b;
+    *tokens = x->n_held;
+    return ST_OK;
+}
+
+static st_status echo_state_load(sv_engine *e, const void *blob, size_t n, size_t *tokens) {
+    echo_engine *x = (echo_engine *)e;
+    const unsigned char *b = blob;
+    uint64_t count;
+    if (n < 12 || memcmp(b, "ECHO", 4)) return st_fail(ST_ERR_FORMAT, "not an echo engine state");
+    memcpy(&count, b + 4, sizeof count);
+    if (count > (uint64_t)x->context_length || n != 12 + count * sizeof(int32_t))
+        return st_fail(ST_ERR_FORMAT, "the state holds %llu ids in %zu bytes: does not fit a context of %d",
+                       (unsigned long long)count, n, x->context_length);
+    const int32_t *ids = (const int32_t *)(b + 12);
+    for (uint64_t i = 0; i < count; i++)
+        if (ids[i] < 0 || ids[i] > ECHO_IM_END) return st_fail(ST_ERR_FORMAT, "the state's id %llu is %d, out of the vocabulary", (unsigned long long)i, ids[i]);
+    x->n_held = 0;
+    if (!hold(x, ids, (size_t)count)) return st_fail(ST_ERR_NOMEM, "echo: out of memory");
+    *tokens = x->n_held;
+    return ST_OK;
+}
+
 static size_t echo_memory(sv_engine *e) {
     echo_engine *x = (echo_engine *)e;
     return sizeof *x + x->n_held * sizeof *x->held;
@@ -374,6 +407,8 @@ static const sv_engine_ops echo_ops = {
     .render = echo_render,
     .tokenize = echo_tokenize,
     .generate = echo_generate,
+    .state_save = echo_state_save,
+    .state_load = echo_state_load,
     .memory_bytes = echo_memory,
     .close = echo_close,
 };

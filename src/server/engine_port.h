@@ -14,7 +14,9 @@
  * reply), matches them against the new prompt, cuts its state back to the longest prefix it can
  * restore exactly (KV cut-back; recurrent state from a checkpoint at or before the divergence) and
  * reports that prefix as usage.cached_tokens. The server never sees the state, only the count.
- * Saved sessions go through save_session()/restore_session(), also on the engine thread.
+ * Saved sessions go through state_save()/state_load(), also on the engine thread: the engine gives
+ * and takes its state as one blob; the server wraps it in a versioned file with the model's
+ * fingerprint and a checksum (sessions.c).
  *
  * Stop strings are not part of the port: the server applies them to the decoded text (it must hold
  * back partial matches anyway) and ends generation by returning nonzero from on_piece. */
@@ -128,9 +130,12 @@ typedef struct sv_engine_ops {
     /* Runs one request on the session. Returns ST_OK also when cancelled (finish says so); an error
      * leaves the session as it was or cleanly reset. */
     st_status (*generate)(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish);
-    /* Saved sessions (NULL where the engine has none): name is already checked to be a plain name. */
-    st_status (*save_session)(sv_engine *e, const char *path);
-    st_status (*restore_session)(sv_engine *e, const char *path);
+    /* Saved sessions (NULL where the engine has none). state_save: the whole session state (held
+     * ids, KV, recurrent state) as a malloc'd blob, and how many ids it holds. state_load checks
+     * the whole blob before it changes anything, and refuses (session untouched) when it does not
+     * fit this model and context. */
+    st_status (*state_save)(sv_engine *e, void **blob, size_t *n, size_t *tokens);
+    st_status (*state_load)(sv_engine *e, const void *blob, size_t n, size_t *tokens);
     /* Resident memory the engine accounts for (weights mapped + state + scratch), for the monitor. */
     size_t (*memory_bytes)(sv_engine *e);
     void (*close)(sv_engine *e);

@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "base/clock.h"
+#include "backend/backend.h"
 #include "base/status.h"
 #include "engine/sampler.h"
 #include "engine/session_internal.h"
@@ -308,6 +309,127 @@ out:
     return st;
 }
 
+/* The saved state: a header, the held ids, then per layer the KV rows of the held positions
+ * (attention) or the conv and delta state (linear layers), then the checkpoints (position and
+ * recurrent state each), so a restored hybrid can return to a message boundary as before. */
+typedef struct state_head {
+    char magic[8];     /* "STRATAST" */
+    uint32_t n_layer, kv_type;
+    uint64_t n_held;
+    uint64_t n_ckpt, ckpt_floats;
+} state_head;
+
+static size_t layer_bytes(strata_engine *x, int64_t il, uint64_t n_pos) {
+    const st_hparams *hp = &x->model->hp;
+    const st_layer_state *L = &st_session_state(x->session)->layers[il];
+    if (L->ssm)
+        return (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1) + hp->ssm_n_v * hp->ssm_state * hp->ssm_state) * sizeof(float);
+    return 2 * (size_t)n_pos * st_kv_row_bytes(st_session_state(x->session)->kv_type, hp->n_head_kv[il] * hp->head_dim);
+}
+
+/* Copies one layer's state to (save) or from (!save) p; returns the bytes. */
+static size_t layer_copy(strata_engine *x, int64_t il, uint64_t n_pos, unsigned char *p, int save) {
+    const st_hparams *hp = &x->model->hp;
+    st_layer_state *L = &st_session_state(x->session)->layers[il];
+    if (L->ssm) {
+        size_t conv = (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float);
+        size_t ssm = (size_t)(hp->ssm_n_v * hp->ssm_state * hp->ssm_state) * sizeof(float);
+        if (save) { memcpy(p, L->conv, conv); memcpy(p + conv, L->ssm, ssm); }
+        else { memcpy(L->conv, p, conv); memcpy(L->ssm, p + conv, ssm); }
+        return conv + ssm;
+    }
+    size_t kv = (size_t)n_pos * st_kv_row_bytes(st_session_state(x->session)->kv_type, hp->n_head_kv[il] * hp->head_dim);
+    if (save) { memcpy(p, L->k_cache, kv); memcpy(p + kv, L->v_cache, kv); }
+    else { memcpy(L->k_cache, p, kv); memcpy(L->v_cache, p + kv, kv); }
+    return 2 * kv;
+}
+
+static st_status se_state_save(sv_engine *e, void **blob, size_t *n, size_t *tokens) {
+    strata_engine *x = (strata_engine *)e;
+    const st_hparams *hp = &x->model->hp;
+    size_t size = sizeof(state_head) + x->n_held * sizeof(int32_t);
+    for (int64_t il = 0; il < hp->n_layer; il++) size += layer_bytes(x, il, x->n_held);
+    size += (size_t)x->n_ckpt * (sizeof(uint64_t) + x->ckpt_floats * sizeof(float));
+    unsigned char *b = malloc(size);
+    if (!b) return st_fail(ST_ERR_NOMEM, "out of memory for a session state of %zu bytes", size);
+    state_head h = {.magic = "STRATAST", .n_layer = (uint32_t)hp->n_layer, .kv_type = st_session_state(x->session)->kv_type,
+                    .n_held = x->n_held, .n_ckpt = (uint64_t)x->n_ckpt, .ckpt_floats = x->ckpt_floats};
+    memcpy(b, &h, sizeof h);
+    size_t off = sizeof h;
+    memcpy(b + off, x->held, x->n_held * sizeof(int32_t));
+    off += x->n_held * sizeof(int32_t);
+    for (int64_t il = 0; il < hp->n_layer; il++) off += layer_copy(x, il, x->n_held, b + off, 1);
+    for (int i = 0; i < x->n_ckpt; i++) {
+        uint64_t pos = x->ckpt[i].pos;
+        memcpy(b + off, &pos, sizeof pos);
+        memcpy(b + off + sizeof pos, x->ckpt[i].data, x->ckpt_floats * sizeof(float));
+        off += sizeof pos + x->ckpt_floats * sizeof(float);
+    }
+    *blob = b;
+    *n = size;
+    *tokens = x->n_held;
+    return ST_OK;
+}
+
+static st_status se_state_load(sv_engine *e, const void *blob, size_t n, size_t *tokens) {
+    strata_engine *x = (strata_engine *)e;
+    const st_hparams *hp = &x->model->hp;
+    st_state *st = st_session_state(x->session);
+    state_head h;
+    if (n < sizeof h) return st_fail(ST_ERR_FORMAT, "the state is %zu bytes, shorter than its header", n);
+    memcpy(&h, blob, sizeof h);
+    if (memcmp(h.magic, "STRATAST", 8)) return st_fail(ST_ERR_FORMAT, "not a Strata engine state");
+    if (h.n_layer != (uint32_t)hp->n_layer || h.kv_type != st->kv_type)
+        return st_fail(ST_ERR_FORMAT, "the state has %u layers and KV type %u; this session has %lld and %u", h.n_layer, h.kv_type,
+                       (long long)hp->n_layer, st->kv_type);
+    if (h.n_held >= (uint64_t)st->n_ctx)
+        return st_fail(ST_ERR_RANGE, "the state holds %llu tokens; this context has %lld", (unsigned long long)h.n_held, (long long)st->n_ctx);
+    if (h.n_ckpt > SE_CHECKPOINTS || h.ckpt_floats != x->ckpt_floats || (h.n_ckpt && x->im_start < 0))
+        return st_fail(ST_ERR_FORMAT, "the state has %llu checkpoints of %llu floats; this session keeps %d of %zu",
+                       (unsigned long long)h.n_ckpt, (unsigned long long)h.ckpt_floats, SE_CHECKPOINTS, x->ckpt_floats);
+    size_t want = sizeof h + (size_t)h.n_held * sizeof(int32_t);
+    for (int64_t il = 0; il < hp->n_layer; il++) want += layer_bytes(x, il, h.n_held);
+    size_t ckpt_off = want;
+    want += (size_t)h.n_ckpt * (sizeof(uint64_t) + x->ckpt_floats * sizeof(float));
+    if (want != n) return st_fail(ST_ERR_FORMAT, "the state is %zu bytes; %llu tokens need %zu", n, (unsigned long long)h.n_held, want);
+    const unsigned char *b = blob;
+    uint64_t last = 0;
+    for (uint64_t i = 0; i < h.n_ckpt; i++) {
+        uint64_t pos;
+        memcpy(&pos, b + ckpt_off + i * (sizeof pos + x->ckpt_floats * sizeof(float)), sizeof pos);
+        if (pos > h.n_held || (i && pos <= last))
+            return st_fail(ST_ERR_FORMAT, "the state's checkpoint %llu is at %llu: not in order within %llu tokens",
+                           (unsigned long long)i, (unsigned long long)pos, (unsigned long long)h.n_held);
+        last = pos;
+    }
+    int32_t n_vocab = st_model_n_vocab(x->model);
+    for (uint64_t i = 0; i < h.n_held; i++) {
+        int32_t id;
+        memcpy(&id, b + sizeof h + i * sizeof id, sizeof id);
+        if (id < 0 || id >= n_vocab) return st_fail(ST_ERR_FORMAT, "the state's id %llu is %d, outside the vocabulary", (unsigned long long)i, id);
+    }
+    /* Everything checked: now the session changes. */
+    x->n_held = 0;
+    x->n_ckpt = 0;
+    if (!hold(x, (const int32_t *)(const void *)(b + sizeof h), (size_t)h.n_held)) {
+        st_session_reset(x->session);
+        return st_fail(ST_ERR_NOMEM, "out of memory");
+    }
+    size_t off = sizeof h + (size_t)h.n_held * sizeof(int32_t);
+    for (int64_t il = 0; il < hp->n_layer; il++) off += layer_copy(x, il, h.n_held, (unsigned char *)b + off, 0);
+    st->n_past = (int64_t)h.n_held;
+    for (uint64_t i = 0; i < h.n_ckpt; i++) {
+        checkpoint *c = &x->ckpt[x->n_ckpt];
+        if (!c->data && !(c->data = malloc(x->ckpt_floats * sizeof *c->data))) break;
+        memcpy(&c->pos, b + off, sizeof(uint64_t));
+        memcpy(c->data, b + off + sizeof(uint64_t), x->ckpt_floats * sizeof(float));
+        off += sizeof(uint64_t) + x->ckpt_floats * sizeof(float);
+        x->n_ckpt++;
+    }
+    *tokens = x->n_held;
+    return ST_OK;
+}
+
 static size_t se_memory(sv_engine *e) { return (size_t)st_model_weight_bytes(((strata_engine *)e)->model); }
 
 static void se_close(sv_engine *e) {
@@ -326,6 +448,8 @@ static const sv_engine_ops strata_ops = {
     .render = se_render,
     .tokenize = se_tokenize,
     .generate = se_generate,
+    .state_save = se_state_save,
+    .state_load = se_state_load,
     .memory_bytes = se_memory,
     .close = se_close,
 };
@@ -335,7 +459,7 @@ static void fingerprint(const st_model *m, const char *name, char out[65]) {
     char desc[512];
     snprintf(desc, sizeof desc, "%s|%lld|%d|%llu|%s", st_model_arch(m), (long long)st_model_n_layer(m), st_model_n_vocab(m),
              (unsigned long long)st_model_weight_bytes(m), name);
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = 14695981039346656037ULL;
     for (const char *p = desc; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
     snprintf(out, 65, "%016llx", (unsigned long long)h);
 }

@@ -31,6 +31,7 @@ void sv_config_defaults(sv_config *c) {
     c->max_depth = 64;
     c->queue_max = 32;
     c->keepalive_ms = 5000;
+    c->state_dir = "strata-sessions";
 }
 
 typedef struct request {
@@ -247,6 +248,8 @@ static api_fn post_route(const char *url, int *anthropic) {
     if (!strcmp(url, "/v1/completions")) return sv_api_completions;
     if (!strcmp(url, "/v1/messages")) return sv_api_messages;
     if (!strcmp(url, "/v1/messages/count_tokens")) return sv_api_count_tokens;
+    if (!strcmp(url, "/v1/sessions/save")) return sv_api_session_save;
+    if (!strcmp(url, "/v1/sessions/restore")) return sv_api_session_restore;
     return NULL;
 }
 
@@ -331,6 +334,7 @@ static enum MHD_Result dispatch(sv_server *s, struct MHD_Connection *c, const ch
         if (!strcmp(url, "/v1/models")) return send_text(s, c, sv_api_models(s), "application/json");
         if (!strcmp(url, "/v1/status")) return send_text(s, c, sv_api_status(s), "application/json");
         if (!strcmp(url, "/metrics")) return send_text(s, c, sv_api_metrics(s), "text/plain; version=0.0.4");
+        if (!strcmp(url, "/v1/sessions")) return send_text(s, c, sv_api_sessions(s), "application/json");
     }
     if (fn && !strcmp(method, "POST")) return handle_post(s, c, fn, anthropic, rq);
     if (fn) {

@@ -35,6 +35,7 @@ char *sv_error_openai(const sv_error *e);
 char *sv_error_anthropic(const sv_error *e);
 
 typedef struct sv_job sv_job;
+typedef struct sv_server sv_server;
 
 /* How a job's reply becomes bytes; each API provides one for streaming and one for not. All run on
  * the engine thread. begin() comes once, before the first event or at the end, when the reused
@@ -58,6 +59,8 @@ struct sv_job {
     sv_generate gen;     /* sampling, max_tokens, json_object; callbacks are the queue's */
     int stream;
     char endpoint[32];   /* for metrics */
+    /* Set for work other than generation (saved sessions): run on the engine thread instead. */
+    void (*control)(struct sv_server *s, sv_job *j);
 
     /* The queue's. */
     atomic_int cancel;
@@ -150,6 +153,9 @@ void sv_api_count_tokens(sv_server *s, json_t *req, sv_http_reply *out, sv_error
 char *sv_api_models(sv_server *s);
 char *sv_api_status(sv_server *s);
 char *sv_api_metrics(sv_server *s);
+void sv_api_session_save(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
+void sv_api_session_restore(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
+char *sv_api_sessions(sv_server *s);
 
 /* The web app's files (web_assets.c, generated from web/ at build time). */
 typedef struct sv_asset {

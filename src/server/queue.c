@@ -35,6 +35,7 @@ void sv_job_release(sv_job *j) {
     pthread_mutex_unlock(&j->mu);
     if (!last) return;
     if (j->fmt && j->fmt->free_api) j->fmt->free_api(j->api);
+    else if (j->control) free(j->api);
     free(j->ids);
     free(j->reply_prefix);
     for (size_t i = 0; j->stops && j->stops[i]; i++) free(j->stops[i]);
@@ -115,6 +116,14 @@ static void on_progress(void *ctx, size_t cached, size_t done, size_t total) {
 }
 
 static void run_job(sv_server *s, sv_job *j) {
+    if (j->control) {
+        if (!atomic_load(&j->cancel)) j->control(s, j);
+        pthread_mutex_lock(&j->mu);
+        j->finished = 1;
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
+        return;
+    }
     sv_usage usage = {0};
     sv_finish finish = SV_FINISH_EOS;
     st_status st = ST_OK;

@@ -15,6 +15,7 @@ typedef struct sv_config {
     int max_depth;       /* JSON nesting limit */
     int queue_max;       /* requests waiting for the engine; more get 429 */
     int keepalive_ms;    /* SSE comment after this much silence */
+    const char *state_dir; /* where saved sessions live */
 } sv_config;
 
 void sv_config_defaults(sv_config *c);

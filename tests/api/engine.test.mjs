@@ -23,8 +23,8 @@ before(() => {
 after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 // --engine strata is the default: only the model is named.
-async function serve(model) {
-  const srv = await startServer(['--ctx', '1024'].concat(['-m', model]), {});
+async function serve(model, extra = []) {
+  const srv = await startServer(['--ctx', '1024', '-m', model, ...extra], {});
   srv.client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'unused', maxRetries: 0 });
   return srv;
 }
@@ -77,3 +77,27 @@ test('the real engine streams to both clients and honours max_tokens', async () 
     assert.equal(await srv.stop(), 0, srv.stderr());
   }
 });
+
+for (const arch of ['qwen3', 'qwen35']) {
+  test(`${arch}: a saved session restores exactly (KV and recurrent state)`, async () => {
+    const a = await serve(models[arch], ['--state-dir', path.join(dir, 'state')]);
+    const b = await serve(models[arch]);
+    try {
+      const m1 = [{ role: 'user', content: 'remember this' }];
+      const r1 = await a.client.chat.completions.create({ model: 'm', ...greedy, messages: m1 });
+      const saved = await fetch(a.base + '/v1/sessions/save', { method: 'POST', body: JSON.stringify({ name: arch }) });
+      assert.equal(saved.status, 200, await saved.text());
+      await a.client.chat.completions.create({ model: 'm', ...greedy, messages: [{ role: 'user', content: 'a different talk' }] });
+      const restored = await fetch(a.base + '/v1/sessions/restore', { method: 'POST', body: JSON.stringify({ name: arch }) });
+      assert.equal(restored.status, 200, await restored.text());
+      const m2 = [...m1, { role: 'assistant', content: r1.choices[0].message.content }, { role: 'user', content: 'go on' }];
+      const reused = await a.client.chat.completions.create({ model: 'm', ...greedy, messages: m2 });
+      const fresh = await b.client.chat.completions.create({ model: 'm', ...greedy, messages: m2 });
+      assert.ok(reused.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(reused.usage));
+      assert.equal(reused.choices[0].message.content, fresh.choices[0].message.content);
+    } finally {
+      assert.equal(await a.stop(), 0, a.stderr());
+      assert.equal(await b.stop(), 0, b.stderr());
+    }
+  });
+}
