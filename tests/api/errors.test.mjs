@@ -104,6 +104,9 @@ test('a prompt longer than the context: 400 context_length_exceeded', async () =
   assert.equal(c.json.error.code, 'context_length_exceeded');
   await assert.rejects(anthropic.messages.create({ model: 'echo', max_tokens: 10, messages: [{ role: 'user', content: 'y'.repeat(600) }] }),
     (e) => e.status === 400 && /maximum context length/.test(e.message));
+  // count_tokens still counts it: that is how a client learns it is too long.
+  const counted = await anthropic.messages.countTokens({ model: 'echo', messages: [{ role: 'user', content: 'y'.repeat(600) }] });
+  assert.ok(counted.input_tokens > 600);
 });
 
 test('Anthropic field errors name the field', async () => {
