@@ -66,6 +66,8 @@ st_status synth_plan_build(const char *arch, const char *preset, uint32_t type, 
 void synth_plan_free(synth_plan *p);
 /* True for layer il of a hybrid being a Gated DeltaNet (linear attention) layer. */
 int synth_is_recurrent(const synth_hparams *hp, int64_t il);
+/* The preset's own vocabulary size (0 for an unknown preset). */
+int64_t synth_preset_vocab(const char *preset);
 int64_t synth_plan_params(const synth_plan *p);
 uint64_t synth_plan_bytes(const synth_plan *p);
 

@@ -89,6 +89,12 @@ static st_status add(plan_builder *b, synth_init init, float std, int is_matrix,
 #define F32(init_, std_, nm_, ...) ST_TRY(add(b, init_, std_, 0, nm_, __VA_ARGS__))
 #define NORM(nm_, n_) F32(SYNTH_INIT_NORM_GAIN, STD_NORM, nm_, 1, n_, 1, 1)
 
+int64_t synth_preset_vocab(const char *preset) {
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (!strcmp(presets[i].name, preset)) return presets[i].n_vocab;
+    return 0;
+}
+
 int synth_is_recurrent(const synth_hparams *hp, int64_t il) {
     return hp->hybrid && (il + 1) % hp->full_attn_interval != 0;
 }

@@ -213,7 +213,10 @@ static st_status write_model(st_gguf_writer *w, const synth_options *o, synth_pl
     int64_t n_vocab = 0;
     if (o->tokenizer) {
 #ifdef SYNTH_HAVE_HF_TOKENIZER
-        ST_TRY(st_hf_tokenizer_to_gguf(o->tokenizer, w, pre, &n_vocab));
+        /* tiny keeps the tokenizer's own size; small and a3b pad it to their 151,936 as Qwen3's
+         * converter pads to vocab_size. */
+        int64_t pad_to = strcmp(o->preset, "tiny") ? synth_preset_vocab(o->preset) : 0;
+        ST_TRY(st_hf_tokenizer_to_gguf_padded(o->tokenizer, w, pre, pad_to, &n_vocab));
 #else
         return st_fail(ST_ERR_UNSUPPORTED, "synth: --tokenizer needs src/text/hf_tokenizer.c, which this build lacks");
 #endif
