@@ -11,7 +11,8 @@
 # Safe to run again: when the four binaries are there it only says so. To use a build made
 # elsewhere, point STRATA_LLAMA_BUILD at it (a folder with bin/test-llama-archs ...); it is then
 # linked as .peer/llama.cpp/build so the tests find it. STRATA_LLAMA_SRC likewise for the source.
-# JOBS sets the parallelism (default: all cores). Prints the time the build took.
+# JOBS sets the parallelism (default: all cores). Prints the time the build took; the compiler's
+# output goes to .peer/llama-build.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,8 +58,10 @@ cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
   -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
   -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" \
   -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-  -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_MTMD=OFF >/dev/null
-cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}" >/dev/null
+  -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_MTMD=OFF >"$PEER/llama-build.log" 2>&1 ||
+  { tail -30 "$PEER/llama-build.log"; exit 1; }
+cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}" >>"$PEER/llama-build.log" 2>&1 ||
+  { tail -30 "$PEER/llama-build.log"; exit 1; }
 end=$(date +%s)
 have_all "$BUILD" || { echo "peer-build: the build finished without all of ${TARGETS[*]}" >&2; exit 1; }
 echo "peer-build: built ${TARGETS[*]} in $((end - start)) s with $JOBS jobs ($BUILD/bin)"
