@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include "gguf/gguf.h"
 #include "text/hf_tokenizer.h"
 #include "text/tokenizer.h"
@@ -326,6 +327,45 @@ static int check_vocab(const st_tokenizer *ours, const struct llama_vocab *v) {
     return bad;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Tokenizes the same 10,000 words with both and prints the best of 5 times (information only,
+ * nothing is asserted on time); the ids must agree. */
+static int compare_speed(const st_tokenizer *ours, const struct llama_vocab *v) {
+    static const char *const words[] = {"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog's", "tokenization",
+        "1234", "\xe4\xb8\x96\xe7\x95\x8c", "na\xc3\xafve", "{x:", "\n", "emoji\xf0\x9f\x98\x80", "Hello,"};
+    char *text = malloc(1 << 20);
+    size_t n = 0;
+    for (int i = 0; i < 10000; i++) n += (size_t)sprintf(text + n, "%s ", words[(i * 7 + i / 3) % 16]);
+    double best_ours = 1e9, best_peer = 1e9;
+    int32_t *a = NULL;
+    llama_token *b = NULL;
+    size_t na = 0;
+    int nb = 0;
+    for (int r = 0; r < 5; r++) {
+        free(a);
+        free(b);
+        double t0 = now_s();
+        st_tokenize(ours, text, n, 0, 1, &a, &na);
+        double t1 = now_s();
+        nb = peer_tokenize(v, text, n, 1, &b);
+        double t2 = now_s();
+        if (t1 - t0 < best_ours) best_ours = t1 - t0;
+        if (t2 - t1 < best_peer) best_peer = t2 - t1;
+    }
+    int same = nb >= 0 && (size_t)nb == na && memcmp(a, b, na * sizeof *a) == 0;
+    fprintf(stderr, "  10000 words (%zu bytes, %zu tokens): ours %.2f ms, llama.cpp %.2f ms, ids %s\n",
+            n, na, best_ours * 1e3, best_peer * 1e3, same ? "identical" : "DIFFER");
+    free(a);
+    free(b);
+    free(text);
+    return !same;
+}
+
 static int run_pre(const char *dir, const char *json, const char *pre) {
     char gguf_path[4200];
     snprintf(gguf_path, sizeof gguf_path, "%s/vocab-%s.gguf", dir, pre);
@@ -353,6 +393,18 @@ static int run_pre(const char *dir, const char *json, const char *pre) {
     fprintf(stderr, "pre-tokenizer %s (%lld tokens):\n", pre, (long long)n_vocab);
 
     int fails = check_vocab(ours, v);
+    fails += compare_speed(ours, v);
+    /* add_special: the vocabulary says no BOS or EOS, and both must agree on that */
+    {
+        int32_t *a;
+        size_t na;
+        llama_token b[8];
+        int nb = peer.tokenize(v, "hi", 2, b, 8, true, true);
+        int same = st_tokenize(ours, "hi", 2, 1, 1, &a, &na) == ST_OK && nb >= 0 && (size_t)nb == na &&
+                   memcmp(a, b, na * sizeof *a) == 0;
+        if (!same) { fprintf(stderr, "  add_special: ours %zu ids, llama.cpp %d\n", na, nb); fails++; }
+        free(a);
+    }
     record_marks(v, strcmp(pre, "qwen35") == 0);
     tally t = {0};
     for (size_t i = 0; i < sizeof samples / sizeof *samples; i++)
