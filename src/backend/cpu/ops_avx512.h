@@ -62,9 +62,9 @@ static inline __m512 hsum16(const __m512 v[16]) {
                       hsum4(v[8], v[9], v[10], v[11]), hsum4(v[12], v[13], v[14], v[15]));
 }
 
-/* Lanes [0, left) of a 16-lane vector. */
+/* Lanes [0, left) of a 16-lane vector (none when left <= 0). */
 static inline __mmask16 tail_mask16(int64_t left) {
-    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    return left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
 }
 
 #endif
