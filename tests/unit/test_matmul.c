@@ -1,4 +1,4 @@
-/* test_matmul.c: st_matmul against a plain loop over the scalar reference kernel, for every type,
+/* test_matmul.c: st_matmul and st_matmul_batch against a plain loop over the scalar reference kernel, for every type,
  * odd shapes (M and n in 1, 3, 7, 33; n past the kernel's group of rows), strided X and Y, every
  * CPU level and 1 to 3 threads. The loop applies the reference activation quantizer to each row
  * and the reference dot to each (row, weight row) pair, so it checks the conversion into scratch,
@@ -88,6 +88,73 @@ static void test_shape(st_pool *pool, uint32_t type, int64_t M, int64_t K, int64
     free(W); free(wf); free(X); free(Y); free(Yref); free(mag); free(xq); free(xf); free(scratch);
 }
 
+/* Y[r][m] of the reference loop and sum |w x| for the tolerance. */
+static void reference(uint32_t type, const char *W, int64_t M, int64_t K, const float *X, int64_t ldx, int64_t n,
+                      float *Yref, double *mag) {
+    const st_type_info *t = st_type_get(type);
+    uint32_t act = st_dot_act_type(type);
+    size_t wrow = st_row_size(t, K), xrow = st_dot_act_row_size(act, K);
+    char *xq = malloc(xrow);
+    float *wf = malloc(sizeof(float) * (size_t)K);
+    for (int64_t r = 0; r < n; r++) {
+        act_ref(act, X + r * ldx, xq, K);
+        for (int64_t m = 0; m < M; m++) {
+            st_dot_ref[type](K, W + (size_t)m * wrow, xq, xrow, 1, &Yref[r * M + m]);
+            st_dequantize_row(type, W + (size_t)m * wrow, wf, K);
+            mag[r * M + m] = 0;
+            for (int64_t i = 0; i < K; i++) mag[r * M + m] += fabs((double)wf[i] * X[r * ldx + i]);
+        }
+    }
+    free(xq);
+    free(wf);
+}
+
+/* st_matmul_batch: parts sharing X (converted once), a part with the same X pointer but fewer
+ * rows (its own conversion), a part with no rows (writes nothing), different M per part. */
+static void test_batch(st_pool *pool, uint32_t type) {
+    const st_type_info *t = st_type_get(type);
+    const int64_t K = t->block_size == 1 ? 40 : t->block_size == 32 ? 64 : 256, ldx = K + 1;
+    const int64_t Ms[5] = {7, 33, 1, 12, 9}, ns[5] = {3, 3, 5, 2, 0};
+    float *Xa = malloc(sizeof(float) * (size_t)(3 * ldx)), *Xb = malloc(sizeof(float) * (size_t)(5 * ldx));
+    for (int64_t i = 0; i < 3 * ldx; i++) Xa[i] = frand();
+    for (int64_t i = 0; i < 5 * ldx; i++) Xb[i] = frand() * 3;
+    const float *Xs[5] = {Xa, Xa, Xb, Xa, Xb};
+    st_matmul_part parts[5];
+    char *W[5];
+    float *Y[5], *Yref[5];
+    double *mag[5];
+    size_t wrow = st_row_size(t, K);
+    float *f = malloc(sizeof(float) * (size_t)K);
+    for (int p = 0; p < 5; p++) {
+        W[p] = malloc(wrow * (size_t)Ms[p]);
+        for (int64_t m = 0; m < Ms[p]; m++) {
+            for (int64_t i = 0; i < K; i++) f[i] = frand();
+            st_quantize_row(type, f, W[p] + (size_t)m * wrow, K);
+        }
+        Y[p] = malloc(sizeof(float) * (size_t)((ns[p] + 1) * Ms[p]));
+        for (int64_t i = 0; i < (ns[p] + 1) * Ms[p]; i++) Y[p][i] = NAN;
+        Yref[p] = malloc(sizeof(float) * (size_t)((ns[p] + 1) * Ms[p]));
+        mag[p] = malloc(sizeof(double) * (size_t)((ns[p] + 1) * Ms[p]));
+        reference(type, W[p], Ms[p], K, Xs[p], ldx, ns[p], Yref[p], mag[p]);
+        parts[p] = (st_matmul_part){W[p], Ms[p], Xs[p], ldx, ns[p], Y[p], Ms[p]};
+    }
+    void *scratch = malloc(st_matmul_batch_scratch_size(type, K, 3 + 5 + 2) + 1);
+    st_matmul_batch(pool, type, K, parts, 5, scratch);
+    for (int p = 0; p < 5; p++) {
+        int bad = 0;
+        for (int64_t i = 0; i < ns[p] * Ms[p] && !bad; i++)
+            if (!(fabs(Y[p][i] - Yref[p][i]) <= 1e-5 * mag[p][i] + 1e-30)) {
+                bad = 1;
+                CHECKF(0, "%s batch part %d: Y[%lld] = %g, reference %g", t->name, p, (long long)i, Y[p][i], Yref[p][i]);
+            }
+        if (!bad) CHECK(1);
+        for (int64_t i = ns[p] * Ms[p]; i < (ns[p] + 1) * Ms[p]; i++) bad |= !isnan(Y[p][i]);
+        CHECKF(!bad, "%s batch part %d wrote past its %lld rows", t->name, p, (long long)ns[p]);
+        free(W[p]); free(Y[p]); free(Yref[p]); free(mag[p]);
+    }
+    free(Xa); free(Xb); free(f); free(scratch);
+}
+
 int main(void) {
     st_pool *pools[3];
     for (int p = 0; p < 3; p++)
@@ -100,6 +167,7 @@ int main(void) {
             for (int b = 0; b < 4; b++) test_shape(pools[(a + b) % 3], types[ti], sizes[a], K, sizes[b]);
         /* a row count that leaves each thread several tiles of weight rows, and a wide K */
         test_shape(pools[1], types[ti], 150, 4096, 5);
+        for (int p = 0; p < 3; p++) test_batch(pools[p], types[ti]);
     }
     for (int p = 0; p < 3; p++) st_pool_destroy(pools[p]);
     return test_report("test_matmul");

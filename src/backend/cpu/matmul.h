@@ -18,4 +18,23 @@ size_t st_matmul_scratch_size(uint32_t type, int64_t K, int64_t n);
 void st_matmul(st_pool *pool, uint32_t type, const void *W, int64_t M, int64_t K,
                const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy, void *scratch);
 
+/* Several products of one weight type and one K in a single pass of the pool: the gate and up
+ * projections of a row block, or every selected expert of a MoE layer. Part p computes
+ * Y_p = X_p . W_p^T (M_p rows of W_p, n_p rows of X_p); parts that share the same X pointer, ldx
+ * and n convert it once. The threads split the concatenated weight rows of all parts, so one call
+ * pays one dispatch and one barrier instead of one per matrix. */
+typedef struct st_matmul_part {
+    const void *W;
+    int64_t M;
+    const float *X;
+    int64_t ldx, n;
+    float *Y;
+    int64_t ldy;
+} st_matmul_part;
+/* Bytes of scratch st_matmul_batch needs when the parts hold `rows` distinct activation rows in
+ * all (at most the sum of n_p). */
+size_t st_matmul_batch_scratch_size(uint32_t type, int64_t K, int64_t rows);
+void st_matmul_batch(st_pool *pool, uint32_t type, int64_t K, const st_matmul_part *parts, int n_parts,
+                     void *scratch);
+
 #endif
