@@ -11,3 +11,25 @@ if(STRATA_BUILD_TESTS)
   set_tests_properties(test_workspace_leak PROPERTIES LABELS unit WILL_FAIL TRUE SKIP_RETURN_CODE 77
                        ENVIRONMENT "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 endif()
+
+# The exact CLI forms outside checks rely on: `strata eval` writes n_tokens x n_vocab f32 logits,
+# refuses an out-of-range token id with exit status 1; `strata run` and `strata bench` run end to
+# end on a tiny synthetic model with its built-in tokenizer.
+if(STRATA_BUILD_TESTS)
+  add_test(NAME cli_engine_commands COMMAND sh -c "
+    set -e
+    d=$(mktemp -d)
+    trap 'rm -rf $d' EXIT
+    $<TARGET_FILE:strata> synth $d/m.gguf --arch qwen35moe --preset tiny --type f32 -t 1 >/dev/null
+    $<TARGET_FILE:strata> eval -m $d/m.gguf --tokens 1,2,3,4,5 --prefill 2 --logits $d/l.bin -t 1
+    v=$(( $(stat -c %s $d/l.bin) / 20 ))
+    test $v -gt 0
+    test $(stat -c %s $d/l.bin) -eq $((5 * v * 4))
+    if $<TARGET_FILE:strata> eval -m $d/m.gguf --tokens 1,$v --logits $d/x.bin -t 1 2>/dev/null; then exit 1; fi
+    $<TARGET_FILE:strata> eval -m $d/m.gguf --tokens 1,$v --logits $d/x.bin -t 1 2>/dev/null || test $? -eq 1
+    $<TARGET_FILE:strata> run -m $d/m.gguf -p 'Hello' -n 4 --seed 1 -t 1 >/dev/null
+    $<TARGET_FILE:strata> bench -m $d/m.gguf -p 8 -n 4 -r 1 -t 1 --json | grep -q '\"tg\"'
+    for c in run eval bench chat; do $<TARGET_FILE:strata> $c --help >/dev/null; done
+  ")
+  set_tests_properties(cli_engine_commands PROPERTIES LABELS unit)
+endif()
