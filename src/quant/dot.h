@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include "quant/types.h"
 
-#define ST_DOT_MAX_NX 4
+#define ST_DOT_MAX_NX 8
 
 /* k: elements in the row (a multiple of the weight type's block size). */
 typedef void (*st_dot_fn)(int64_t k, const void *w, const void *x, size_t x_stride, int nx, float *out);

@@ -13,8 +13,10 @@
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 8")
 
+/* One exported kernel per type; with 16 ymm registers, groups past 4 rows run as 4 + the rest. */
 #define DOT_BY_NX(name)                                                                            \
     static void avx2_##name(int64_t k, const void *w, const void *x, size_t xs, int nx, float *out) { \
+        for (; nx > 4; nx -= 4, x = (const char *)x + 4 * xs, out += 4) name##_nx(k, w, x, xs, 4, out); \
         switch (nx) {                                                                              \
         case 1: name##_nx(k, w, x, xs, 1, out); break;                                             \
         case 2: name##_nx(k, w, x, xs, 2, out); break;                                             \

@@ -26,7 +26,11 @@
         case 1: name##_nx(k, w, x, xs, 1, out); break;                                             \
         case 2: name##_nx(k, w, x, xs, 2, out); break;                                             \
         case 3: name##_nx(k, w, x, xs, 3, out); break;                                             \
-        default: name##_nx(k, w, x, xs, 4, out); break;                                            \
+        case 4: name##_nx(k, w, x, xs, 4, out); break;                                             \
+        case 5: name##_nx(k, w, x, xs, 5, out); break;                                             \
+        case 6: name##_nx(k, w, x, xs, 6, out); break;                                             \
+        case 7: name##_nx(k, w, x, xs, 7, out); break;                                             \
+        default: name##_nx(k, w, x, xs, 8, out); break;                                            \
         }                                                                                          \
     }
 
