@@ -47,14 +47,22 @@ static void json_string_out(st_sbuf *b, const char *s, size_t n) {
     st_sb_add(b, "\"", 1);
 }
 
-/* Python's float repr: the shortest digits that read back, with ".0" on integral values. */
+/* Python's float repr: the shortest digits that read back; fixed notation for decimal exponents
+ * -4..15 (where %g would switch to an exponent as soon as it runs out of digits), an exponent
+ * otherwise; ".0" on integral values. */
 static void json_real_out(st_sbuf *b, double v) {
-    char s[40];
+    char s[400];
     if (isnan(v)) { st_sb_str(b, "NaN"); return; }
     if (isinf(v)) { st_sb_str(b, v > 0 ? "Infinity" : "-Infinity"); return; }
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(s, sizeof s, "%.*g", prec, v);
+    int prec = 1;
+    for (; prec <= 17; prec++) {
+        snprintf(s, sizeof s, "%.*e", prec - 1, v);
         if (strtod(s, NULL) == v) break;
+    }
+    int x = atoi(strchr(s, 'e') + 1);
+    if (x >= -4 && x < 16) {
+        int decimals = prec - 1 - x;
+        snprintf(s, sizeof s, "%.*f", decimals > 0 ? decimals : 0, v);
     }
     st_sb_str(b, s);
     if (!strpbrk(s, ".eEn")) st_sb_str(b, ".0");

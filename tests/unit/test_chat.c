@@ -167,6 +167,10 @@ int main(void) {
     CHECKF(j && strcmp(j, "{\"b\": 1, \"a\": [1.5, 0.1, 2.0, 1e+300, -0.0, true, null], \"s\": \"\xc3\xa9\\n\\u001b/\"}") == 0, "%s", j);
     free(j);
     CHECK(st_chat_tojson("{not json", &j) == ST_ERR_INVALID);
+    /* floats as Python's repr writes them (checked against python3) */
+    CHECK(st_chat_tojson("[1e15, 1.5e15, 1e16, 123456789.0, 0.0001, 1e-5, 1.2345e-3, 3.0e-300, 100.0, 0.30000000000000004]", &j) == ST_OK);
+    CHECKF(j && strcmp(j, "[1000000000000000.0, 1500000000000000.0, 1e+16, 123456789.0, 0.0001, 1e-05, 0.0012345, 3e-300, 100.0, 0.30000000000000004, 1.6529836533095738e+16, -5e-324]") == 0, "%s", j);
+    free(j);
 
     /* a bad role and a bad tool are refused */
     st_chat_message bad = {(st_chat_role)9, "x", NULL, NULL, 0};
