@@ -106,12 +106,11 @@ void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n) {
         slot_pos[i] = (int32_t)p;
     }
 
-    /* Gather the routed rows by expert, then (if there is one) the n rows of the shared expert. */
-    float *xe = st_workspace_f32(ws, WS_XE), *ye = st_workspace_f32(ws, WS_YE);
+    /* The shared expert's rows follow the routed ones: gathered row n*k + t is token t. */
+    float *ye = st_workspace_f32(ws, WS_YE);
     int has_shared = L->gate_shexp.data != NULL;
     int64_t nk = n * k, P = nk + (has_shared ? n : 0);
-    for (int64_t p = 0; p < nk; p++) memcpy(xe + p * d, h + (int64_t)order[p] * d, (size_t)d * sizeof(float));
-    if (has_shared) memcpy(xe + nk * d, h, (size_t)(n * d) * sizeof(float));
+    for (int64_t t = nk; t < P; t++) order[t] = (int32_t)(t - nk);
 
     /* One pool job for every expert of the layer; the per-matmul path for layouts it cannot run. */
     moe_entry *ent = st_workspace_get(ws, WS_ENT);
@@ -127,30 +126,33 @@ void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n) {
         ent[n_ent].p0 = nk;
         ent[n_ent++].rows = n;
     }
+    float *gate = st_workspace_f32(ws, WS_SH_G);
+    if (has_shared) {
+        /* sigmoid(g . h): the gate is a {d} f32 vector, one output row, never scaled. */
+        st_matmul(f->pool, ST_TYPE_F32, L->gate_inp_shexp.f32, 1, d, h, d, n, gate, 1, f->mm_scratch);
+        st_op_sigmoid(NULL, gate, n, gate, n, 1, n);
+    }
     if (fused_ok) {
-        int64_t ld_gu = fwd_moe_gu_width(hp);
-        moe_exec(f->pool, ent, n_ent, d, xe, P, st_workspace_get(ws, WS_ACT1), fwd_moe_act_row(f->m, 0),
-                 st_workspace_f32(ws, WS_GE), ld_gu, st_workspace_get(ws, WS_ACT2), fwd_moe_act_row(f->m, 1), ye);
-    } else {
-        routed_experts_each(f, L, offset, xe, ye);
+        moe_args a = {
+            .ent = ent, .n_ent = n_ent, .d = d, .P = P, .x = h, .x_row = order,
+            .act1 = st_workspace_get(ws, WS_ACT1), .act1_row = fwd_moe_act_row(f->m, 0),
+            .act2 = st_workspace_get(ws, WS_ACT2), .act2_row = fwd_moe_act_row(f->m, 1),
+            .gu = st_workspace_f32(ws, WS_GE), .ld_gu = fwd_moe_gu_width(hp), .y = ye,
+            .out = out, .n_tok = n, .k = k, .w = w, .slot = slot_pos,
+            .shared_gate = has_shared ? gate : NULL, .shared_p0 = nk,
+        };
+        moe_exec(f->pool, &a);
+        return;
     }
 
-    /* out[t] = sum over slots j in selection order of w[t][j] * y(t, j). */
+    /* The per-matmul path: gather, multiply expert by expert, combine. */
+    float *xe = st_workspace_f32(ws, WS_XE);
+    for (int64_t p = 0; p < nk; p++) memcpy(xe + p * d, h + (int64_t)order[p] * d, (size_t)d * sizeof(float));
+    routed_experts_each(f, L, offset, xe, ye);
     for (int64_t t = 0; t < n; t++) {
         float *o = out + t * d;
         st_op_scale(o, d, ye + (int64_t)slot_pos[t * k] * d, w[t * k]);
         for (int64_t j = 1; j < k; j++) st_op_axpy(o, d, ye + (int64_t)slot_pos[t * k + j] * d, w[t * k + j]);
     }
-
-    if (!has_shared) return;
-    if (!fused_ok) {
-        shared_expert(f, L, h, out, n);
-        return;
-    }
-    /* out += sigmoid(g . h) * shared(h); the gate is a {d} f32 vector: one output row, never scaled. */
-    float *gate = st_workspace_f32(ws, WS_SH_G), *ys = ye + nk * d;
-    st_matmul(f->pool, ST_TYPE_F32, L->gate_inp_shexp.f32, 1, d, h, d, n, gate, 1, f->mm_scratch);
-    st_op_sigmoid(NULL, gate, n, gate, n, 1, n);
-    for (int64_t t = 0; t < n; t++) st_op_scale(ys + t * d, d, ys + t * d, gate[t]);
-    st_op_add(f->pool, out, d, ys, d, out, d, n, d);
+    if (has_shared) shared_expert(f, L, h, out, n);
 }

@@ -111,11 +111,13 @@ size_t st_forward_ws_size(const void *ctx, int id, int64_t n) {
     case WS_GDN_SCRATCH: return hybrid ? st_gdn_chunked_scratch_size(plan->n_threads, hp->ssm_state) : 0;
     case WS_FF_A: case WS_FF_B: return (size_t)(n * max_dense_ff(hp)) * F;
     case WS_ROUTER: return (size_t)(n * E) * F;
-    case WS_IDS: case WS_SLOT: case WS_ORDER: return (size_t)(n * k) * sizeof(int32_t);
+    case WS_IDS: case WS_SLOT: return (size_t)(n * k) * sizeof(int32_t);
+    case WS_ORDER: return (size_t)(n * (k + 1)) * sizeof(int32_t);
     case WS_W: return (size_t)(n * k) * F;
     case WS_COUNT: return moe ? (size_t)(2 * E + 2) * sizeof(int64_t) : 0;
     /* Gathered expert rows: n*k routed plus n shared (the fused expert job runs both). */
-    case WS_XE: case WS_YE: return (size_t)(n * (k + 1) * d) * F;
+    case WS_XE: return (size_t)(n * k * d) * F; /* only the per-matmul fallback gathers */
+    case WS_YE: return (size_t)(n * (k + 1) * d) * F;
     case WS_GE: return moe ? (size_t)(n * (k + 1) * fwd_moe_gu_width(hp)) * F : 0;
     case WS_ACT1: return moe ? (size_t)(n * (k + 1)) * fwd_moe_act_row(m, 0) : 0;
     case WS_ACT2: return moe ? (size_t)(n * (k + 1)) * fwd_moe_act_row(m, 1) : 0;

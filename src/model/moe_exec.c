@@ -29,33 +29,23 @@ enum { TILE_PROMPT = 16, TILE_DECODE = 64 };
 
 typedef struct moe_job {
     st_pool *pool;
-    const moe_entry *ent;
-    int n_ent;
-    int64_t d, P;                /* model width; rows over all entries */
-    const float *x;              /* [P][d] gathered inputs */
-    char *act1;                  /* [P] rows of act1_row bytes */
-    size_t act1_row;
-    float *gu;                   /* [P][ld_gu]: gate | up, then silu(gate)*up in the first ff */
-    int64_t ld_gu;
-    char *act2;
-    size_t act2_row;
-    float *y;                    /* [P][d] */
+    const moe_args *a;
     int64_t tile;                /* weight rows per tile */
-    int64_t tiles1, tiles2;      /* total tiles of phases 2 and 4 */
+    int64_t tiles1, tiles2;      /* total tiles of the gate/up and the down phase */
     atomic_llong next1, next2;
 } moe_job;
 
-static int entry_of_row(const moe_job *j, int64_t p) {
+static int entry_of_row(const moe_args *a, int64_t p) {
     int e = 0;
-    while (e + 1 < j->n_ent && j->ent[e + 1].p0 <= p) e++;
+    while (e + 1 < a->n_ent && a->ent[e + 1].p0 <= p) e++;
     return e;
 }
 
 /* The entry of tile t of a phase (entries in order, each with ceil(weight rows / tile) tiles). */
 static int entry_of_tile(const moe_job *j, int64_t t, int phase, int64_t *first) {
     int64_t off = 0;
-    for (int e = 0; e < j->n_ent; e++) {
-        int64_t m = phase == 1 ? 2 * j->ent[e].ff : j->d;
+    for (int e = 0; e < j->a->n_ent; e++) {
+        int64_t m = phase == 1 ? 2 * j->a->ent[e].ff : j->a->d;
         int64_t n = (m + j->tile - 1) / j->tile;
         if (t < off + n) {
             *first = (t - off) * j->tile;
@@ -67,7 +57,7 @@ static int entry_of_tile(const moe_job *j, int64_t t, int phase, int64_t *first)
 }
 
 /* out rows [m0, m1) of weight rows `row(m)` against the entry's activation rows. */
-static void run_tile(const moe_entry *en, int64_t m0, int64_t m1, int phase, const moe_job *j) {
+static void run_tile(const moe_entry *en, int64_t m0, int64_t m1, int phase, const moe_args *j) {
     int64_t K = phase == 1 ? j->d : en->ff;
     const char *act = phase == 1 ? j->act1 : j->act2;
     size_t act_row = phase == 1 ? j->act1_row : j->act2_row;
@@ -104,20 +94,21 @@ static void run_tiles(moe_job *j, int phase) {
         int64_t m0 = 0;
         int e = entry_of_tile(j, t, phase, &m0);
         if (e < 0) break;
-        const moe_entry *en = &j->ent[e];
-        int64_t m_end = phase == 1 ? 2 * en->ff : j->d;
-        run_tile(en, m0, m0 + j->tile < m_end ? m0 + j->tile : m_end, phase, j);
+        const moe_entry *en = &j->a->ent[e];
+        int64_t m_end = phase == 1 ? 2 * en->ff : j->a->d;
+        run_tile(en, m0, m0 + j->tile < m_end ? m0 + j->tile : m_end, phase, j->a);
     }
 }
 
 static void moe_worker(void *ctx, int ith, int nth) {
     moe_job *j = ctx;
+    const moe_args *a = j->a;
     long b, e;
-    /* 1: inputs to the activation form of the gate/up weights */
-    st_split((long)j->P, ith, nth, &b, &e);
+    /* 1: each gathered row, read from its token, to the gate/up weights' activation form */
+    st_split((long)a->P, ith, nth, &b, &e);
     for (long p = b; p < e; p++) {
-        const moe_entry *en = &j->ent[entry_of_row(j, p)];
-        en->act_g(j->x + p * j->d, j->act1 + (size_t)p * j->act1_row, j->d);
+        const moe_entry *en = &a->ent[entry_of_row(a, p)];
+        en->act_g(a->x + (int64_t)a->x_row[p] * a->d, a->act1 + (size_t)p * a->act1_row, a->d);
     }
     st_pool_barrier(j->pool);
     /* 2: gate and up */
@@ -125,14 +116,29 @@ static void moe_worker(void *ctx, int ith, int nth) {
     st_pool_barrier(j->pool);
     /* 3: silu(gate) * up, to the down weights' activation form */
     for (long p = b; p < e; p++) {
-        const moe_entry *en = &j->ent[entry_of_row(j, p)];
-        float *g = j->gu + p * j->ld_gu;
+        const moe_entry *en = &a->ent[entry_of_row(a, p)];
+        float *g = a->gu + p * a->ld_gu;
         st_op_swiglu(NULL, g, en->ff, g + en->ff, en->ff, g, en->ff, 1, en->ff);
-        en->act_d(g, j->act2 + (size_t)p * j->act2_row, en->ff);
+        en->act_d(g, a->act2 + (size_t)p * a->act2_row, en->ff);
     }
     st_pool_barrier(j->pool);
     /* 4: down */
     run_tiles(j, 2);
+    if (!a->out) return;
+    st_pool_barrier(j->pool);
+    /* 5: the weighted sum per token, in selection order, then the gated shared expert */
+    st_split((long)a->n_tok, ith, nth, &b, &e);
+    int64_t d = a->d, k = a->k;
+    for (long t = b; t < e; t++) {
+        float *o = a->out + t * d;
+        st_op_scale(o, d, a->y + (int64_t)a->slot[t * k] * d, a->w[t * k]);
+        for (int64_t s = 1; s < k; s++) st_op_axpy(o, d, a->y + (int64_t)a->slot[t * k + s] * d, a->w[t * k + s]);
+        if (a->shared_gate) {
+            float *ys = a->y + (a->shared_p0 + t) * d;
+            st_op_scale(ys, d, ys, a->shared_gate[t]);
+            st_op_add(NULL, o, d, ys, d, o, d, 1, d);
+        }
+    }
 }
 
 int moe_entry_init(moe_entry *en, const st_tensor *gate, const st_tensor *up, const st_tensor *gate_up,
@@ -180,14 +186,12 @@ size_t moe_act_row_max(const st_tensor *const *ts, int n, int64_t K) {
     return (mx + 63) / 64 * 64;
 }
 
-void moe_exec(st_pool *pool, const moe_entry *ent, int n_ent, int64_t d, const float *x, int64_t P, char *act1,
-              size_t act1_row, float *gu, int64_t ld_gu, char *act2, size_t act2_row, float *y) {
-    moe_job j = {.pool = pool, .ent = ent, .n_ent = n_ent, .d = d, .P = P, .x = x, .act1 = act1,
-                 .act1_row = act1_row, .gu = gu, .ld_gu = ld_gu, .act2 = act2, .act2_row = act2_row, .y = y};
-    j.tile = P <= 2 * (int64_t)n_ent ? TILE_DECODE : TILE_PROMPT;
-    for (int e = 0; e < n_ent; e++) {
-        j.tiles1 += (2 * ent[e].ff + j.tile - 1) / j.tile;
-        j.tiles2 += (d + j.tile - 1) / j.tile;
+void moe_exec(st_pool *pool, const moe_args *a) {
+    moe_job j = {.pool = pool, .a = a};
+    j.tile = a->P <= 2 * (int64_t)a->n_ent ? TILE_DECODE : TILE_PROMPT;
+    for (int e = 0; e < a->n_ent; e++) {
+        j.tiles1 += (2 * a->ent[e].ff + j.tile - 1) / j.tile;
+        j.tiles2 += (a->d + j.tile - 1) / j.tile;
     }
     atomic_init(&j.next1, 0);
     atomic_init(&j.next2, 0);

@@ -24,8 +24,26 @@ int moe_entry_init(moe_entry *en, const st_tensor *gate, const st_tensor *up, co
                    const st_tensor *down, int64_t e, int64_t ff);
 /* The largest activation row, 64-byte rounded, of K elements for the weights given. */
 size_t moe_act_row_max(const st_tensor *const *ts, int n, int64_t K);
-/* y[p] = down(silu(gate x[p]) * up x[p]) for every entry's rows. gu holds [P][ld_gu >= 2 ff]. */
-void moe_exec(st_pool *pool, const moe_entry *ent, int n_ent, int64_t d, const float *x, int64_t P, char *act1,
-              size_t act1_row, float *gu, int64_t ld_gu, char *act2, size_t act2_row, float *y);
+typedef struct moe_args {
+    const moe_entry *ent;
+    int n_ent;
+    int64_t d, P;                /* model width; gathered rows over all entries */
+    const float *x;              /* token rows [n_tok][d] */
+    const int32_t *x_row;        /* gathered row p is token x_row[p] */
+    char *act1, *act2;           /* [P] activation rows of act1_row / act2_row bytes */
+    size_t act1_row, act2_row;
+    float *gu;                   /* [P][ld_gu >= 2 ff]: gate | up */
+    int64_t ld_gu;
+    float *y;                    /* [P][d]: each gathered row's expert output */
+    /* The combination: out[t] = sum over j < k of w[t][j] * y[slot[t][j]] (selection order),
+     * + shared_gate[t] * y[shared_p0 + t] when shared_gate is not NULL. */
+    float *out;
+    int64_t n_tok, k, shared_p0;
+    const float *w, *shared_gate;
+    const int32_t *slot;
+} moe_args;
+
+/* y[p] = down(silu(gate x[p]) * up x[p]) for every entry's rows, then the weighted sum. */
+void moe_exec(st_pool *pool, const moe_args *a);
 
 #endif
