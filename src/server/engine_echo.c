@@ -12,7 +12,8 @@
  *   /tool NAME {ARGS}     a JSON tool call:  <tool_call>\n{"name": NAME, "arguments": ARGS}\n</tool_call>
  *   /xmltool NAME K=V     Qwen 3.5's XML tool call with one parameter
  *   /repeat N WORD        "WORD " N times
- *   /forever              "tick " until cancelled or out of tokens
+ *   /forever              "tick " until cancelled or out of tokens, 1000 tokens a second (as a fast
+ *                         model: an unpaced flood would only measure how fast a client can parse)
  *   /params               the sampling parameters it was given, as "key=value" pairs
  *   /json (or json mode)  {"echo": "<message>"}
  *   anything else         "Echo: <message>"
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -344,6 +346,10 @@ static st_status echo_generate(sv_engine *e, const sv_generate *req, sv_usage *u
         if (usage->completion_tokens >= req->max_tokens || (int)x->n_held >= x->context_length) {
             *finish = SV_FINISH_LENGTH;
             break;
+        }
+        if (forever && i >= loop) {
+            struct timespec pace = {0, 1000000};
+            nanosleep(&pace, NULL);
         }
         int32_t tok = (unsigned char)reply[i];
         if (!hold(x, &tok, 1)) break;
