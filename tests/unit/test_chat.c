@@ -168,7 +168,7 @@ int main(void) {
     free(j);
     CHECK(st_chat_tojson("{not json", &j) == ST_ERR_INVALID);
     /* floats as Python's repr writes them (checked against python3) */
-    CHECK(st_chat_tojson("[1e15, 1.5e15, 1e16, 123456789.0, 0.0001, 1e-5, 1.2345e-3, 3.0e-300, 100.0, 0.30000000000000004]", &j) == ST_OK);
+    CHECK(st_chat_tojson("[1e15, 1.5e15, 1e16, 123456789.0, 0.0001, 1e-5, 1.2345e-3, 3.0e-300, 100.0, 0.30000000000000004, 1.6529836533095738e16, -5e-324]", &j) == ST_OK);
     CHECKF(j && strcmp(j, "[1000000000000000.0, 1500000000000000.0, 1e+16, 123456789.0, 0.0001, 1e-05, 0.0012345, 3e-300, 100.0, 0.30000000000000004, 1.6529836533095738e+16, -5e-324]") == 0, "%s", j);
     free(j);
 
