@@ -176,8 +176,8 @@ int main(int argc, char **argv) {
                         rand_buf(2048 * 3, 1.0f), 512, 0 };
         const char *names[4] = { "rms_norm 1024", "conv1d silu C=2048 K=4", "swiglu 8x512", "l2_norm 16x64" };
         for (int op = 0; op < 4; op++)
-            for (int lvl = 0; lvl < 3; lvl += 2) {
-                st_cpu_limit(lvl == 2 ? 3 : 0);
+            for (int lvl = 0; lvl < 3; lvl++) {
+                st_cpu_limit(lvl == 2 ? 3 : lvl);
                 s.op = op;
                 double cpu, t = median_time(run_small, &s, pool, &cpu);
                 printf("| %s | T=512 | %s | %d | %.3f | %.3f | %.2f |\n", names[op], level_name(lvl), nth, t * 1e3,

@@ -48,7 +48,7 @@ static void test_rms_norm(st_pool *pool) {
         }
     }
     CHECK(ok);
-    /* AVX-512 against the reference on odd sizes */
+    /* AVX2 and AVX-512 against the reference on odd sizes */
     const int64_t dims[] = { 1, 15, 17, 127, 1023, 2048 };
     for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
         const int64_t n = dims[d];
@@ -58,9 +58,11 @@ static void test_rms_norm(st_pool *pool) {
         fill(ww, n, 2.0f);
         st_cpu_limit(0);
         st_op_rms_norm(pool, a, n, ww, y0, n, 3, n, 1e-5f);
-        st_cpu_limit(3);
-        st_op_rms_norm(pool, a, n, ww, y1, n, 3, n, 1e-5f);
-        CHECKF(max_rel(y1, y0, n * 3) < 1e-6f, "n=%ld rel %g", (long)n, max_rel(y1, y0, n * 3));
+        for (int lvl = 1; lvl <= 3; lvl += 2) {   /* AVX2, then AVX-512 */
+            st_cpu_limit(lvl);
+            st_op_rms_norm(pool, a, n, ww, y1, n, 3, n, 1e-5f);
+            CHECKF(max_rel(y1, y0, n * 3) < 1e-6f, "lvl %d n=%ld rel %g", lvl, (long)n, max_rel(y1, y0, n * 3));
+        }
         free(a); free(ww); free(y0); free(y1);
     }
     free(qg); free(ref); free(hw);
@@ -173,24 +175,27 @@ static void test_conv(st_pool *pool) {
     for (int64_t i = 0; i < K; i++) direct += ww[5 * K + i] * mm[(T - K + i) * C + 5];
     const float expect = direct / (1.0f + expf(-direct));
     CHECKF(fabsf(o0[(T - 1) * C + 5] - expect) <= 4e-7f * fabsf(expect), "%g vs %g", o0[(T - 1) * C + 5], expect);
-    /* AVX-512 block vs the reference: identical sums without silu, within a few ulp with it */
+    /* AVX2 and AVX-512 blocks vs the reference: identical sums without silu, a few ulp with it */
     for (int silu = 0; silu < 2; silu++) {
         const int64_t C2 = 300;   /* a full block and a partial one */
         memcpy(s0, s1, sizeof(float) * C2 * (K - 1));
         float *s2 = malloc(sizeof(float) * C2 * (K - 1));
-        memcpy(s2, s1, sizeof(float) * C2 * (K - 1));
         st_cpu_limit(0);
         st_op_conv1d(pool, mm, C, ww, s0, o0, C, T, C2, K, silu);
+        for (int lvl = 1; lvl <= 3; lvl += 2) {
+            memcpy(s2, s1, sizeof(float) * C2 * (K - 1));
+            st_cpu_limit(lvl);
+            st_op_conv1d(pool, mm, C, ww, s2, o1, C, T, C2, K, silu);
+            int bad = 0;
+            for (int64_t tt = 0; tt < T; tt++)
+                for (int64_t c = 0; c < C2; c++) {
+                    const float u = o0[tt * C + c], v = o1[tt * C + c];
+                    if (silu ? !(fabsf(u - v) <= 4e-7f * fabsf(u)) : u != v) bad++;
+                }
+            CHECKF(bad == 0, "conv lvl %d silu=%d: %d differ", lvl, silu, bad);
+            CHECK(memcmp(s0, s2, sizeof(float) * C2 * (K - 1)) == 0);
+        }
         st_cpu_limit(3);
-        st_op_conv1d(pool, mm, C, ww, s2, o1, C, T, C2, K, silu);
-        int bad = 0;
-        for (int64_t tt = 0; tt < T; tt++)
-            for (int64_t c = 0; c < C2; c++) {
-                const float u = o0[tt * C + c], v = o1[tt * C + c];
-                if (silu ? !(fabsf(u - v) <= 4e-7f * fabsf(u)) : u != v) bad++;
-            }
-        CHECKF(bad == 0, "conv silu=%d: %d differ", silu, bad);
-        CHECK(memcmp(s0, s2, sizeof(float) * C2 * (K - 1)) == 0);
         free(s2);
     }
     free(mm); free(ww); free(s0); free(s1); free(o0); free(o1);
@@ -212,9 +217,10 @@ static void test_pointwise(st_pool *pool) {
     fill(a, rows * ld, 20.0f);
     fill(b, rows * ld, 20.0f);
     a[5] = 120.0f; a[6] = -120.0f; b[7] = 200.0f; b[8] = -200.0f; a[9] = INFINITY;
-    for (int op = 0; op < 8; op++) {
+    for (int k = 0; k < 16; k++) {   /* each op at AVX2, then AVX-512, against the reference */
+        const int op = k / 2, fast = k % 2 ? 3 : 1;
         for (int lvl = 0; lvl < 2; lvl++) {
-            st_cpu_limit(lvl ? 3 : 0);
+            st_cpu_limit(lvl ? fast : 0);
             float *yy = lvl ? y1 : y0;
             switch (op) {
             case 0: st_op_silu(pool, a, ld, yy, ld, rows, n); break;
@@ -236,21 +242,22 @@ static void test_pointwise(st_pool *pool) {
                     if (bad++ < 3) fprintf(stderr, "op %d [%ld][%ld] ref %.9g fast %.9g\n", op, (long)r, (long)i, u, v);
                 }
             }
-        CHECKF(bad == 0, "op %d: %d elements differ", op, bad);
+        CHECKF(bad == 0, "op %d lvl %d: %d elements differ", op, fast, bad);
         CHECK(y0[ld - 1] == 0.0f && y1[ld - 1] == 0.0f);   /* padding between rows untouched */
     }
-    /* scale and axpy: the AVX-512 loops give the reference's bits */
-    for (int64_t len = 1; len < 40; len += 7) {
-        float ya[40], yb[40];
-        for (int64_t i = 0; i < len; i++) ya[i] = yb[i] = b[i];
-        st_cpu_limit(0);
-        st_op_axpy(ya, len, a, 0.37f);
-        st_op_scale(ya, len, ya, -1.3f);
-        st_cpu_limit(3);
-        st_op_axpy(yb, len, a, 0.37f);
-        st_op_scale(yb, len, yb, -1.3f);
-        CHECK(memcmp(ya, yb, sizeof(float) * (size_t)len) == 0);
-    }
+    /* scale and axpy: the AVX2 and AVX-512 loops give the reference's bits */
+    for (int fast = 1; fast <= 3; fast += 2)
+        for (int64_t len = 1; len < 40; len += 7) {
+            float ya[40], yb[40];
+            for (int64_t i = 0; i < len; i++) ya[i] = yb[i] = b[i];
+            st_cpu_limit(0);
+            st_op_axpy(ya, len, a, 0.37f);
+            st_op_scale(ya, len, ya, -1.3f);
+            st_cpu_limit(fast);
+            st_op_axpy(yb, len, a, 0.37f);
+            st_op_scale(yb, len, yb, -1.3f);
+            CHECK(memcmp(ya, yb, sizeof(float) * (size_t)len) == 0);
+        }
     st_cpu_limit(3);
     float s[3] = { 1, 2, 3 }, acc[3] = { 1, 1, 1 };
     st_op_axpy(acc, 3, s, 0.5f);

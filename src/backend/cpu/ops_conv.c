@@ -4,8 +4,8 @@
  * Channels are taken in blocks of OPS_CONV_BLOCK; for a block the weights and the state are first
  * transposed to tap-major ([K][block]) so that the inner loop runs over contiguous channels. The
  * taps are summed per channel in order i = 0 .. K-1 from 0.0f with separate multiply and add, as
- * ggml does, so the AVX-512 block (ops_conv_avx512.c) gives the same sums bit for bit; only its
- * silu uses the vector exp. Threads take blocks. */
+ * ggml does, so the AVX-512 and AVX2 blocks give the same sums bit for bit; only their silu uses
+ * a vector exp. Threads take blocks. */
 #include <math.h>
 #include "backend/cpu/ops_cpu.h"
 #include "base/cpu.h"
@@ -58,6 +58,7 @@ void st_op_conv1d(st_pool *pool, const float *m, int64_t ld_m, const float *w, f
     if (K < 1 || K > OPS_CONV_MAX_K) return;
     ops_conv_job j = { m, w, state, out, ld_m, ld_out, n_tok, C, K, apply_silu };
     const st_cpu_features *f = st_cpu();
-    conv_run r = { &j, f->avx512f && f->avx512dq ? ops_conv_block_avx512 : ops_conv_block_ref };
+    conv_run r = { &j, f->avx512f && f->avx512dq ? ops_conv_block_avx512
+                       : f->avx2 && f->fma ? ops_conv_block_avx2 : ops_conv_block_ref };
     ops_run(pool, n_tok * C >= 32768, conv_worker, &r);
 }

@@ -19,6 +19,7 @@ static inline void ops_run(st_pool *pool, int threaded, st_pool_fn fn, void *ctx
 typedef void (*ops_rms_row_fn)(const float *x, const float *w, float *y, int64_t n, float eps);
 void ops_rms_row_ref(const float *x, const float *w, float *y, int64_t n, float eps);
 void ops_rms_row_avx512(const float *x, const float *w, float *y, int64_t n, float eps);
+void ops_rms_row_avx2(const float *x, const float *w, float *y, int64_t n, float eps);
 
 #define ATTN_MAX_HD 256     /* largest head size st_op_attention accepts */
 #define ATTN_MAX_GROUP 16   /* most query heads in one work item */
@@ -79,6 +80,7 @@ enum { OPS_PW_SILU, OPS_PW_SIGMOID, OPS_PW_SOFTPLUS, OPS_PW_SWIGLU, OPS_PW_MUL_S
 typedef void (*ops_pw_fn)(int op, const float *a, const float *b, float *y, int64_t n);
 void ops_pw_ref(int op, const float *a, const float *b, float *y, int64_t n);
 void ops_pw_avx512(int op, const float *a, const float *b, float *y, int64_t n);
+void ops_pw_avx2(int op, const float *a, const float *b, float *y, int64_t n);
 
 /* ---- conv1d: one block of nc <= OPS_CONV_BLOCK channels starting at c0, all tokens ---- */
 #define OPS_CONV_BLOCK 256
@@ -92,9 +94,12 @@ typedef struct ops_conv_job {
 typedef void (*ops_conv_block_fn)(const ops_conv_job *j, int64_t c0, int64_t nc);
 void ops_conv_block_ref(const ops_conv_job *j, int64_t c0, int64_t nc);
 void ops_conv_block_avx512(const ops_conv_job *j, int64_t c0, int64_t nc);
+void ops_conv_block_avx2(const ops_conv_job *j, int64_t c0, int64_t nc);
 
 /* ---- y = s*x and y += s*x over n ---- */
 void ops_scale_avx512(float *y, int64_t n, const float *x, float s);
 void ops_axpy_avx512(float *y, int64_t n, const float *x, float s);
+void ops_scale_avx2(float *y, int64_t n, const float *x, float s);
+void ops_axpy_avx2(float *y, int64_t n, const float *x, float s);
 
 #endif

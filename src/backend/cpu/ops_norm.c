@@ -1,7 +1,7 @@
 /* ops_norm.c: RMSNorm and the Gated DeltaNet L2 norm (MODELS.md §2.2, §2.3), threaded over rows.
  * The RMSNorm reference keeps ggml's numerics: squares of floats summed in double, mean and
- * 1/sqrtf in float, then scale and weight as two float products. The AVX-512 row kernel
- * (ops_norm_avx512.c) sums in double too, in a different order, so it agrees within rounding. */
+ * 1/sqrtf in float, then scale and weight as two float products. The AVX-512 and AVX2 row
+ * kernels sum in double too, in a different order, so they agree within rounding. */
 #include <math.h>
 #include "backend/cpu/ops_cpu.h"
 #include "base/cpu.h"
@@ -45,6 +45,7 @@ static void norm_worker(void *ctx, int ith, int nth) {
 static ops_rms_row_fn rms_row_pick(void) {
     const st_cpu_features *f = st_cpu();
     if (f->avx512f && f->avx512dq) return ops_rms_row_avx512;
+    if (f->avx2) return ops_rms_row_avx2;
     return ops_rms_row_ref;
 }
 

@@ -3,8 +3,9 @@
  *
  * The references use ggml's scalar formulas: silu(x) = x/(1+expf(-x)), sigmoid(x) = 1/(1+expf(-x)),
  * softplus(x) = x > 20 ? x : logf(1+expf(x)). The exp-heavy ones (silu, sigmoid, swiglu and the
- * gates) have an AVX-512 row kernel with a vector exp (ops_pointwise_avx512.c) that agrees within
- * a few ulp; ggml's own vector path is an approximation too. */
+ * gates) have AVX-512 and AVX2 row kernels with a vector exp (ops_pointwise_avx512.c,
+ * ops_pointwise_avx2.c) that agree within a few ulp; ggml's own vector path is an approximation
+ * too. softplus runs only where GDN gates are formed (n_v values per token) and stays scalar. */
 #include <math.h>
 #include <string.h>
 #include "backend/cpu/ops_cpu.h"
@@ -52,7 +53,9 @@ static void pw_worker(void *ctx, int ith, int nth) {
 
 static ops_pw_fn pw_pick(int op) {
     const st_cpu_features *f = st_cpu();
-    if (f->avx512f && f->avx512dq && op != OPS_PW_SOFTPLUS) return ops_pw_avx512;
+    if (op == OPS_PW_SOFTPLUS) return ops_pw_ref;
+    if (f->avx512f && f->avx512dq) return ops_pw_avx512;
+    if (f->avx2 && f->fma) return ops_pw_avx2;
     return ops_pw_ref;
 }
 
@@ -98,12 +101,16 @@ void st_op_add(st_pool *pool, const float *a, int64_t ld_a, const float *b, int6
 /* scale and axpy run per token in the MoE combine, so they take the AVX-512 loop when present
  * (the plain loops would stay scalar: the compiler cannot rule out overlap). Same results. */
 void st_op_scale(float *y, int64_t n, const float *x, float s) {
-    if (st_cpu()->avx512f) { ops_scale_avx512(y, n, x, s); return; }
+    const st_cpu_features *f = st_cpu();
+    if (f->avx512f) { ops_scale_avx512(y, n, x, s); return; }
+    if (f->avx2) { ops_scale_avx2(y, n, x, s); return; }
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * s;
 }
 
 void st_op_axpy(float *y, int64_t n, const float *x, float s) {
-    if (st_cpu()->avx512f) { ops_axpy_avx512(y, n, x, s); return; }
+    const st_cpu_features *f = st_cpu();
+    if (f->avx512f) { ops_axpy_avx512(y, n, x, s); return; }
+    if (f->avx2) { ops_axpy_avx2(y, n, x, s); return; }
     for (int64_t i = 0; i < n; i++) y[i] += x[i] * s;
 }
 
