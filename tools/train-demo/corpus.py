@@ -86,9 +86,10 @@ def read_wordnet(wndir):
                 p_cnt = int(fields[3])
                 synset_cnt = int(fields[2])
                 offs = fields[4 + p_cnt + 2:4 + p_cnt + 2 + synset_cnt]
+                tagged = int(fields[4 + p_cnt + 1])  # senses seen in the SemCor corpus: a common word
                 keys = [(o, pos) for o in offs if (o, pos) in synsets]
                 if keys:
-                    lemmas.append((lemma, pos, keys))
+                    lemmas.append((lemma, pos, keys, tagged))
     return synsets, lemmas
 
 
@@ -137,27 +138,41 @@ def word_question(rng, lemma, pos):
     return rng.choice(WORD_QUESTIONS).format(w=lemma)
 
 
-def wordnet_pairs(rng, synsets, lemmas):
-    pairs, texts = [], []
-    for lemma, pos, keys in lemmas:
+def wordnet_units(rng, synsets, lemmas):
+    """One unit per lemma kept: its question/answer pairs and its dictionary-style text. Common
+    lemmas (tagged in SemCor) get three differently worded questions, so the model learns to copy
+    the word and knows the common ones well; rare ones are sampled."""
+    units = []
+    for lemma, pos, keys, tagged in lemmas:
         multi = " " in lemma or "-" in lemma
-        if multi and rng.random() > 0.3:
+        if tagged > 0:
+            n_pairs = 3
+        elif rng.random() < (0.15 if multi else 0.4):
+            n_pairs = 1
+        else:
             continue
         pos_name = {"noun": "noun", "verb": "verb", "adj": "adjective", "adv": "adverb"}[pos]
         # the index is lower case; the synset keeps proper nouns' capitals ("Clive")
         lemma = next((w for w in synsets[keys[0]][0] if w.lower() == lemma), lemma)
-        ans = wordnet_answer(rng, lemma, pos_name, synsets[keys[0]])
-        if len(keys) > 1 and rng.random() < 0.3:
-            ans += " It can also mean " + synsets[keys[1]][2] + "."
-        pairs.append((word_question(rng, lemma, pos_name), ans))
+        pairs, asked = [], set()
+        for _ in range(n_pairs):
+            q = word_question(rng, lemma, pos_name)
+            if q in asked:
+                q = word_question(rng, lemma, pos_name)
+            asked.add(q)
+            ans = wordnet_answer(rng, lemma, pos_name, synsets[keys[0]])
+            if len(keys) > 1 and rng.random() < 0.3:
+                ans += " It can also mean " + synsets[keys[1]][2] + "."
+            pairs.append((q, ans))
+        texts = []
         if rng.random() < 0.15:
             lines = [f"{lemma} ({pos_name})"]
             for i, k in enumerate(keys[:4]):
-                d = synsets[k][2]
                 ex = synsets[k][3]
-                lines.append(f"{i + 1}. {d}" + (f'; "{ex[0]}"' if ex else ""))
+                lines.append(f"{i + 1}. {synsets[k][2]}" + (f'; "{ex[0]}"' if ex else ""))
             texts.append("\n".join(lines))
-    return pairs, texts
+        units.append((pairs, texts))
+    return units
 
 
 # ---------------------------------------------------------------- Jargon File, Devil's Dictionary
@@ -247,6 +262,17 @@ def kjv_chapters(path):
     return chapters
 
 
+def conversations(rng, pairs):
+    """Shuffled pairs grouped into conversations of one to three questions."""
+    rng.shuffle(pairs)
+    docs, i = [], 0
+    while i < len(pairs):
+        n = rng.choice((1, 1, 1, 2, 3))
+        docs.append(chat(pairs[i:i + n]))
+        i += n
+    return docs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", required=True, help="where the .deb files were extracted")
@@ -257,48 +283,42 @@ def main():
     args = ap.parse_args()
     rng = random.Random(args.seed)
 
+    # Units: everything about one word (or one chapter) goes to the same split, so the held-out
+    # perplexity measures text the model has not seen in any wording.
     synsets, lemmas = read_wordnet(os.path.join(args.root, "usr/share/wordnet"))
-    wn_pairs, wn_texts = wordnet_pairs(rng, synsets, lemmas)
-    docs = [("text", t) for t in wn_texts]
-
-    jargon_pairs = []
+    units = wordnet_units(rng, synsets, lemmas)
     for w, defs in jargon_entries(os.path.join(args.root, "usr/share/dictd/jargon")):
-        docs.append(("text", w + "\n" + "\n\n".join(defs)))
-        jargon_pairs.append((rng.choice(JARGON_QUESTIONS).format(w=w), defs[0]))
-    devil_pairs = []
+        units.append(([(rng.choice(JARGON_QUESTIONS).format(w=w), defs[0])], [w + "\n" + "\n\n".join(defs)]))
     for w, first, rest in devil_entries(os.path.join(args.root, "usr/share/dictd/devil")):
-        docs.append(("text", w.upper() + ". " + first + ("\n\n" + "\n\n".join(rest) if rest else "")))
-        devil_pairs.append((rng.choice(DEVIL_QUESTIONS).format(w=w), first))
+        text = w.upper() + ". " + first + ("\n\n" + "\n\n".join(rest) if rest else "")
+        units.append(([(rng.choice(DEVIL_QUESTIONS).format(w=w), first)], [text]))
     for ch in kjv_chapters(args.kjv):
-        docs.append(("text", ch))
+        units.append(([], [ch]))
 
-    # Conversations of one to three questions.
-    pairs = wn_pairs + jargon_pairs + devil_pairs
-    rng.shuffle(pairs)
-    i = 0
-    while i < len(pairs):
-        n = rng.choice((1, 1, 1, 2, 3))
-        docs.append(("chat", chat(pairs[i:i + n])))
-        i += n
-    for _ in range(30):
-        for q, a in SELF_PAIRS:
-            qq = q if rng.random() < 0.7 else q.lower()
-            turns = [(qq, a)]
-            if rng.random() < 0.5:
-                turns.append(rng.choice(wn_pairs))
-            docs.append(("chat", chat(turns)))
-
-    rng.shuffle(docs)
-    n_held = int(len(docs) * args.heldout)
+    splits = {"train": ([], []), "heldout": ([], [])}
+    for pairs, texts in units:
+        pp, tt = splits["heldout" if rng.random() < args.heldout else "train"]
+        pp.extend(pairs)
+        tt.extend(texts)
+    wn_pairs = list(splits["train"][0][:20000])  # follow-up questions after the self pairs
     os.makedirs(args.out, exist_ok=True)
-    for name, part in (("heldout", docs[:n_held]), ("train", docs[n_held:])):
+    for name, (pairs, texts) in splits.items():
+        docs = [("text", t) for t in texts] + [("chat", c) for c in conversations(rng, pairs)]
+        if name == "train":
+            for _ in range(30):
+                for q, a in SELF_PAIRS:
+                    turns = [(q if rng.random() < 0.7 else q.lower(), a)]
+                    if rng.random() < 0.5:
+                        turns.append(rng.choice(wn_pairs))
+                    docs.append(("chat", chat(turns)))
+        rng.shuffle(docs)
         path = os.path.join(args.out, name + ".jsonl.gz")
         with gzip.GzipFile(path, "wb", mtime=0) as f:
-            for kind, text in part:
+            for kind, text in docs:
                 f.write((json.dumps({"kind": kind, "text": text}, ensure_ascii=False) + "\n").encode("utf-8"))
-        n_bytes = sum(len(t.encode("utf-8")) for _, t in part)
-        n_chat = sum(1 for k, _ in part if k == "chat")
-        print(f"{path}: {len(part)} documents ({n_chat} chat), {n_bytes / 1e6:.1f} MB of text")
+        n_bytes = sum(len(t.encode("utf-8")) for _, t in docs)
+        n_chat = sum(1 for k, _ in docs if k == "chat")
+        print(f"{path}: {len(docs)} documents ({n_chat} chat), {n_bytes / 1e6:.1f} MB of text")
 
 
 if __name__ == "__main__":
