@@ -31,6 +31,7 @@ typedef struct moe_job {
     st_pool *pool;
     const moe_args *a;
     int64_t tile;                /* weight rows per tile */
+    int dynamic;                 /* tiles from the shared counter (else a static split) */
     int64_t tiles1, tiles2;      /* total tiles of the gate/up and the down phase */
     atomic_llong next1, next2;
 } moe_job;
@@ -85,11 +86,18 @@ static void run_tile(const moe_entry *en, int64_t m0, int64_t m1, int phase, con
     }
 }
 
-static void run_tiles(moe_job *j, int phase) {
+/* With many rows per expert the tiles differ in cost, so threads take them from a shared counter;
+ * with about one row per expert (decode) they cost the same, and each thread takes one contiguous
+ * range of tiles: one long sequential read of the weights per thread. */
+static void run_tiles(moe_job *j, int phase, int ith, int nth) {
     atomic_llong *next = phase == 1 ? &j->next1 : &j->next2;
     int64_t total = phase == 1 ? j->tiles1 : j->tiles2;
+    long t_static, t_end;
+    st_split((long)total, ith, nth, &t_static, &t_end);
     for (;;) {
-        int64_t t = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
+        int64_t t;
+        if (j->dynamic) t = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
+        else if ((t = t_static++) >= t_end) break;
         if (t >= total) break;
         int64_t m0 = 0;
         int e = entry_of_tile(j, t, phase, &m0);
@@ -112,7 +120,7 @@ static void moe_worker(void *ctx, int ith, int nth) {
     }
     st_pool_barrier(j->pool);
     /* 2: gate and up */
-    run_tiles(j, 1);
+    run_tiles(j, 1, ith, nth);
     st_pool_barrier(j->pool);
     /* 3: silu(gate) * up, to the down weights' activation form */
     for (long p = b; p < e; p++) {
@@ -123,7 +131,7 @@ static void moe_worker(void *ctx, int ith, int nth) {
     }
     st_pool_barrier(j->pool);
     /* 4: down */
-    run_tiles(j, 2);
+    run_tiles(j, 2, ith, nth);
     if (!a->out) return;
     st_pool_barrier(j->pool);
     /* 5: the weighted sum per token, in selection order, then the gated shared expert */
@@ -188,7 +196,8 @@ size_t moe_act_row_max(const st_tensor *const *ts, int n, int64_t K) {
 
 void moe_exec(st_pool *pool, const moe_args *a) {
     moe_job j = {.pool = pool, .a = a};
-    j.tile = a->P <= 2 * (int64_t)a->n_ent ? TILE_DECODE : TILE_PROMPT;
+    j.dynamic = a->P > 2 * (int64_t)a->n_ent;
+    j.tile = j.dynamic ? TILE_PROMPT : TILE_DECODE;
     for (int e = 0; e < a->n_ent; e++) {
         j.tiles1 += (2 * a->ent[e].ff + j.tile - 1) / j.tile;
         j.tiles2 += (a->d + j.tile - 1) / j.tile;

@@ -1,8 +1,8 @@
 /* test_engine_chunks.c: the prompt chain and the session state, on tiny f32 models of every
  * architecture (test_model_fixture.h).
  *
- *  - any split of a prompt into chunks (--prefill 1, 3, 7, 16, whole) gives the logits of one
- *    chunk within f32 rounding (GDN's chunked form vs its per-token step), and decode (chunks of
+ *  - any split of a prompt into chunks (--prefill 1, 3, 7, 16, whole; 1 or 2 threads) gives the
+ *    logits of one chunk within f32 rounding (GDN's chunked form vs its per-token step), and decode (chunks of
  *    one row after a prompt) gives the same as the prompt's rows;
  *  - the last-row-only path (the last layer's FFN and the head on one row) equals the last row of
  *    the every-row path;
@@ -37,9 +37,11 @@ static st_model *load(const char *arch) {
     return m;
 }
 
+static int n_threads = 1;
+
 static st_session *session(st_model *m, int prefill, int kv_f32) {
     st_session_params sp = st_session_default_params();
-    sp.n_threads = 1;
+    sp.n_threads = n_threads;
     sp.n_prefill = prefill;
     sp.kv_f32 = kv_f32;
     sp.n_ctx = 64;
@@ -115,7 +117,9 @@ static void test_arch(const char *arch) {
     /* Any split gives the same logits. */
     const int splits[] = {1, 3, 7, 16};
     for (int i = 0; i < 4; i++) {
+        n_threads = 1 + i % 2; /* the threaded paths too (static and dynamic expert tiles) */
         float *l = run_all(m, splits[i], 1);
+        n_threads = 1;
         CHECKF(l != NULL, "%s: prefill %d", arch, splits[i]);
         if (l) {
             double r = rel_diff(one, l, (int64_t)N * FX_V);
