@@ -183,7 +183,7 @@ static void parse_run(sv_reply *r, int final) {
                 r->reasoning_fresh = 1;
                 continue;
             }
-            if (!final && (rest == 0 || !memcmp("<think>", t->p + ws, rest))) return;
+            if (!final && (rest == 0 || (rest < 7 && !memcmp("<think>", t->p + ws, rest)))) return;
             r->state = P_CONTENT;
             continue;
         }
