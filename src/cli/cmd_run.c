@@ -99,6 +99,11 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "strata: run: the prompt is empty\n");
         goto done;
     }
+    if (sp.n_ctx == 0) {
+        /* Room for the prompt and the whole continuation. */
+        int64_t c = st_model_n_ctx_train(m) < 4096 ? st_model_n_ctx_train(m) : 4096;
+        sp.n_ctx = (int64_t)n_ids + n_predict > c ? (int64_t)n_ids + n_predict : c;
+    }
     if (st_session_new(m, &sp, &s) != ST_OK || st_sampler_new(&sa, st_model_n_vocab(m), &smp) != ST_OK ||
         st_detok_new(m->tok, 0, &dt) != ST_OK) {
         cli_fail("run");
@@ -127,7 +132,7 @@ int cmd_run(int argc, char **argv) {
             fwrite(text, 1, len, stdout);
             fflush(stdout);
         }
-        if (generated + 1 == n_predict) {
+        if (generated + 1 == n_predict || st_session_n_past(s) >= st_session_n_ctx(s)) {
             generated++;
             break;
         }
