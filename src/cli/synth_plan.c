@@ -15,10 +15,10 @@
  *          mapping (tiled or grouped) matters.
  *   small  issue 3's speed shape: d 1024, 16 layers, 8 q / 2 kv heads of 128, 32 rotary dims,
  *          64 experts top-8 of 512, shared expert 512, GDN 8 key / 16 value heads of 64,
- *          vocabulary 151,936 (qwen35moe: 2.0 B parameters).
+ *          vocabulary 151,936 (qwen35moe: 2.01 B parameters, 1.06 GiB in Q4_K).
  *   a3b    issue 5's shape (Qwen3.5-35B-A3B): d 2048, 40 layers, 16 q / 2 kv heads of 256,
  *          64 rotary dims, 256 experts top-8 of 512, shared expert 512, GDN 16 key / 32 value
- *          heads of 128, vocabulary 151,936 (qwen35moe: 34.7 B parameters).
+ *          heads of 128, vocabulary 151,936 (qwen35moe: 34.3 B parameters, 18.0 GiB in Q4_K).
  * The dense architectures (qwen3, qwen35) use a dense FFN of 512 / 3072 / 6144; qwen3 and qwen3moe
  * rotate the whole head, as their loaders require. */
 #include <math.h>
