@@ -31,3 +31,13 @@ if(STRATA_BUILD_TESTS)
                          ENVIRONMENT "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
   endforeach()
 endif()
+
+if(STRATA_BUILD_TESTS)
+  # The server's text plumbing, in C (reply parsing, JSON checks): a unit test, so the sanitizer
+  # run of the unit tests covers it.
+  add_executable(server_reply ${CMAKE_SOURCE_DIR}/tests/api/unit_reply.c)
+  target_link_libraries(server_reply PRIVATE strata_server)
+  target_include_directories(server_reply PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  add_test(NAME server_reply COMMAND server_reply)
+  set_tests_properties(server_reply PROPERTIES LABELS unit SKIP_RETURN_CODE 77)
+endif()
