@@ -26,11 +26,12 @@
     }
 
 INLINE float h2f(uint16_t h) { return _cvtsh_ss(h); }
-/* the cache lines st_dot_prefetch bytes past [p, p + bytes) (see dot.h) */
+/* the cache lines st_dot_prefetch bytes past [p, p + bytes) (see dot.h), into L2 (see
+ * dot_avx512.c) */
 INLINE void prefetch_ahead(const void *p, size_t bytes) {
     const int dist = st_dot_prefetch;
     if (dist)
-        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + dist + o, _MM_HINT_T0);
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + dist + o, _MM_HINT_T1);
 }
 static const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1,    13,   25,  38,  53,  69,  89,  113};
