@@ -395,7 +395,7 @@ st_status sv_server_start(const sv_config *cfg, sv_engine *engine, sv_server **o
     char port[16];
     snprintf(port, sizeof port, "%d", cfg->port);
     if (getaddrinfo(cfg->host, port, &hints, &ai) || !ai)
-        return st_fail(ST_ERR_INVALID, "serve: --host %s is not an address this machine can bind", cfg->host);
+        return st_fail(ST_ERR_INVALID, "--host %s is not an address this machine can bind", cfg->host);
     sv_server *s = calloc(1, sizeof *s);
     s->cfg = *cfg;
     s->engine = engine;
@@ -419,7 +419,7 @@ st_status sv_server_start(const sv_config *cfg, sv_engine *engine, sv_server **o
     if (!s->daemon) {
         sv_queue_stop(s);
         free(s);
-        return st_fail(ST_ERR_IO, "serve: could not listen on %s port %d (in use, or not allowed)", cfg->host, cfg->port);
+        return st_fail(ST_ERR_IO, "could not listen on %s port %d (in use, or not allowed)", cfg->host, cfg->port);
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : cfg->port;

@@ -200,11 +200,11 @@ static void *engine_main(void *arg) {
 
 st_status sv_queue_start(sv_server *s) {
     s->queue = calloc((size_t)s->cfg.queue_max, sizeof *s->queue);
-    if (!s->queue) return st_fail(ST_ERR_NOMEM, "serve: out of memory for a queue of %d", s->cfg.queue_max);
+    if (!s->queue) return st_fail(ST_ERR_NOMEM, "out of memory for a queue of %d", s->cfg.queue_max);
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
     if (pthread_create(&s->engine_thread, NULL, engine_main, s))
-        return st_fail(ST_ERR_NOMEM, "serve: could not start the engine thread");
+        return st_fail(ST_ERR_NOMEM, "could not start the engine thread");
     return ST_OK;
 }
 
