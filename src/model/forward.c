@@ -128,6 +128,8 @@ size_t st_forward_ws_size(const void *ctx, int id, int64_t n) {
     case WS_SH_OUT: return moe && hp->arch != ST_ARCH_QWEN3MOE ? (size_t)(n * d) * F : 0;
     case WS_MM: return mm_scratch_size(m, n);
     case WS_LOGITS: return (size_t)hp->n_vocab * F;
+    /* IMRoPE pairs kept unrotated (attn.c): at most every pair of every q head */
+    case WS_ROPE_KEEP: return hp->rope_kind == ST_ROPE_IMROPE ? (size_t)(n * H * hp->n_rot) * F : 0;
     default: return 0;
     }
 }

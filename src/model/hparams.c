@@ -291,6 +291,8 @@ st_status st_hparams_load(const st_gguf *g, st_hparams *hp) {
         int32_t sec[4];
         ST_TRY(get_uint_or_arr(&r, "rope.dimension_sections", 1, 4, sec, NULL));
         memcpy(hp->rope_sections, sec, sizeof sec);
+        if (sec[0] + sec[1] + sec[2] <= 0)
+            return st_fail(ST_ERR_FORMAT, "%s: key '%s.rope.dimension_sections' has no t, h or w section", st_gguf_path(g), hp->arch_name);
         ST_TRY(load_hybrid(&r, hp));
         if (hp->arch == ST_ARCH_QWEN35MOE) ST_TRY(load_moe_widths(&r, hp, 1));
         break;

@@ -249,6 +249,20 @@ static int fx_write(const char *path, const fx_opts *o) {
     st_gguf_writer *w;
     if (st_gguf_writer_new(&w) != ST_OK) return 1;
     st_gguf_set_str(w, "general.architecture", a);
+    /* llama.cpp's test vocabulary ("test": tok_0 ...), so the peer can load the file too. */
+    st_gguf_set_str(w, "tokenizer.ggml.model", "test");
+    {
+        char names[FX_V][16];
+        const char *list[FX_V];
+        float scores[FX_V];
+        for (int i = 0; i < FX_V; i++) {
+            snprintf(names[i], sizeof names[i], "tok_%d", i);
+            list[i] = names[i];
+            scores[i] = 0;
+        }
+        st_gguf_set_str_array(w, "tokenizer.ggml.tokens", list, FX_V);
+        st_gguf_set_array(w, "tokenizer.ggml.scores", ST_GGUF_FLOAT32, scores, FX_V);
+    }
     fx_set_u32(w, o, "context_length", 256);
     fx_set_u32(w, o, "embedding_length", FX_D);
     fx_set_u32(w, o, "block_count", FX_LAYERS);
