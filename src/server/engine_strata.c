@@ -288,7 +288,7 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
         st_sampler_accept(smp, tok);
         usage->completion_tokens++;
         size_t len = 0;
-        const char *piece = st_token_piece(x->model->tok, tok, 0, &len);
+        const char *piece = st_token_piece(x->model->tok, tok, 1, &len); /* with control tokens: <think> may be one */
         if (req->on_piece(req->ctx, piece ? piece : "", len, tok)) { *finish = SV_FINISH_STOP; break; }
         if (usage->completion_tokens >= req->max_tokens || st_session_n_past(x->session) + 1 >= n_ctx) {
             *finish = SV_FINISH_LENGTH;
