@@ -90,9 +90,8 @@ static void project_qkv(st_fwd *f, const st_layer *L, const float *h, int64_t nq
             memcpy(v + t * nkv, qkv + t * w + nq + nkv, (size_t)nkv * sizeof(float));
         }
     } else {
-        fwd_matmul(f, &L->wq, h, d, n, q, nq);
-        fwd_matmul(f, &L->wk, h, d, n, k, nkv);
-        fwd_matmul(f, &L->wv, h, d, n, v, nkv);
+        fwd_mm_item it[3] = {{&L->wq, q, nq}, {&L->wk, k, nkv}, {&L->wv, v, nkv}};
+        fwd_matmul_many(f, h, d, n, it, 3);
     }
     /* Separate biases, also allowed beside a fused weight. */
     fwd_add_bias(f, &L->bq, q, nq, n);

@@ -88,7 +88,13 @@ void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n) {
     /* Routing. */
     float *logits = st_workspace_f32(ws, WS_ROUTER), *w = st_workspace_f32(ws, WS_W);
     int32_t *ids = st_workspace_get(ws, WS_IDS);
-    fwd_matmul(f, &L->gate_inp, h, d, n, logits, E);
+    /* The router and the shared expert's gate read the same rows: one job for both in decode. */
+    int has_shared = L->gate_shexp.data != NULL;
+    float *gate = st_workspace_f32(ws, WS_SH_G);
+    st_tensor gate_vec = {.name = L->gate_inp_shexp.name, .type = ST_TYPE_F32, .ne = {d, 1, 1, 1},
+                          .data = L->gate_inp_shexp.f32, .row_bytes = (size_t)d * sizeof(float), .scale = 1.0f};
+    fwd_mm_item it[2] = {{&L->gate_inp, logits, E}, {&gate_vec, gate, 1}};
+    fwd_matmul_many(f, h, d, n, it, has_shared ? 2 : 1);
     st_op_moe_route(logits, E, n, E, k, ids, w);
 
     /* Group the n*k (token, slot) pairs by expert: offset[e] .. offset[e+1] in `order`, and
@@ -108,7 +114,6 @@ void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n) {
 
     /* The shared expert's rows follow the routed ones: gathered row n*k + t is token t. */
     float *ye = st_workspace_f32(ws, WS_YE);
-    int has_shared = L->gate_shexp.data != NULL;
     int64_t nk = n * k, P = nk + (has_shared ? n : 0);
     for (int64_t t = nk; t < P; t++) order[t] = (int32_t)(t - nk);
 
@@ -126,12 +131,8 @@ void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n) {
         ent[n_ent].p0 = nk;
         ent[n_ent++].rows = n;
     }
-    float *gate = st_workspace_f32(ws, WS_SH_G);
-    if (has_shared) {
-        /* sigmoid(g . h): the gate is a {d} f32 vector, one output row, never scaled. */
-        st_matmul(f->pool, ST_TYPE_F32, L->gate_inp_shexp.f32, 1, d, h, d, n, gate, 1, f->mm_scratch);
-        st_op_sigmoid(NULL, gate, n, gate, n, 1, n);
-    }
+    /* sigmoid(g . h): the gate is a {d} f32 vector, one output row, never scaled. */
+    if (has_shared) st_op_sigmoid(NULL, gate, n, gate, n, 1, n);
     if (fused_ok) {
         moe_args a = {
             .ent = ent, .n_ent = n_ent, .d = d, .P = P, .x = h, .x_row = order,

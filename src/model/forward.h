@@ -78,6 +78,15 @@ typedef struct st_fwd {
 void fwd_matmul(st_fwd *f, const st_tensor *w, const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy);
 void fwd_add_bias(st_fwd *f, const st_tensor *b, float *y, int64_t ldy, int64_t n);
 
+/* Several weights on the same input rows (matmul_many.c): one pool job for few rows, else one
+ * fwd_matmul each. Scales as fwd_matmul; no biases. */
+typedef struct fwd_mm_item {
+    const st_tensor *w;
+    float *y;
+    int64_t ldy;
+} fwd_mm_item;
+void fwd_matmul_many(st_fwd *f, const float *x, int64_t ldx, int64_t n, const fwd_mm_item *items, int n_items);
+
 /* The mixers and FFNs: each reads h [n][d] and writes its output [n][d] (no residual). */
 void fwd_attention(st_fwd *f, int il, const float *h, float *out);   /* plain or gated (hybrids) */
 void fwd_gdn(st_fwd *f, int il, const float *h, float *out);

@@ -55,23 +55,27 @@ void fwd_gdn(st_fwd *f, int il, const float *h, float *out) {
     /* Projections. */
     float *m = st_workspace_f32(ws, WS_QKV), *z = st_workspace_f32(ws, WS_Z);
     float *a = st_workspace_f32(ws, WS_A), *b = st_workspace_f32(ws, WS_B);
+    float *ba = st_workspace_f32(ws, WS_BA);
+    fwd_mm_item it[4];
+    int n_it = 0;
     if (L->ssm_qkv.data) {
-        fwd_matmul(f, &L->ssm_qkv, h, d, n, m, C);
-        fwd_matmul(f, &L->ssm_gate, h, d, n, z, vd);
+        it[n_it++] = (fwd_mm_item){&L->ssm_qkv, m, C};
+        it[n_it++] = (fwd_mm_item){&L->ssm_gate, z, vd};
+    }
+    if (L->ssm_ba.data) {
+        it[n_it++] = (fwd_mm_item){&L->ssm_ba, ba, 2 * n_v};
     } else {
+        it[n_it++] = (fwd_mm_item){&L->ssm_beta, b, n_v};
+        it[n_it++] = (fwd_mm_item){&L->ssm_alpha, a, n_v};
+    }
+    fwd_matmul_many(f, h, d, n, it, n_it);
+    if (!L->ssm_qkv.data) {
         /* The legacy product goes into WS_CONV (free until the conv), then is split into m and z. */
         float *p = st_workspace_f32(ws, WS_CONV);
         fwd_matmul(f, &L->ssm_in, h, d, n, p, 2 * kd + 2 * vd);
         split_qkvz(p, n, n_k, dk, r, m, z);
     }
-    if (L->ssm_ba.data) {
-        float *ba = st_workspace_f32(ws, WS_BA);
-        fwd_matmul(f, &L->ssm_ba, h, d, n, ba, 2 * n_v);
-        split_ba(ba, n, n_k, r, a, b);
-    } else {
-        fwd_matmul(f, &L->ssm_beta, h, d, n, b, n_v);
-        fwd_matmul(f, &L->ssm_alpha, h, d, n, a, n_v);
-    }
+    if (L->ssm_ba.data) split_ba(ba, n, n_k, r, a, b);
 
     /* Gates: beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a. */
     float *gg = st_workspace_f32(ws, WS_GATE_G), *beta = st_workspace_f32(ws, WS_GATE_BETA);

@@ -1,0 +1,72 @@
+/* matmul_many.c: several weight matrices applied to the same few input rows in one pool job.
+ *
+ * Decode multiplies one row by many small matrices that share their input (q, k and v; a Gated
+ * DeltaNet layer's qkv, gate, beta and alpha; the router and the shared-expert gate). One
+ * st_matmul each costs a pool dispatch each, and the smallest ones (beta, alpha: a few rows) cannot
+ * keep two threads busy. Here the input is converted once and the union of all the matrices' rows
+ * is split into one contiguous range per thread: one dispatch, balanced, each thread streaming its
+ * share of the weights. Results are the same dot products as st_matmul's, so bit-identical.
+ * Used only for a few rows (decode); prompt chunks go through st_matmul, where a dispatch is
+ * cheap next to the work. */
+#include "model/forward.h"
+#include "quant/dot.h"
+#include "quant/types.h"
+
+enum { MANY_MAX_ROWS = ST_DOT_MAX_NX };
+
+typedef struct many_job {
+    const fwd_mm_item *items;
+    int n_items;
+    int64_t total;               /* rows over all items */
+    const char *act;
+    size_t act_row;
+    int64_t n;
+} many_job;
+
+static void many_worker(void *ctx, int ith, int nth) {
+    const many_job *j = ctx;
+    long r0, r1;
+    st_split((long)j->total, ith, nth, &r0, &r1);
+    int64_t base = 0;
+    float out[ST_DOT_MAX_NX];
+    for (int i = 0; i < j->n_items && base < r1; i++) {
+        const fwd_mm_item *it = &j->items[i];
+        const st_tensor *w = it->w;
+        int64_t M = w->ne[1];
+        int64_t m0 = r0 > base ? r0 - base : 0, m1 = r1 - base < M ? r1 - base : M;
+        st_dot_fn dot = st_dot_kernel(w->type);
+        for (int64_t m = m0; m < m1; m++) {
+            dot(w->ne[0], (const char *)w->data + (size_t)m * w->row_bytes, j->act, j->act_row, (int)j->n, out);
+            for (int64_t t = 0; t < j->n; t++) it->y[t * it->ldy + m] = w->scale == 1.0f ? out[t] : out[t] * w->scale;
+        }
+        base += M;
+    }
+}
+
+void fwd_matmul_many(st_fwd *f, const float *x, int64_t ldx, int64_t n, const fwd_mm_item *items, int n_items) {
+    /* One activation form for all, few rows, a pool worth using: else one st_matmul each. */
+    uint32_t act = st_dot_act_type(items[0].w->type);
+    int64_t K = items[0].w->ne[0], total = 0;
+    int same = n <= MANY_MAX_ROWS && f->pool && st_pool_size(f->pool) > 1;
+    for (int i = 0; i < n_items && same; i++) {
+        same = st_dot_act_type(items[i].w->type) == act && items[i].w->ne[0] == K && st_dot_kernel(items[i].w->type);
+        total += items[i].w->ne[1];
+    }
+    st_act_fn convert = same ? st_act_converter(act) : NULL;
+    if (!convert) {
+        for (int i = 0; i < n_items; i++) fwd_matmul(f, items[i].w, x, ldx, n, items[i].y, items[i].ldy);
+        return;
+    }
+    many_job j = {.items = items, .n_items = n_items, .total = total, .n = n};
+    if (act == ST_TYPE_F32) {
+        /* f32 weights read the rows in place, as st_matmul does */
+        j.act = (const char *)x;
+        j.act_row = (size_t)ldx * sizeof(float);
+    } else {
+        char *scratch = f->mm_scratch;
+        j.act = scratch;
+        j.act_row = st_dot_act_row_size(act, K);
+        for (int64_t t = 0; t < n; t++) convert(x + t * ldx, scratch + (size_t)t * j.act_row, K);
+    }
+    st_pool_run(f->pool, many_worker, &j);
+}
