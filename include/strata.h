@@ -85,6 +85,9 @@ void st_session_free(st_session *s);
 void st_session_reset(st_session *s);
 int64_t st_session_n_past(const st_session *s);
 int64_t st_session_n_ctx(const st_session *s);
+/* Bytes of the session's state (KV caches, recurrent states) and of its scratch workspace. */
+uint64_t st_session_state_bytes(const st_session *s);
+uint64_t st_session_scratch_bytes(const st_session *s);
 
 /* Feeds n tokens (prompt chunks of up to n_prefill rows; decode is n = 1). Token ids are checked
  * first: an id outside the vocabulary is ST_ERR_RANGE and nothing is fed. If logits_all is not

@@ -192,9 +192,10 @@ int cmd_bench(int argc, char **argv) {
         printf("{\"model\": \"%s\", \"arch\": \"%s\", \"threads\": %d, \"prefill\": %d, \"repeats\": %d, "
                "\"pp\": {\"tokens\": %d, \"tok_s\": %.2f}, \"tg\": {\"tokens\": %d, \"tok_s\": %.2f}, "
                "\"weight_bytes\": %llu, \"decode_bytes_per_token\": %.0f, \"read_bandwidth_gb_s\": %.2f, "
-               "\"decode_bandwidth_share\": %.4f, \"cpu\": \"%s\"}\n",
+               "\"decode_bandwidth_share\": %.4f, \"scratch_bytes\": %llu, \"state_bytes\": %llu, \"cpu\": \"%s\"}\n",
                model, st_model_arch(m), threads, sp.n_prefill, reps, n_prompt, pp_med, n_gen, tg_med,
-               (unsigned long long)st_model_weight_bytes(m), bytes, bw, share, cpu);
+               (unsigned long long)st_model_weight_bytes(m), bytes, bw, share,
+               (unsigned long long)st_session_scratch_bytes(s), (unsigned long long)st_session_state_bytes(s), cpu);
     } else {
         printf("model    %s (%s), %.2f GiB of weights, %d threads, median of %d\n", model, st_model_arch(m),
                (double)st_model_weight_bytes(m) / (1 << 30), threads, reps);
@@ -202,6 +203,9 @@ int cmd_bench(int argc, char **argv) {
         if (n_gen) printf("tg%-6d %8.2f tok/s\n", n_gen, tg_med);
         printf("decode reads %.1f MiB/token; read bandwidth %.2f GB/s (probe, %d threads); decode uses %.1f%% of it\n",
                bytes / (1 << 20), bw, threads, 100 * share);
+        printf("scratch %.1f MiB (chunks of %d rows), state %.1f MiB (%lld positions)\n",
+               (double)st_session_scratch_bytes(s) / (1 << 20), sp.n_prefill, (double)st_session_state_bytes(s) / (1 << 20),
+               (long long)st_session_n_ctx(s));
     }
     rc = 0;
 done:

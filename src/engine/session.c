@@ -109,6 +109,19 @@ void st_session_reset(st_session *s) {
 
 int64_t st_session_n_past(const st_session *s) { return s->state.n_past; }
 int64_t st_session_n_ctx(const st_session *s) { return s->state.n_ctx; }
+uint64_t st_session_scratch_bytes(const st_session *s) { return s->ws.bytes; }
+
+uint64_t st_session_state_bytes(const st_session *s) {
+    const st_hparams *hp = &s->m->hp;
+    uint64_t b = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const st_layer_state *L = &s->state.layers[il];
+        if (L->k_cache) b += 2 * (uint64_t)s->state.n_ctx * st_kv_row_bytes(s->state.kv_type, hp->n_head_kv[il] * hp->head_dim);
+        if (L->conv) b += (uint64_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float);
+        if (L->ssm) b += (uint64_t)(hp->ssm_n_v * hp->ssm_state * hp->ssm_state) * sizeof(float);
+    }
+    return b;
+}
 const float *st_session_logits(const st_session *s) { return st_workspace_f32(&s->ws, WS_LOGITS); }
 
 st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all) {
