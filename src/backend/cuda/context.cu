@@ -1,0 +1,125 @@
+/* context.cu: the CUDA device context: device choice, stream, cuBLAS handle, memory (plain
+ * cudaMalloc, never managed memory), host<->device copies, the grow-only scratch buffer, timing.
+ * Nothing here launches kernels. */
+#include <stdio.h>
+#include <stdlib.h>
+#include "backend/cuda/cuda_internal.cuh"
+
+st_status cu_check(cudaError_t e, const char *where) {
+    if (e == cudaSuccess) return ST_OK;
+    return st_fail(ST_ERR_IO, "cuda: %s: %s", where, cudaGetErrorString(e));
+}
+
+int st_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();   /* no driver: not an error for the caller, clear it */
+        return 0;
+    }
+    return n;
+}
+
+st_status st_cuda_open(int device, st_cuda **out) {
+    *out = NULL;
+    const int n = st_cuda_device_count();
+    if (device < 0 || device >= n)
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda: device %d requested, %d present", device, n);
+    st_cuda *cu = (st_cuda *)calloc(1, sizeof *cu);
+    if (!cu) return st_fail(ST_ERR_NOMEM, "cuda: context");
+    cu->device = device;
+    st_status s = cu_check(cudaSetDevice(device), "cudaSetDevice");
+    if (s == ST_OK) s = cu_check(cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking), "stream");
+    if (s == ST_OK) s = cu_check(cudaEventCreate(&cu->t0), "event");
+    if (s == ST_OK) s = cu_check(cudaEventCreate(&cu->t1), "event");
+    if (s == ST_OK && cublasCreate(&cu->blas) != CUBLAS_STATUS_SUCCESS) {
+        cu->blas = NULL;
+        s = st_fail(ST_ERR_IO, "cuda: cublasCreate failed");
+    }
+    if (s == ST_OK && cublasSetStream(cu->blas, cu->stream) != CUBLAS_STATUS_SUCCESS)
+        s = st_fail(ST_ERR_IO, "cuda: cublasSetStream failed");
+    if (s != ST_OK) { st_cuda_close(cu); return s; }
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, device) == cudaSuccess) {
+        cu->n_sm = p.multiProcessorCount;
+        snprintf(cu->desc, sizeof cu->desc, "%.200s, %d SMs, %.1f GiB, cc %d.%d, L2 %d MiB", p.name,
+                 p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024), p.major,
+                 p.minor, p.l2CacheSize >> 20);
+    } else {
+        cu->n_sm = 1;
+    }
+    *out = cu;
+    return ST_OK;
+}
+
+void st_cuda_close(st_cuda *cu) {
+    if (!cu) return;
+    if (cu->stream) cudaStreamSynchronize(cu->stream);
+    if (cu->scratch) cudaFree(cu->scratch);
+    if (cu->blas) cublasDestroy(cu->blas);
+    if (cu->t0) cudaEventDestroy(cu->t0);
+    if (cu->t1) cudaEventDestroy(cu->t1);
+    if (cu->stream) cudaStreamDestroy(cu->stream);
+    free(cu);
+}
+
+const char *st_cuda_describe(const st_cuda *cu) { return cu->desc; }
+
+st_status st_cuda_alloc(st_cuda *cu, size_t bytes, void **out) {
+    *out = NULL;
+    cudaError_t e = cudaMalloc(out, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        *out = NULL;
+        return st_fail(ST_ERR_NOMEM, "cuda: cudaMalloc of %zu bytes: %s", bytes, cudaGetErrorString(e));
+    }
+    return ST_OK;
+}
+
+void st_cuda_free(st_cuda *cu, void *p) {
+    if (!p) return;
+    cudaStreamSynchronize(cu->stream);   /* no in-flight kernel may still read it */
+    cudaFree(p);
+}
+
+st_status st_cuda_upload(st_cuda *cu, void *dst, const void *src_host, size_t bytes) {
+    CU_TRY(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, cu->stream), "upload");
+    return cu_check(cudaStreamSynchronize(cu->stream), "upload");
+}
+
+st_status st_cuda_download(st_cuda *cu, void *dst_host, const void *src, size_t bytes) {
+    CU_TRY(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, cu->stream), "download");
+    return cu_check(cudaStreamSynchronize(cu->stream), "download");
+}
+
+st_status st_cuda_memset0(st_cuda *cu, void *p, size_t bytes) {
+    return cu_check(cudaMemsetAsync(p, 0, bytes, cu->stream), "memset");
+}
+
+st_status st_cuda_sync(st_cuda *cu) { return cu_check(cudaStreamSynchronize(cu->stream), "sync"); }
+
+st_status st_cuda_mem_info(st_cuda *cu, size_t *free_bytes, size_t *total_bytes) {
+    return cu_check(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
+}
+
+st_status st_cuda_timer_start(st_cuda *cu) { return cu_check(cudaEventRecord(cu->t0, cu->stream), "event"); }
+
+st_status st_cuda_timer_stop(st_cuda *cu, float *ms) {
+    CU_TRY(cudaEventRecord(cu->t1, cu->stream), "event");
+    CU_TRY(cudaEventSynchronize(cu->t1), "event");
+    return cu_check(cudaEventElapsedTime(ms, cu->t0, cu->t1), "event");
+}
+
+st_status cu_scratch(st_cuda *cu, size_t bytes, void **out) {
+    if (bytes > cu->scratch_bytes) {
+        /* growth waits for the stream: an earlier op's kernels may still read the old buffer */
+        CU_TRY(cudaStreamSynchronize(cu->stream), "scratch");
+        if (cu->scratch) cudaFree(cu->scratch);
+        cu->scratch = NULL;
+        cu->scratch_bytes = 0;
+        const size_t want = bytes + bytes / 4;
+        CU_TRY(cudaMalloc(&cu->scratch, want), "scratch cudaMalloc");
+        cu->scratch_bytes = want;
+    }
+    *out = cu->scratch;
+    return ST_OK;
+}

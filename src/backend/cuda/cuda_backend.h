@@ -1,0 +1,127 @@
+/* cuda_backend.h: the CUDA op set, mirroring backend.h and backend/cpu/matmul.h.
+ *
+ * A context (st_cuda) owns one device, one stream, a cuBLAS handle, a grow-only scratch buffer
+ * and a pair of timing events. Every op below enqueues on the context's stream and returns at
+ * once (no host synchronisation) unless it says otherwise; st_cuda_download and st_cuda_sync wait.
+ *
+ * Conventions are backend.h's, with two differences:
+ *  - every float/int pointer argument is DEVICE memory (st_cuda_alloc), except where an argument
+ *    is named *_host;
+ *  - the thread pool argument is replaced by the context.
+ * The numerics follow the CPU reference (MODELS.md §2) within f32 rounding; the quantized
+ * matrix-vector product quantizes activations to 8 bits per 32 (f32 scale), as the CPU does with
+ * q8_0/q8_K, so it agrees with st_matmul within that quantization (tests/cuda/op_harness.c).
+ *
+ * Errors: an op returns ST_ERR_UNSUPPORTED for a shape or type it does not run (the message names
+ * it) and ST_ERR_IO when the CUDA runtime reports a failure (the message has CUDA's text). */
+#ifndef ST_BACKEND_CUDA_CUDA_BACKEND_H
+#define ST_BACKEND_CUDA_CUDA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "strata.h"
+#include "backend/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct st_cuda st_cuda;
+
+/* ---- Device, memory, timing ------------------------------------------------------------------ */
+
+/* Number of usable CUDA devices; 0 when there is no driver or no GPU (never an error). */
+int st_cuda_device_count(void);
+st_status st_cuda_open(int device, st_cuda **out);
+void st_cuda_close(st_cuda *cu);
+/* "NVIDIA H200, 132 SMs, 139.8 GiB, cc 9.0" */
+const char *st_cuda_describe(const st_cuda *cu);
+
+st_status st_cuda_alloc(st_cuda *cu, size_t bytes, void **out);
+void st_cuda_free(st_cuda *cu, void *p);
+/* Host -> device copy of `bytes` (weights in their file type, or activations); waits. */
+st_status st_cuda_upload(st_cuda *cu, void *dst, const void *src_host, size_t bytes);
+/* Device -> host; waits for everything enqueued before it. */
+st_status st_cuda_download(st_cuda *cu, void *dst_host, const void *src, size_t bytes);
+st_status st_cuda_memset0(st_cuda *cu, void *p, size_t bytes);
+st_status st_cuda_sync(st_cuda *cu);
+/* The device's own free/total memory (cudaMemGetInfo), for the workspace tests. */
+st_status st_cuda_mem_info(st_cuda *cu, size_t *free_bytes, size_t *total_bytes);
+/* Milliseconds of GPU time between timer_start and timer_stop (events on the stream). */
+st_status st_cuda_timer_start(st_cuda *cu);
+st_status st_cuda_timer_stop(st_cuda *cu, float *ms);
+
+/* ---- Quantized products (matmul.h) ---------------------------------------------------------- */
+
+/* Y[i][m] = sum_k W[m][k] X[i][k], i < n, m < M; W of `type` as in the GGUF file: Q4_K, Q5_K,
+ * Q6_K, Q8_0 (activations quantized to 8 bits per 32, integer dot products), F32, F16, BF16
+ * (f32 activations). n <= 8: the matrix-vector kernel, one weight pass per row of X; larger n:
+ * W dequantized to f16 in row tiles and cuBLAS (tensor cores, f32 accumulation). */
+st_status st_cuda_matmul(st_cuda *cu, uint32_t type, const void *W, int64_t M, int64_t K,
+                         const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy);
+
+/* The MoE expert product: for each slot s < n_slots,
+ *   Y[s] = W_{ids[s]} . X[s / x_group]
+ * W points at expert 0 of a stacked [n_expert][M][K] tensor (experts expert_bytes apart), ids is
+ * a device int32[n_slots] (out-of-range ids give zero rows). x_group = k for the gate/up of
+ * tokens routed to k experts each (slot s = t*k + j reads token t), 1 for the down projection. */
+st_status st_cuda_matmul_id(st_cuda *cu, uint32_t type, const void *W, size_t expert_bytes,
+                            int64_t n_expert, int64_t M, int64_t K, const int32_t *ids,
+                            const float *X, int64_t ldx, int64_t x_group, int64_t n_slots,
+                            float *Y, int64_t ldy);
+
+/* The weighted combination of the experts' outputs (the scatter back to tokens):
+ *   out[t] (+)= sum_j w[t*k + j] * Y[(t*k + j)*ldy ...]   over M columns; accumulate: add to out. */
+st_status st_cuda_moe_combine(st_cuda *cu, const float *Y, int64_t ldy, const float *w,
+                              int64_t n_tok, int64_t k, int64_t M, float *out, int64_t ld_out,
+                              int accumulate);
+
+/* st_op_get_rows with host ids (token ids come from the host); same types as st_cuda_matmul.
+ * ST_ERR_RANGE for an id outside [0, n_rows). */
+st_status st_cuda_get_rows(st_cuda *cu, uint32_t type, const void *table, int64_t n_rows,
+                           int64_t n_embd, const int32_t *ids_host, int64_t n_tok, float *out,
+                           int64_t ld_out);
+
+/* ---- The rest of backend.h, same arguments (device pointers) ------------------------------- */
+
+st_status st_cuda_rms_norm(st_cuda *cu, const float *x, int64_t ld_x, const float *w, float *y,
+                           int64_t ld_y, int64_t rows, int64_t dim, float eps);
+st_status st_cuda_l2_norm(st_cuda *cu, const float *x, int64_t ld_x, float *y, int64_t ld_y,
+                          int64_t rows, int64_t dim, float eps);
+/* pos: device int32[n_tok]. */
+st_status st_cuda_rope_neox(st_cuda *cu, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_tok,
+                            int64_t n_head, const int32_t *pos, const st_rope_params *p);
+st_status st_cuda_kv_store(st_cuda *cu, uint32_t type, void *cache, int64_t row, int64_t cell0,
+                           const float *src, int64_t ld_src, int64_t n_tok);
+/* a's pointers are device pointers (pos included); head_dim a multiple of 32, <= 256. One query
+ * row (decode) is split over the context (flash-decoding) and the parts combined; many rows
+ * (prefill) likewise, causal per row. */
+st_status st_cuda_attention(st_cuda *cu, const st_attn_args *a);
+st_status st_cuda_gdn_gates(st_cuda *cu, const float *a, int64_t ld_a, const float *b,
+                            int64_t ld_b, const float *dt_bias, const float *ssm_a, int64_t n_tok,
+                            int64_t n_v, float *g_out, float *beta_out);
+/* The per-token recurrence for any n_tok (decode: fused single step; prefill: the state rows stay
+ * in registers across the tokens). d a multiple of 32, <= 256. */
+st_status st_cuda_gdn_step(st_cuda *cu, const st_gdn_args *a);
+st_status st_cuda_conv1d(st_cuda *cu, const float *m, int64_t ld_m, const float *w, float *state,
+                         float *out, int64_t ld_out, int64_t n_tok, int64_t C, int64_t K,
+                         int apply_silu);
+
+enum { ST_CUDA_SILU, ST_CUDA_SIGMOID, ST_CUDA_SOFTPLUS, ST_CUDA_SWIGLU, ST_CUDA_MUL_SIGMOID,
+       ST_CUDA_MUL_SILU, ST_CUDA_MUL, ST_CUDA_ADD };
+/* y = f(a) (unary: b ignored) or f(a, b), as the st_op_* pointwise ops; in place allowed. */
+st_status st_cuda_pointwise(st_cuda *cu, int op, const float *a, int64_t ld_a, const float *b,
+                            int64_t ld_b, float *y, int64_t ld_y, int64_t rows, int64_t n);
+/* y = s*x (accumulate 0) or y += s*x (accumulate 1), n floats. */
+st_status st_cuda_axpy(st_cuda *cu, float *y, int64_t n, const float *x, float s, int accumulate);
+st_status st_cuda_softmax(st_cuda *cu, const float *x, int64_t ld_x, float *y, int64_t ld_y,
+                          int64_t rows, int64_t n);
+st_status st_cuda_moe_route(st_cuda *cu, const float *logits, int64_t ld_logits, int64_t n_tok,
+                            int64_t E, int64_t k, int32_t *ids, float *weights);
+/* *out (device int32) = st_op_argmax(x, n). */
+st_status st_cuda_argmax(st_cuda *cu, const float *x, int64_t n, int32_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,465 @@
+/* matmul.cu: the products that read the weights, on the GPU: the decode matrix-vector product
+ * (plain and with MoE expert ids), the prompt GEMM, the expert combination and get_rows.
+ *
+ * Decode is bound by HBM bandwidth: every weight byte is read once per token, so the kernel must
+ * keep enough loads in flight and spend few instructions per byte. For the K-quants and Q8_0 the
+ * activations are first quantized to int8 per 32 elements with an f32 scale d and the sum
+ * s = d * sum(q) (our q8_1, kept as three arrays), and each 32-element sub-block becomes a few
+ * dp4a integer dot products scaled once, instead of 32 dequantize+FMA steps.
+ *
+ * Work split: a group of G lanes (G = 32, 16, 8 or 4, picked from the row length) takes one
+ * weight row; its lanes stride over the row's units (64 elements for Q4_K/Q5_K: one 32-byte run of
+ * qs serves two sub-blocks; 32 elements for Q6_K/Q8_0) and the group sums with shuffles. Four
+ * warps per block. grid.y is the activation column (n <= 8 rows of X, or the MoE slots).
+ *
+ * Prompt chunks (n > 8): W is dequantized to f16 in row tiles and multiplied with cuBLAS
+ * (tensor cores, f32 accumulation); a fused int8 GEMM on the quantized blocks is the next step. */
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include "backend/cuda/cuda_internal.cuh"
+
+#define MV_WARPS 4
+#define MV_MAX_COLS 8
+
+/* ---- Activations: int8 per 32 with f32 scale and scaled sum ------------------------------------ */
+
+/* One warp per 32 values: row r of X (rows n_rows, K % 32 == 0). */
+__global__ void quantize_q8_kernel(const float *X, int64_t ldx, int64_t K, int64_t n_rows,
+                                   int8_t *xq, float *xd, float *xs) {
+    const int64_t nb = K / 32;
+    const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x & 31;
+    if (w >= nb * n_rows) return;
+    const int64_t r = w / nb, b = w % nb;
+    const float v = X[r * ldx + b * 32 + lane];
+    const float amax = warp_max(fabsf(v));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int q = (int)roundf(v * id);
+    xq[r * K + b * 32 + lane] = (int8_t)q;
+    const float sum = warp_sum((float)q);
+    if (lane == 0) { xd[r * nb + b] = d; xs[r * nb + b] = d * sum; }
+}
+
+/* ---- Per-type unit dot products ---------------------------------------------------------------- */
+
+__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+/* int from two 2-byte aligned halves (Q6_K and Q8_0 blocks are only 2-byte aligned) */
+__device__ __forceinline__ int ld_int_b2(const uint8_t *p, int i) {
+    const uint16_t *h = (const uint16_t *)p;
+    return (int)((uint32_t)h[2 * i] | ((uint32_t)h[2 * i + 1] << 16));
+}
+__device__ __forceinline__ int ld_int_b4(const uint8_t *p, int i) { return ((const int *)p)[i]; }
+
+__device__ __forceinline__ void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
+    if (j < 4) { *sc = q[j] & 63; *m = q[j + 4] & 63; }
+    else { *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4); *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4); }
+}
+
+struct unit_q4_K { enum { ELEMS = 64 }; };
+struct unit_q5_K { enum { ELEMS = 64 }; };
+struct unit_q6_K { enum { ELEMS = 32 }; };
+struct unit_q8_0 { enum { ELEMS = 32 }; };
+
+/* Unit u of a row (u-th run of ELEMS elements) against the quantized activations of the column. */
+template <class U> __device__ float unit_dot(const uint8_t *row, int64_t u, const int8_t *xq,
+                                             const float *xd, const float *xs);
+
+template <> __device__ float unit_dot<unit_q4_K>(const uint8_t *row, int64_t u, const int8_t *xq,
+                                                 const float *xd, const float *xs) {
+    const int64_t b = u >> 2;
+    const int j = (int)(u & 3);
+    const uint8_t *blk = row + b * sizeof(block_q4_K);
+    const uint8_t *qs = blk + 16 + 32 * j;
+    const int8_t *x = xq + b * 256 + 64 * j;
+    int lo = 0, hi = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int q = ld_int_b4(qs, i);
+        lo = __dp4a(q & 0x0F0F0F0F, ld_int_b4((const uint8_t *)x, i), lo);
+        hi = __dp4a((q >> 4) & 0x0F0F0F0F, ld_int_b4((const uint8_t *)x, 8 + i), hi);
+    }
+    int sc0, m0, sc1, m1;
+    scale_min_k4(2 * j, blk + 4, &sc0, &m0);
+    scale_min_k4(2 * j + 1, blk + 4, &sc1, &m1);
+    const float d = h2f(*(const uint16_t *)blk), dmin = h2f(*(const uint16_t *)(blk + 2));
+    const int64_t s = b * 8 + 2 * j;
+    return d * ((float)(sc0 * lo) * xd[s] + (float)(sc1 * hi) * xd[s + 1]) -
+           dmin * ((float)m0 * xs[s] + (float)m1 * xs[s + 1]);
+}
+
+template <> __device__ float unit_dot<unit_q5_K>(const uint8_t *row, int64_t u, const int8_t *xq,
+                                                 const float *xd, const float *xs) {
+    const int64_t b = u >> 2;
+    const int j = (int)(u & 3);
+    const uint8_t *blk = row + b * sizeof(block_q5_K);
+    const uint8_t *qh = blk + 16, *qs = blk + 48 + 32 * j;
+    const int8_t *x = xq + b * 256 + 64 * j;
+    int lo = 0, hi = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int q = ld_int_b4(qs, i), h = ld_int_b4(qh, i);
+        const int ql = (q & 0x0F0F0F0F) | (((h >> (2 * j)) & 0x01010101) << 4);
+        const int qu = ((q >> 4) & 0x0F0F0F0F) | (((h >> (2 * j + 1)) & 0x01010101) << 4);
+        lo = __dp4a(ql, ld_int_b4((const uint8_t *)x, i), lo);
+        hi = __dp4a(qu, ld_int_b4((const uint8_t *)x, 8 + i), hi);
+    }
+    int sc0, m0, sc1, m1;
+    scale_min_k4(2 * j, blk + 4, &sc0, &m0);
+    scale_min_k4(2 * j + 1, blk + 4, &sc1, &m1);
+    const float d = h2f(*(const uint16_t *)blk), dmin = h2f(*(const uint16_t *)(blk + 2));
+    const int64_t s = b * 8 + 2 * j;
+    return d * ((float)(sc0 * lo) * xd[s] + (float)(sc1 * hi) * xd[s + 1]) -
+           dmin * ((float)m0 * xs[s] + (float)m1 * xs[s + 1]);
+}
+
+/* Q6_K unit r (0..7) of a block: half h = r/4, quarter c = r%4; elements 128h + 32c + l take
+ * ql[64h + 32(c&1) + l] (low nibble for c < 2, high for c >= 2), 2 bits (qh[32h + l] >> 2c),
+ * minus 32, and scale sc[8h + 2c + l/16]. */
+template <> __device__ float unit_dot<unit_q6_K>(const uint8_t *row, int64_t u, const int8_t *xq,
+                                                 const float *xd, const float *xs) {
+    const int64_t b = u >> 3;
+    const int r = (int)(u & 7), h = r >> 2, c = r & 3;
+    const uint8_t *blk = row + b * sizeof(block_q6_K);
+    const uint8_t *ql = blk + 64 * h + 32 * (c & 1), *qh = blk + 128 + 32 * h;
+    const int8_t *sc = (const int8_t *)(blk + 192) + 8 * h + 2 * c;
+    const int8_t *x = xq + b * 256 + 32 * r;
+    int s0 = 0, s1 = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int l4 = ld_int_b2(ql, i), h4 = ld_int_b2(qh, i);
+        const int nib = c >= 2 ? (l4 >> 4) & 0x0F0F0F0F : l4 & 0x0F0F0F0F;
+        const int v = __vsubss4(nib | (((h4 >> (2 * c)) & 0x03030303) << 4), 0x20202020);
+        if (i < 4) s0 = __dp4a(v, ld_int_b4((const uint8_t *)x, i), s0);
+        else       s1 = __dp4a(v, ld_int_b4((const uint8_t *)x, i), s1);
+    }
+    const float d = h2f(*(const uint16_t *)(blk + 208));
+    return d * xd[b * 8 + r] * (float)(sc[0] * s0 + sc[1] * s1);
+}
+
+template <> __device__ float unit_dot<unit_q8_0>(const uint8_t *row, int64_t u, const int8_t *xq,
+                                                 const float *xd, const float *xs) {
+    const uint8_t *blk = row + u * sizeof(block_q8_0);
+    const int8_t *x = xq + u * 32;
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) s = __dp4a(ld_int_b2(blk + 2, i), ld_int_b4((const uint8_t *)x, i), s);
+    return h2f(*(const uint16_t *)blk) * xd[u] * (float)s;
+}
+
+/* ---- The quantized matrix-vector kernel ------------------------------------------------------- */
+
+struct mv_args {
+    const uint8_t *W;
+    size_t row_bytes, expert_bytes;
+    int64_t n_expert, M, K;
+    const int32_t *ids;      /* per column (slot) expert id, or NULL */
+    int64_t x_group;         /* column c reads activation row c / x_group */
+    const int8_t *xq;
+    const float *xd, *xs;
+    float *Y;
+    int64_t ldy;
+};
+
+template <class U, int G> __global__ void __launch_bounds__(MV_WARPS * 32)
+matvec_q_kernel(mv_args a) {
+    const int64_t col = blockIdx.y;
+    const int lane = threadIdx.x % G;
+    const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
+    /* no early return: the group sum shuffles over the whole warp */
+    int64_t n_units = row < a.M ? a.K / U::ELEMS : 0;
+    const uint8_t *W = a.W;
+    float *y = a.Y + col * a.ldy;
+    if (a.ids) {
+        const int32_t e = a.ids[col];
+        if (e < 0 || e >= a.n_expert) n_units = 0;
+        else W += (size_t)e * a.expert_bytes;
+    }
+    const int64_t xr = col / a.x_group, nb = a.K / 32;
+    const int8_t *xq = a.xq + xr * a.K;
+    const float *xd = a.xd + xr * nb, *xs = a.xs + xr * nb;
+    const uint8_t *w_row = W + (size_t)row * a.row_bytes;
+    float acc = 0.0f;
+    for (int64_t u = lane; u < n_units; u += G) acc += unit_dot<U>(w_row, u, xq, xd, xs);
+    acc = group_sum<G>(acc);
+    if (lane == 0 && row < a.M) y[row] = acc;
+}
+
+/* ---- Float weights (F32, F16, BF16): f32 activations, lanes stride over elements (coalesced) - */
+
+template <int T> __device__ __forceinline__ float ld_w(const uint8_t *row, int64_t i) {
+    if (T == ST_TYPE_F32) return ((const float *)row)[i];
+    if (T == ST_TYPE_F16) return __half2float(((const __half *)row)[i]);
+    return __bfloat162float(((const __nv_bfloat16 *)row)[i]);
+}
+
+struct mvf_args {
+    const uint8_t *W;
+    size_t row_bytes, expert_bytes;
+    int64_t n_expert, M, K;
+    const int32_t *ids;
+    int64_t x_group;
+    const float *X;
+    int64_t ldx;
+    float *Y;
+    int64_t ldy;
+};
+
+template <int T, int G> __global__ void __launch_bounds__(MV_WARPS * 32)
+matvec_f_kernel(mvf_args a) {
+    const int64_t col = blockIdx.y;
+    const int lane = threadIdx.x % G;
+    const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
+    int64_t K = row < a.M ? a.K : 0;   /* no early return: see matvec_q_kernel */
+    const uint8_t *W = a.W;
+    float *y = a.Y + col * a.ldy;
+    if (a.ids) {
+        const int32_t e = a.ids[col];
+        if (e < 0 || e >= a.n_expert) K = 0;
+        else W += (size_t)e * a.expert_bytes;
+    }
+    const float *x = a.X + (col / a.x_group) * a.ldx;
+    const uint8_t *w_row = W + (size_t)row * a.row_bytes;
+    float acc = 0.0f;
+    for (int64_t i = lane; i < K; i += G) acc += ld_w<T>(w_row, i) * x[i];
+    acc = group_sum<G>(acc);
+    if (lane == 0 && row < a.M) y[row] = acc;
+}
+
+/* ---- Dispatch ------------------------------------------------------------------------------- */
+
+static int is_quant_mv(uint32_t t) {
+    return t == ST_TYPE_Q4_K || t == ST_TYPE_Q5_K || t == ST_TYPE_Q6_K || t == ST_TYPE_Q8_0;
+}
+static int is_float_mv(uint32_t t) { return t == ST_TYPE_F32 || t == ST_TYPE_F16 || t == ST_TYPE_BF16; }
+
+/* Lanes per row: enough units for every lane, never more than a warp. */
+static int pick_group(int64_t units) { return units >= 32 ? 32 : units >= 16 ? 16 : units >= 8 ? 8 : 4; }
+
+template <class U> static void launch_q(const mv_args &a, int64_t n_cols, cudaStream_t st) {
+    const int G = pick_group(a.K / U::ELEMS);
+    const int rows_per_block = MV_WARPS * 32 / G;
+    dim3 grid(cu_blocks(a.M, rows_per_block), (unsigned)n_cols);
+    switch (G) {
+    case 32: matvec_q_kernel<U, 32><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    case 16: matvec_q_kernel<U, 16><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    case 8:  matvec_q_kernel<U, 8><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    default: matvec_q_kernel<U, 4><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    }
+}
+
+template <int T> static void launch_f(const mvf_args &a, int64_t n_cols, cudaStream_t st) {
+    const int G = pick_group(a.K / 8);
+    const int rows_per_block = MV_WARPS * 32 / G;
+    dim3 grid(cu_blocks(a.M, rows_per_block), (unsigned)n_cols);
+    switch (G) {
+    case 32: matvec_f_kernel<T, 32><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    case 16: matvec_f_kernel<T, 16><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    case 8:  matvec_f_kernel<T, 8><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    default: matvec_f_kernel<T, 4><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    }
+}
+
+static st_status check_type(uint32_t type, int64_t K) {
+    const st_type_info *ti = st_type_get(type);
+    if (!ti || !(is_quant_mv(type) || is_float_mv(type)))
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda matmul: weight type %s (%u) has no CUDA kernel",
+                       ti && ti->name ? ti->name : "?", type);
+    if (K % ti->block_size || (is_quant_mv(type) && K % 32))
+        return st_fail(ST_ERR_INVALID, "cuda matmul: K = %lld is not a multiple of %s's block %d",
+                       (long long)K, ti->name, ti->block_size);
+    return ST_OK;
+}
+
+/* The common core of st_cuda_matmul (n <= 8) and st_cuda_matmul_id. */
+static st_status matvec_run(st_cuda *cu, uint32_t type, const void *W, size_t expert_bytes,
+                            int64_t n_expert, int64_t M, int64_t K, const int32_t *ids,
+                            const float *X, int64_t ldx, int64_t x_group, int64_t n_cols,
+                            float *Y, int64_t ldy) {
+    ST_TRY(check_type(type, K));
+    if (n_cols <= 0 || M <= 0) return ST_OK;
+    if (n_cols > 65535) return st_fail(ST_ERR_UNSUPPORTED, "cuda matvec: %lld columns", (long long)n_cols);
+    const size_t row_bytes = st_row_size(st_type_get(type), K);
+    if (is_float_mv(type)) {
+        mvf_args a = { (const uint8_t *)W, row_bytes, expert_bytes, n_expert, M, K, ids, x_group,
+                       X, ldx, Y, ldy };
+        if (type == ST_TYPE_F32) launch_f<ST_TYPE_F32>(a, n_cols, cu->stream);
+        else if (type == ST_TYPE_F16) launch_f<ST_TYPE_F16>(a, n_cols, cu->stream);
+        else launch_f<ST_TYPE_BF16>(a, n_cols, cu->stream);
+        return cu_launched("matvec_f");
+    }
+    const int64_t n_xrows = (n_cols + x_group - 1) / x_group, nb = K / 32;
+    void *scr;
+    ST_TRY(cu_scratch(cu, (size_t)n_xrows * (size_t)(K + 8 * nb) + 64, &scr));
+    float *xd = (float *)scr, *xs = xd + n_xrows * nb;
+    int8_t *xq = (int8_t *)(xs + n_xrows * nb);
+    quantize_q8_kernel<<<cu_blocks(n_xrows * nb * 32, 256), 256, 0, cu->stream>>>(X, ldx, K, n_xrows, xq, xd, xs);
+    ST_TRY(cu_launched("quantize_q8"));
+    mv_args a = { (const uint8_t *)W, row_bytes, expert_bytes, n_expert, M, K, ids, x_group,
+                  xq, xd, xs, Y, ldy };
+    switch (type) {
+    case ST_TYPE_Q4_K: launch_q<unit_q4_K>(a, n_cols, cu->stream); break;
+    case ST_TYPE_Q5_K: launch_q<unit_q5_K>(a, n_cols, cu->stream); break;
+    case ST_TYPE_Q6_K: launch_q<unit_q6_K>(a, n_cols, cu->stream); break;
+    default:           launch_q<unit_q8_0>(a, n_cols, cu->stream); break;
+    }
+    return cu_launched("matvec_q");
+}
+
+/* ---- Dequantization (prompt GEMM and get_rows) ---------------------------------------------- */
+
+template <int T> __device__ float dequant_elem(const uint8_t *row, int64_t i) {
+    if (T == ST_TYPE_F32 || T == ST_TYPE_F16 || T == ST_TYPE_BF16) return ld_w<T>(row, i);
+    if (T == ST_TYPE_Q8_0) {
+        const uint8_t *blk = row + (i / 32) * sizeof(block_q8_0);
+        return h2f(*(const uint16_t *)blk) * (float)((const int8_t *)(blk + 2))[i % 32];
+    }
+    if (T == ST_TYPE_Q6_K) {
+        const uint8_t *blk = row + (i / 256) * sizeof(block_q6_K);
+        const int e = (int)(i % 256), h = e / 128, c = (e % 128) / 32, l = e % 32;
+        const int nib = (blk[64 * h + 32 * (c & 1) + l] >> (c >= 2 ? 4 : 0)) & 0xF;
+        const int q = (nib | (((blk[128 + 32 * h + l] >> (2 * c)) & 3) << 4)) - 32;
+        const int sc = ((const int8_t *)(blk + 192))[8 * h + 2 * c + l / 16];
+        return h2f(*(const uint16_t *)(blk + 208)) * (float)sc * (float)q;
+    }
+    /* Q4_K, Q5_K: sub-block s = 2j + hi of chunk j; d1 = d*sc, m1 = dmin*m, y = d1*q - m1 */
+    const size_t bsz = T == ST_TYPE_Q4_K ? sizeof(block_q4_K) : sizeof(block_q5_K);
+    const uint8_t *blk = row + (i / 256) * bsz;
+    const int e = (int)(i % 256), j = e / 64, hi = (e / 32) & 1, l = e % 32;
+    int sc, m;
+    scale_min_k4(2 * j + hi, blk + 4, &sc, &m);
+    int q;
+    if (T == ST_TYPE_Q4_K) q = (blk[16 + 32 * j + l] >> (4 * hi)) & 0xF;
+    else q = ((blk[48 + 32 * j + l] >> (4 * hi)) & 0xF) | (((blk[16 + l] >> (2 * j + hi)) & 1) << 4);
+    const float d1 = h2f(*(const uint16_t *)blk) * (float)sc;
+    const float m1 = h2f(*(const uint16_t *)(blk + 2)) * (float)m;
+    return __fsub_rn(__fmul_rn(d1, (float)q), m1);
+}
+
+/* rows [r0, r0 + n_rows) of W -> f16 out[n_rows][K] */
+template <int T> __global__ void dequant_f16_kernel(const uint8_t *W, size_t row_bytes, int64_t K,
+                                                    int64_t r0, int64_t n_rows, __half *out) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_rows * K) return;
+    const int64_t r = i / K, k = i % K;
+    out[i] = __float2half_rn(dequant_elem<T>(W + (size_t)(r0 + r) * row_bytes, k));
+}
+
+template <int T> __global__ void get_rows_kernel(const uint8_t *table, size_t row_bytes, int64_t n_embd,
+                                                 const int32_t *ids, int64_t n_tok, float *out,
+                                                 int64_t ld_out) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_tok * n_embd) return;
+    const int64_t t = i / n_embd, k = i % n_embd;
+    out[t * ld_out + k] = dequant_elem<T>(table + (size_t)ids[t] * row_bytes, k);
+}
+
+#define DQ_CASES(F) \
+    switch (type) { \
+    case ST_TYPE_F32:  F(ST_TYPE_F32); break; \
+    case ST_TYPE_F16:  F(ST_TYPE_F16); break; \
+    case ST_TYPE_BF16: F(ST_TYPE_BF16); break; \
+    case ST_TYPE_Q8_0: F(ST_TYPE_Q8_0); break; \
+    case ST_TYPE_Q4_K: F(ST_TYPE_Q4_K); break; \
+    case ST_TYPE_Q5_K: F(ST_TYPE_Q5_K); break; \
+    default:           F(ST_TYPE_Q6_K); break; \
+    }
+
+__global__ void f32_to_f16_kernel(const float *x, int64_t ldx, int64_t n, int64_t K, __half *y) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * K) return;
+    y[i] = __float2half_rn(x[(i / K) * ldx + i % K]);
+}
+
+/* Y = X W^T for a prompt chunk: column-major view, C (M x n, ld ldy) = A^T B with A = W (K x M)
+ * and B = X (K x n). W is dequantized to f16 in row tiles that fit the scratch budget. */
+static st_status gemm_run(st_cuda *cu, uint32_t type, const void *W, int64_t M, int64_t K,
+                          const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) {
+    const size_t budget = (size_t)256 << 20;
+    int64_t tile = (int64_t)(budget / ((size_t)K * sizeof(__half)));
+    if (tile > M) tile = M;
+    if (tile < 1) tile = 1;
+    void *scr;
+    ST_TRY(cu_scratch(cu, ((size_t)n * K + (size_t)tile * K) * sizeof(__half) + 256, &scr));
+    __half *xh = (__half *)scr;
+    __half *wh = xh + ((n * K + 127) / 128) * 128;
+    f32_to_f16_kernel<<<cu_blocks(n * K, 256), 256, 0, cu->stream>>>(X, ldx, n, K, xh);
+    ST_TRY(cu_launched("f32_to_f16"));
+    const size_t row_bytes = st_row_size(st_type_get(type), K);
+    const float one = 1.0f, zero = 0.0f;
+    for (int64_t r0 = 0; r0 < M; r0 += tile) {
+        const int64_t rows = M - r0 < tile ? M - r0 : tile;
+        const unsigned blocks = cu_blocks(rows * K, 256);
+#define DQ_LAUNCH(T) dequant_f16_kernel<T><<<blocks, 256, 0, cu->stream>>>((const uint8_t *)W, row_bytes, K, r0, rows, wh)
+        DQ_CASES(DQ_LAUNCH)
+#undef DQ_LAUNCH
+        ST_TRY(cu_launched("dequant_f16"));
+        cublasStatus_t bs = cublasGemmEx(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)K,
+                                         &one, wh, CUDA_R_16F, (int)K, xh, CUDA_R_16F, (int)K,
+                                         &zero, Y + r0, CUDA_R_32F, (int)ldy,
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (bs != CUBLAS_STATUS_SUCCESS)
+            return st_fail(ST_ERR_IO, "cuda: cublasGemmEx %lldx%lldx%lld failed (%d)", (long long)rows,
+                           (long long)n, (long long)K, (int)bs);
+    }
+    return ST_OK;
+}
+
+/* ---- Public entry points -------------------------------------------------------------------- */
+
+extern "C" st_status st_cuda_matmul(st_cuda *cu, uint32_t type, const void *W, int64_t M, int64_t K,
+                                    const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) {
+    ST_TRY(check_type(type, K));
+    if (n <= MV_MAX_COLS)
+        return matvec_run(cu, type, W, 0, 1, M, K, NULL, X, ldx, 1, n, Y, ldy);
+    return gemm_run(cu, type, W, M, K, X, ldx, n, Y, ldy);
+}
+
+extern "C" st_status st_cuda_matmul_id(st_cuda *cu, uint32_t type, const void *W, size_t expert_bytes,
+                                       int64_t n_expert, int64_t M, int64_t K, const int32_t *ids,
+                                       const float *X, int64_t ldx, int64_t x_group, int64_t n_slots,
+                                       float *Y, int64_t ldy) {
+    if (x_group < 1) return st_fail(ST_ERR_INVALID, "cuda matmul_id: x_group %lld", (long long)x_group);
+    return matvec_run(cu, type, W, expert_bytes, n_expert, M, K, ids, X, ldx, x_group, n_slots, Y, ldy);
+}
+
+__global__ void moe_combine_kernel(const float *Y, int64_t ldy, const float *w, int64_t n_tok,
+                                   int64_t k, int64_t M, float *out, int64_t ld_out, int accumulate) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_tok * M) return;
+    const int64_t t = i / M, m = i % M;
+    float acc = accumulate ? out[t * ld_out + m] : 0.0f;
+    for (int64_t j = 0; j < k; j++) acc += w[t * k + j] * Y[(t * k + j) * ldy + m];
+    out[t * ld_out + m] = acc;
+}
+
+extern "C" st_status st_cuda_moe_combine(st_cuda *cu, const float *Y, int64_t ldy, const float *w,
+                                         int64_t n_tok, int64_t k, int64_t M, float *out,
+                                         int64_t ld_out, int accumulate) {
+    if (n_tok * M == 0) return ST_OK;
+    moe_combine_kernel<<<cu_blocks(n_tok * M, 256), 256, 0, cu->stream>>>(Y, ldy, w, n_tok, k, M, out, ld_out, accumulate);
+    return cu_launched("moe_combine");
+}
+
+extern "C" st_status st_cuda_get_rows(st_cuda *cu, uint32_t type, const void *table, int64_t n_rows,
+                                      int64_t n_embd, const int32_t *ids_host, int64_t n_tok,
+                                      float *out, int64_t ld_out) {
+    ST_TRY(check_type(type, n_embd));
+    for (int64_t t = 0; t < n_tok; t++)
+        if (ids_host[t] < 0 || ids_host[t] >= n_rows)
+            return st_fail(ST_ERR_RANGE, "cuda get_rows: id %d at %lld outside [0, %lld)", ids_host[t],
+                           (long long)t, (long long)n_rows);
+    if (n_tok <= 0) return ST_OK;
+    void *scr;
+    ST_TRY(cu_scratch(cu, (size_t)n_tok * sizeof(int32_t), &scr));
+    CU_TRY(cudaMemcpyAsync(scr, ids_host, (size_t)n_tok * sizeof(int32_t), cudaMemcpyHostToDevice,
+                           cu->stream), "get_rows ids");
+    const size_t row_bytes = st_row_size(st_type_get(type), n_embd);
+    const unsigned blocks = cu_blocks(n_tok * n_embd, 256);
+#define GR_LAUNCH(T) get_rows_kernel<T><<<blocks, 256, 0, cu->stream>>>((const uint8_t *)table, row_bytes, n_embd, (const int32_t *)scr, n_tok, out, ld_out)
+    DQ_CASES(GR_LAUNCH)
+#undef GR_LAUNCH
+    ST_TRY(cu_launched("get_rows"));
+    /* the ids live in scratch: the copy must be consumed before the next op reuses it */
+    return cu_check(cudaStreamSynchronize(cu->stream), "get_rows");
+}

@@ -1,0 +1,497 @@
+/* ops.cu: every op of backend.h except the weight products (matmul.cu), on the GPU: norms, NeoX
+ * RoPE, the KV store and attention over the cache, the Gated DeltaNet gates and recurrence, the
+ * causal conv1d with state, pointwise gates, softmax, MoE routing and argmax.
+ *
+ * Numerics follow the CPU references in backend/cpu/ (MODELS.md §2): double sums where they sum
+ * in double, the same order of operations where rounding is visible (RoPE's angle recurrence,
+ * conv taps with separate multiply and add), and host-computed constants (powf, logf) so the GPU's
+ * math library does not shift every angle by an ulp. */
+#include <cuda_fp16.h>
+#include <math.h>
+#include "backend/cuda/cuda_internal.cuh"
+
+#define OPS_THREADS 256
+
+/* ---- Norms: one block per row ----------------------------------------------------------------- */
+
+__device__ double block_sum_d(double v) {
+    __shared__ double part[32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) part[w] = v;
+    __syncthreads();
+    double t = 0.0;
+    if (w == 0) {
+        t = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.0;
+        t = warp_sum_d(t);
+        if (lane == 0) part[0] = t;
+    }
+    __syncthreads();
+    return part[0];
+}
+
+/* y = (x * s) * w with s = 1/sqrtf(mean(x^2) + eps), sum in double; l2: eps/n then 1/sqrt(n). */
+__global__ void rms_norm_kernel(const float *x, int64_t ld_x, const float *w, float *y, int64_t ld_y,
+                                int64_t dim, float eps, int l2) {
+    const float *xr = x + blockIdx.x * ld_x;
+    float *yr = y + blockIdx.x * ld_y;
+    double sum = 0.0;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += (double)(xr[i] * xr[i]);
+    sum = block_sum_d(sum);
+    const float e = l2 ? eps / (float)dim : eps;
+    const float mean = (float)sum / (float)dim;
+    const float s = 1.0f / sqrtf(mean + e);
+    const float s2 = 1.0f / sqrtf((float)dim);
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = xr[i] * s;
+        if (w) v = v * w[i];
+        if (l2) v = v * s2;
+        yr[i] = v;
+    }
+}
+
+extern "C" st_status st_cuda_rms_norm(st_cuda *cu, const float *x, int64_t ld_x, const float *w, float *y,
+                                      int64_t ld_y, int64_t rows, int64_t dim, float eps) {
+    if (rows <= 0) return ST_OK;
+    rms_norm_kernel<<<(unsigned)rows, OPS_THREADS, 0, cu->stream>>>(x, ld_x, w, y, ld_y, dim, eps, 0);
+    return cu_launched("rms_norm");
+}
+
+extern "C" st_status st_cuda_l2_norm(st_cuda *cu, const float *x, int64_t ld_x, float *y, int64_t ld_y,
+                                     int64_t rows, int64_t dim, float eps) {
+    if (rows <= 0) return ST_OK;
+    rms_norm_kernel<<<(unsigned)rows, OPS_THREADS, 0, cu->stream>>>(x, ld_x, NULL, y, ld_y, dim, eps, 1);
+    return cu_launched("l2_norm");
+}
+
+/* ---- RoPE NeoX: one thread per (token, head, pair) --------------------------------------------- */
+
+struct rope_k {
+    int64_t half;
+    float ts;          /* powf(base, -2/n_rot), from the host */
+    float freq_scale, ext_factor, mscale;   /* mscale: attn_factor (times YaRN's factor) */
+    float corr0, corr1;
+};
+
+__global__ void rope_kernel(float *x, int64_t ld_tok, int64_t ld_head, int64_t n_tok, int64_t n_head,
+                            const int32_t *pos, rope_k p) {
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n_tok * n_head * p.half) return;
+    const int64_t i = idx % p.half, h = (idx / p.half) % n_head, t = idx / (p.half * n_head);
+    float theta = (float)pos[t];
+    for (int64_t k = 0; k < i; k++) theta *= p.ts;   /* the CPU's repeated product, bit for bit */
+    float a = p.freq_scale * theta;
+    if (p.ext_factor != 0.0f) {
+        const float span = p.corr1 - p.corr0;
+        float r = ((float)i - p.corr0) / (span > 0.001f ? span : 0.001f);
+        r = r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
+        const float mix = (1.0f - r) * p.ext_factor;
+        a = a * (1.0f - mix) + theta * mix;
+    }
+    const float cs = cosf(a) * p.mscale, sn = sinf(a) * p.mscale;
+    float *v = x + t * ld_tok + h * ld_head;
+    const float x0 = v[i], x1 = v[i + p.half];
+    v[i] = x0 * cs - x1 * sn;
+    v[i + p.half] = x0 * sn + x1 * cs;
+}
+
+extern "C" st_status st_cuda_rope_neox(st_cuda *cu, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_tok,
+                                       int64_t n_head, const int32_t *pos, const st_rope_params *p) {
+    if (p->n_rot <= 0 || p->n_rot % 2) return st_fail(ST_ERR_INVALID, "cuda rope: n_rot %lld", (long long)p->n_rot);
+    rope_k k;
+    k.half = p->n_rot / 2;
+    k.ts = powf(p->freq_base, -2.0f / (float)p->n_rot);
+    k.freq_scale = p->freq_scale;
+    k.ext_factor = p->ext_factor;
+    k.mscale = p->attn_factor;
+    if (p->ext_factor != 0.0f) k.mscale *= 1.0f + 0.1f * logf(1.0f / p->freq_scale);
+    k.corr0 = p->corr_dims[0];
+    k.corr1 = p->corr_dims[1];
+    const int64_t n = n_tok * n_head * k.half;
+    if (n == 0) return ST_OK;
+    rope_kernel<<<cu_blocks(n, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(x, ld_tok, ld_head, n_tok, n_head, pos, k);
+    return cu_launched("rope_neox");
+}
+
+/* ---- KV cache -------------------------------------------------------------------------------- */
+
+__global__ void kv_store_kernel(int f16, void *cache, int64_t row, int64_t cell0, const float *src,
+                                int64_t ld_src, int64_t n_tok) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_tok * row) return;
+    const int64_t t = i / row, e = i % row;
+    const float v = src[t * ld_src + e];
+    if (f16) ((__half *)cache)[(cell0 + t) * row + e] = __float2half_rn(v);
+    else ((float *)cache)[(cell0 + t) * row + e] = v;
+}
+
+extern "C" st_status st_cuda_kv_store(st_cuda *cu, uint32_t type, void *cache, int64_t row, int64_t cell0,
+                                      const float *src, int64_t ld_src, int64_t n_tok) {
+    if (type != ST_TYPE_F16 && type != ST_TYPE_F32)
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda kv_store: cache type %u", type);
+    if (n_tok * row == 0) return ST_OK;
+    kv_store_kernel<<<cu_blocks(n_tok * row, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(
+        type == ST_TYPE_F16, cache, row, cell0, src, ld_src, n_tok);
+    return cu_launched("kv_store");
+}
+
+/* ---- Attention: flash-decoding --------------------------------------------------------------
+ * One warp per (token, head, split of the context). Lane l owns dims l, l+32, ... (hd/32 of them).
+ * Each warp runs the online softmax over its cells and writes (max, sum, acc[hd]) to scratch; the
+ * combine kernel merges the splits: o = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s. */
+#define ATT_MAXD 8   /* 256 / 32 */
+
+template <int F16> __device__ __forceinline__ float kv_ld(const void *base, int64_t off) {
+    if (F16) return __half2float(((const __half *)base)[off]);
+    return ((const float *)base)[off];
+}
+
+template <int F16> __global__ void __launch_bounds__(128)
+attn_split_kernel(st_attn_args a, int64_t n_split, int64_t split_len, float *part) {
+    const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x & 31;
+    if (w >= a.n_tok * a.n_head * n_split) return;   /* whole warps */
+    const int64_t s = w % n_split, h = (w / n_split) % a.n_head, t = w / (n_split * a.n_head);
+    const int64_t r = a.n_head / a.n_head_kv, g = h / r, nd = a.head_dim / 32;
+    const int64_t row = a.n_head_kv * a.head_dim;
+    int64_t n_vis = (int64_t)a.pos[t] + 1;
+    if (n_vis > a.n_kv) n_vis = a.n_kv;
+    if (n_vis < 0) n_vis = 0;
+    const int64_t c0 = s * split_len;
+    const int64_t c1 = c0 + split_len < n_vis ? c0 + split_len : n_vis;
+    float q[ATT_MAXD], acc[ATT_MAXD];
+    const float *qp = a.q + t * a.ldq_tok + h * a.ldq_head;
+#pragma unroll
+    for (int m = 0; m < ATT_MAXD; m++) { q[m] = m < nd ? qp[lane + 32 * m] : 0.0f; acc[m] = 0.0f; }
+    float mx = -INFINITY, l = 0.0f;
+    for (int64_t c = c0; c < c1; c++) {
+        const int64_t off = c * row + g * a.head_dim + lane;
+        float dot = 0.0f;
+#pragma unroll
+        for (int m = 0; m < ATT_MAXD; m++) if (m < nd) dot += q[m] * kv_ld<F16>(a.k_cache, off + 32 * m);
+        const float sc = a.scale * warp_sum(dot);
+        const float mn = fmaxf(mx, sc);
+        const float c_old = expf(mx - mn), p = expf(sc - mn);
+        l = l * c_old + p;
+#pragma unroll
+        for (int m = 0; m < ATT_MAXD; m++)
+            if (m < nd) acc[m] = acc[m] * c_old + p * kv_ld<F16>(a.v_cache, off + 32 * m);
+        mx = mn;
+    }
+    float *o = part + w * (a.head_dim + 2);
+#pragma unroll
+    for (int m = 0; m < ATT_MAXD; m++) if (m < nd) o[2 + lane + 32 * m] = acc[m];
+    if (lane == 0) { o[0] = mx; o[1] = l; }
+}
+
+__global__ void attn_combine_kernel(st_attn_args a, int64_t n_split, const float *part) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t hd = a.head_dim;
+    if (i >= a.n_tok * a.n_head * hd) return;
+    const int64_t d = i % hd, th = i / hd, h = th % a.n_head, t = th / a.n_head;
+    const float *p = part + th * n_split * (hd + 2);
+    float M = -INFINITY;
+    for (int64_t s = 0; s < n_split; s++) M = fmaxf(M, p[s * (hd + 2)]);
+    float num = 0.0f, den = 0.0f;
+    if (M != -INFINITY)
+        for (int64_t s = 0; s < n_split; s++) {
+            const float *ps = p + s * (hd + 2);
+            if (ps[1] == 0.0f) continue;
+            const float f = expf(ps[0] - M);
+            num += f * ps[2 + d];
+            den += f * ps[1];
+        }
+    a.out[t * a.ldo_tok + h * hd + d] = den > 0.0f ? num / den : 0.0f;
+}
+
+extern "C" st_status st_cuda_attention(st_cuda *cu, const st_attn_args *a) {
+    if (a->head_dim % 32 || a->head_dim > 256 || a->head_dim <= 0)
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda attention: head_dim %lld (a multiple of 32 up to 256)",
+                       (long long)a->head_dim);
+    if (a->n_head_kv <= 0 || a->n_head % a->n_head_kv)
+        return st_fail(ST_ERR_INVALID, "cuda attention: %lld heads over %lld kv heads", (long long)a->n_head,
+                       (long long)a->n_head_kv);
+    if (a->kv_type != ST_TYPE_F16 && a->kv_type != ST_TYPE_F32)
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda attention: cache type %u", a->kv_type);
+    const int64_t rows = a->n_tok * a->n_head;
+    if (rows == 0) return ST_OK;
+    /* enough warps to fill the GPU (~8 per SM), each with at least 32 cells */
+    const int64_t want = (int64_t)cu->n_sm * 8;
+    int64_t n_split = (want + rows - 1) / rows;
+    const int64_t max_split = (a->n_kv + 31) / 32;
+    if (n_split > max_split) n_split = max_split;
+    if (n_split < 1) n_split = 1;
+    const int64_t split_len = (a->n_kv + n_split - 1) / n_split;
+    void *scr;
+    ST_TRY(cu_scratch(cu, (size_t)(rows * n_split) * (size_t)(a->head_dim + 2) * sizeof(float), &scr));
+    float *part = (float *)scr;
+    const unsigned blocks = cu_blocks(rows * n_split * 32, 128);
+    if (a->kv_type == ST_TYPE_F16) attn_split_kernel<1><<<blocks, 128, 0, cu->stream>>>(*a, n_split, split_len, part);
+    else attn_split_kernel<0><<<blocks, 128, 0, cu->stream>>>(*a, n_split, split_len, part);
+    ST_TRY(cu_launched("attention"));
+    attn_combine_kernel<<<cu_blocks(rows * a->head_dim, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(*a, n_split, part);
+    return cu_launched("attention combine");
+}
+
+/* ---- Gated DeltaNet ---------------------------------------------------------------------------- */
+
+__global__ void gdn_gates_kernel(const float *a, int64_t ld_a, const float *b, int64_t ld_b,
+                                 const float *dt_bias, const float *ssm_a, int64_t n_tok, int64_t n_v,
+                                 float *g_out, float *beta_out) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_tok * n_v) return;
+    const int64_t t = i / n_v, h = i % n_v;
+    beta_out[i] = 1.0f / (1.0f + expf(-b[t * ld_b + h]));
+    const float z = a[t * ld_a + h] + dt_bias[h];
+    g_out[i] = (z > 20.0f ? z : logf(1.0f + expf(z))) * ssm_a[h];
+}
+
+extern "C" st_status st_cuda_gdn_gates(st_cuda *cu, const float *a, int64_t ld_a, const float *b,
+                                       int64_t ld_b, const float *dt_bias, const float *ssm_a, int64_t n_tok,
+                                       int64_t n_v, float *g_out, float *beta_out) {
+    if (n_tok * n_v == 0) return ST_OK;
+    gdn_gates_kernel<<<cu_blocks(n_tok * n_v, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(
+        a, ld_a, b, ld_b, dt_bias, ssm_a, n_tok, n_v, g_out, beta_out);
+    return cu_launched("gdn_gates");
+}
+
+/* One warp per state row (v-head h, value index j); lane owns key indices lane + 32m. The row
+ * stays in registers for all tokens, so a prompt reads and writes the state once. */
+#define GDN_MAXD 8
+
+__global__ void __launch_bounds__(128) gdn_step_kernel(st_gdn_args a) {
+    const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x & 31;
+    const int64_t d = a.d, nd = d / 32;
+    if (w >= a.n_v * d) return;   /* whole warps */
+    const int64_t h = w / d, j = w % d;
+    const int64_t kh = a.head_map == ST_GDN_GROUPED ? h / (a.n_v / a.n_k) : h % a.n_k;
+    float *S = a.state + h * d * d + j * d;
+    float s[GDN_MAXD];
+#pragma unroll
+    for (int m = 0; m < GDN_MAXD; m++) s[m] = m < nd ? S[lane + 32 * m] : 0.0f;
+    for (int64_t t = 0; t < a.n_tok; t++) {
+        const float *q = a.q + t * a.ld_q + kh * d, *k = a.k + t * a.ld_k + kh * d;
+        const float eg = expf(a.g[t * a.n_v + h]), beta = a.beta[t * a.n_v + h];
+        float kr[GDN_MAXD];
+        float kv = 0.0f;
+#pragma unroll
+        for (int m = 0; m < GDN_MAXD; m++)
+            if (m < nd) { s[m] *= eg; kr[m] = k[lane + 32 * m]; kv += s[m] * kr[m]; }
+        kv = warp_sum(kv);
+        const float delta = (a.v[t * a.ld_v + h * d + j] - kv) * beta;
+        float qs = 0.0f;
+#pragma unroll
+        for (int m = 0; m < GDN_MAXD; m++)
+            if (m < nd) { s[m] += kr[m] * delta; qs += s[m] * q[lane + 32 * m]; }
+        qs = warp_sum(qs);
+        if (lane == 0) a.out[t * a.ld_out + h * d + j] = qs * a.scale;
+    }
+#pragma unroll
+    for (int m = 0; m < GDN_MAXD; m++) if (m < nd) S[lane + 32 * m] = s[m];
+}
+
+extern "C" st_status st_cuda_gdn_step(st_cuda *cu, const st_gdn_args *a) {
+    if (a->d % 32 || a->d > 32 * GDN_MAXD || a->d <= 0)
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda gdn: head size %lld (a multiple of 32 up to 256)", (long long)a->d);
+    if (a->n_k <= 0 || a->n_v % a->n_k)
+        return st_fail(ST_ERR_INVALID, "cuda gdn: %lld v-heads over %lld k-heads", (long long)a->n_v, (long long)a->n_k);
+    if (a->n_v == 0) return ST_OK;
+    gdn_step_kernel<<<cu_blocks(a->n_v * a->d * 32, 128), 128, 0, cu->stream>>>(*a);
+    return cu_launched("gdn_step");
+}
+
+/* ---- Conv1d with state: one thread per channel, tokens in order ------------------------------- */
+
+#define CONV_MAX_K 16
+
+__global__ void conv1d_kernel(const float *m, int64_t ld_m, const float *w, float *state, float *out,
+                              int64_t ld_out, int64_t n_tok, int64_t C, int K, int apply_silu) {
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int K1 = K - 1;
+    float win[CONV_MAX_K], wt[CONV_MAX_K];
+    for (int i = 0; i < K; i++) wt[i] = w[c * K + i];
+    for (int i = 0; i < K1; i++) win[i] = state[c * K1 + i];
+    for (int64_t t = 0; t < n_tok; t++) {
+        win[K1] = m[t * ld_m + c];
+        float o = 0.0f;
+        for (int i = 0; i < K; i++) o = __fadd_rn(o, __fmul_rn(win[i], wt[i]));   /* as ggml: no FMA */
+        if (apply_silu) o = o / (1.0f + expf(-o));
+        out[t * ld_out + c] = o;
+        for (int i = 0; i < K1; i++) win[i] = win[i + 1];
+    }
+    for (int i = 0; i < K1; i++) state[c * K1 + i] = win[i];
+}
+
+extern "C" st_status st_cuda_conv1d(st_cuda *cu, const float *m, int64_t ld_m, const float *w, float *state,
+                                    float *out, int64_t ld_out, int64_t n_tok, int64_t C, int64_t K,
+                                    int apply_silu) {
+    if (K < 1 || K > CONV_MAX_K) return st_fail(ST_ERR_UNSUPPORTED, "cuda conv1d: kernel size %lld", (long long)K);
+    if (C == 0) return ST_OK;
+    conv1d_kernel<<<cu_blocks(C, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(m, ld_m, w, state, out, ld_out,
+                                                                               n_tok, C, (int)K, apply_silu);
+    return cu_launched("conv1d");
+}
+
+/* ---- Pointwise ------------------------------------------------------------------------------- */
+
+__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__global__ void pointwise_kernel(int op, const float *a, int64_t ld_a, const float *b, int64_t ld_b,
+                                 float *y, int64_t ld_y, int64_t rows, int64_t n) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * n) return;
+    const int64_t r = i / n, e = i % n;
+    const float x = a[r * ld_a + e];
+    const float z = b ? b[r * ld_b + e] : 0.0f;
+    float v;
+    switch (op) {
+    case ST_CUDA_SILU:        v = silu_f(x); break;
+    case ST_CUDA_SIGMOID:     v = sigmoid_f(x); break;
+    case ST_CUDA_SOFTPLUS:    v = x > 20.0f ? x : logf(1.0f + expf(x)); break;
+    case ST_CUDA_SWIGLU:      v = silu_f(x) * z; break;
+    case ST_CUDA_MUL_SIGMOID: v = x * sigmoid_f(z); break;
+    case ST_CUDA_MUL_SILU:    v = x * silu_f(z); break;
+    case ST_CUDA_MUL:         v = x * z; break;
+    default:                  v = x + z; break;
+    }
+    y[r * ld_y + e] = v;
+}
+
+extern "C" st_status st_cuda_pointwise(st_cuda *cu, int op, const float *a, int64_t ld_a, const float *b,
+                                       int64_t ld_b, float *y, int64_t ld_y, int64_t rows, int64_t n) {
+    if (op < ST_CUDA_SILU || op > ST_CUDA_ADD) return st_fail(ST_ERR_INVALID, "cuda pointwise: op %d", op);
+    if (op >= ST_CUDA_SWIGLU && !b) return st_fail(ST_ERR_INVALID, "cuda pointwise: op %d needs b", op);
+    if (rows * n == 0) return ST_OK;
+    pointwise_kernel<<<cu_blocks(rows * n, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(
+        op, a, ld_a, op >= ST_CUDA_SWIGLU ? b : NULL, ld_b, y, ld_y, rows, n);
+    return cu_launched("pointwise");
+}
+
+__global__ void axpy_kernel(float *y, int64_t n, const float *x, float s, int accumulate) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    y[i] = accumulate ? y[i] + s * x[i] : s * x[i];
+}
+
+extern "C" st_status st_cuda_axpy(st_cuda *cu, float *y, int64_t n, const float *x, float s, int accumulate) {
+    if (n == 0) return ST_OK;
+    axpy_kernel<<<cu_blocks(n, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(y, n, x, s, accumulate);
+    return cu_launched("axpy");
+}
+
+/* ---- Softmax and MoE routing: one warp per row ------------------------------------------------ */
+
+#define ROUTE_MAX_E 1024
+#define ROUTE_WARPS 4
+#define MOE_WEIGHT_FLOOR 6.103515625e-5f
+
+/* p[0..n) = softmax(x), the sum in double (ggml_vec_soft_max_f32) */
+__device__ void warp_softmax(const float *x, float *p, int64_t n) {
+    const int lane = threadIdx.x & 31;
+    float mx = -INFINITY;
+    for (int64_t i = lane; i < n; i += 32) mx = fmaxf(mx, x[i]);
+    mx = warp_max(mx);
+    double sum = 0.0;
+    for (int64_t i = lane; i < n; i += 32) { const float e = expf(x[i] - mx); p[i] = e; sum += (double)e; }
+    sum = warp_sum_d(sum);
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = lane; i < n; i += 32) p[i] *= inv;
+}
+
+__global__ void softmax_kernel(const float *x, int64_t ld_x, float *y, int64_t ld_y, int64_t rows, int64_t n) {
+    const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (r >= rows) return;
+    warp_softmax(x + r * ld_x, y + r * ld_y, n);
+}
+
+extern "C" st_status st_cuda_softmax(st_cuda *cu, const float *x, int64_t ld_x, float *y, int64_t ld_y,
+                                     int64_t rows, int64_t n) {
+    if (rows == 0) return ST_OK;
+    softmax_kernel<<<cu_blocks(rows * 32, 128), 128, 0, cu->stream>>>(x, ld_x, y, ld_y, rows, n);
+    return cu_launched("softmax");
+}
+
+__global__ void __launch_bounds__(ROUTE_WARPS * 32)
+moe_route_kernel(const float *logits, int64_t ld, int64_t n_tok, int64_t E, int64_t k, int32_t *ids,
+                 float *weights) {
+    __shared__ float prob[ROUTE_WARPS][ROUTE_MAX_E];
+    const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t t = (int64_t)blockIdx.x * ROUTE_WARPS + wi;
+    if (t >= n_tok) return;
+    float *p = prob[wi];
+    warp_softmax(logits + t * ld, p, E);
+    __syncwarp();
+    int32_t *id = ids + t * k;
+    float *w = weights + t * k;
+    double dsum = 0.0;
+    for (int64_t j = 0; j < k; j++) {
+        /* the largest remaining probability, lowest index on ties; taken ones are marked -1 */
+        float bv = -1.0f;
+        int bi = 0x7fffffff;
+        for (int64_t e = lane; e < E; e += 32)
+            if (p[e] > bv) { bv = p[e]; bi = (int)e; }
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+        }
+        if (bi == 0x7fffffff) bi = 0;   /* only NaNs left */
+        if (lane == 0) { id[j] = bi; w[j] = bv; }
+        dsum += (double)bv;
+        __syncwarp();
+        if (lane == (bi & 31)) p[bi] = -1.0f;
+        __syncwarp();
+    }
+    float sum = (float)dsum;
+    if (sum < MOE_WEIGHT_FLOOR) sum = MOE_WEIGHT_FLOOR;
+    __syncwarp();
+    for (int64_t j = lane; j < k; j += 32) w[j] = w[j] / sum;
+}
+
+extern "C" st_status st_cuda_moe_route(st_cuda *cu, const float *logits, int64_t ld_logits, int64_t n_tok,
+                                       int64_t E, int64_t k, int32_t *ids, float *weights) {
+    if (E > ROUTE_MAX_E || k > E || k <= 0)
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda moe_route: %lld of %lld experts", (long long)k, (long long)E);
+    if (n_tok == 0) return ST_OK;
+    moe_route_kernel<<<cu_blocks(n_tok, ROUTE_WARPS), ROUTE_WARPS * 32, 0, cu->stream>>>(
+        logits, ld_logits, n_tok, E, k, ids, weights);
+    return cu_launched("moe_route");
+}
+
+/* ---- Argmax: one block of 1024 threads; NaN never wins, lowest index on ties ------------------ */
+
+__global__ void __launch_bounds__(1024) argmax_kernel(const float *x, int64_t n, int32_t *out) {
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = x[i];
+        if (!isnan(v) && (bi == 0x7fffffff || v > bv)) { bv = v; bi = (int)i; }
+    }
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            const int take = oi != 0x7fffffff && (bi == 0x7fffffff || ov > bv || (ov == bv && oi < bi));
+            if (take) { bv = ov; bi = oi; }
+        }
+        if (pass == 1) break;
+        if (lane == 0) { sv[w] = bv; si[w] = bi; }
+        __syncthreads();
+        if (w != 0) return;
+        bv = lane < (int)(blockDim.x >> 5) ? sv[lane] : -INFINITY;
+        bi = lane < (int)(blockDim.x >> 5) ? si[lane] : 0x7fffffff;
+    }
+    if (threadIdx.x == 0) *out = bi == 0x7fffffff ? 0 : bi;
+}
+
+extern "C" st_status st_cuda_argmax(st_cuda *cu, const float *x, int64_t n, int32_t *out) {
+    argmax_kernel<<<1, 1024, 0, cu->stream>>>(x, n, out);
+    return cu_launched("argmax");
+}

@@ -1,0 +1,619 @@
+/* op_harness.c: every CUDA op (src/backend/cuda/cuda_backend.h) against its CPU reference
+ * (backend.h, backend/cpu/matmul.h) on random inputs of odd sizes. Per op it prints the
+ * normalised error max|gpu - cpu| / max|cpu| and PASS/FAIL against the op's tolerance; the exit
+ * status is 1 if any op failed, 77 (skipped) when there is no GPU.
+ *
+ *   cuda_op_harness          correctness
+ *   cuda_op_harness --perf   also per-op GPU time, and GB/s of the weight products at the model's
+ *                            shapes (expert slices, 2048x8192, the 151936x2048 head), each over
+ *                            copies of the weights larger than the L2 so HBM is what is measured
+ *
+ * Tolerances: f32 ops 1e-4 (the GPU's expf/cosf differ from glibc's by an ulp or two); the
+ * quantized products 3e-2 (the GPU quantizes activations per 32 with an f32 scale, the CPU per
+ * 256 (q8_K) or per 32 with an f16 scale, so both carry ~0.4% noise per block of their own). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/backend.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cuda/cuda_backend.h"
+#include "base/status.h"
+#include "quant/quant.h"
+#include "quant/types.h"
+
+static st_cuda *cu;
+static int n_fail, n_pass;
+
+/* ---- helpers ---------------------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static float frand(void) {   /* uniform in [-1, 1) */
+    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+static float *rand_vec(int64_t n, float scale) {
+    float *v = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) v[i] = frand() * scale;
+    return v;
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "cuda_op_harness: %s failed\n", what);
+    exit(1);
+}
+#define GPU(expr) do { if ((expr) != ST_OK) die(#expr); } while (0)
+
+static void *dev_from(const void *host, size_t bytes) {
+    void *d;
+    GPU(st_cuda_alloc(cu, bytes, &d));
+    if (host) GPU(st_cuda_upload(cu, d, host, bytes));
+    else GPU(st_cuda_memset0(cu, d, bytes));
+    return d;
+}
+static float *to_host(const void *dev, size_t n_floats) {
+    float *h = malloc(n_floats * sizeof(float));
+    GPU(st_cuda_download(cu, h, dev, n_floats * sizeof(float)));
+    return h;
+}
+
+/* max|g - c| / max|c| over rows x n with strides */
+static double norm_err(const float *g, const float *c, int64_t rows, int64_t n, int64_t ld) {
+    double md = 0.0, mc = 0.0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++) {
+            const double a = g[r * ld + i], b = c[r * ld + i];
+            const double d = fabs(a - b);
+            if (!(d <= md)) md = d;   /* NaN counts as the worst */
+            if (fabs(b) > mc) mc = fabs(b);
+        }
+    return mc > 0.0 ? md / mc : md;
+}
+
+static void report(const char *op, double err, double tol) {
+    const int ok = err <= tol;
+    printf("%-34s err %.3e  tol %.0e  %s\n", op, err, tol, ok ? "PASS" : "FAIL");
+    if (ok) n_pass++; else n_fail++;
+}
+
+/* ---- weight products -------------------------------------------------------------------------- */
+
+static void *quantize_matrix(uint32_t type, const float *w, int64_t M, int64_t K, size_t *bytes) {
+    const size_t rb = st_row_size(st_type_get(type), K);
+    uint8_t *q = malloc(rb * (size_t)M);
+    for (int64_t m = 0; m < M; m++) st_quantize_row(type, w + m * K, q + (size_t)m * rb, K);
+    *bytes = rb * (size_t)M;
+    return q;
+}
+
+static void cpu_matmul(uint32_t type, const void *W, int64_t M, int64_t K, const float *X, int64_t ldx,
+                       int64_t n, float *Y, int64_t ldy) {
+    void *scratch = malloc(st_matmul_scratch_size(type, K, n) + 64);
+    st_matmul(NULL, type, W, M, K, X, ldx, n, Y, ldy, scratch);
+    free(scratch);
+}
+
+static double type_tol(uint32_t type) {
+    return type == ST_TYPE_F32 ? 1e-4 : (type == ST_TYPE_F16 || type == ST_TYPE_BF16) ? 1e-2 : 3e-2;
+}
+
+static void test_matmul(uint32_t type, int64_t M, int64_t K, int64_t n) {
+    float *w = rand_vec(M * K, 1.0f);
+    size_t wb;
+    void *Wq = quantize_matrix(type, w, M, K, &wb);
+    const int64_t ldx = K + 3, ldy = M + 5;
+    float *X = rand_vec(n * ldx, 1.0f);
+    float *Yc = calloc((size_t)(n * ldy), sizeof(float));
+    cpu_matmul(type, Wq, M, K, X, ldx, n, Yc, ldy);
+    void *dW = dev_from(Wq, wb);
+    float *dX = dev_from(X, (size_t)(n * ldx) * sizeof(float));
+    float *dY = dev_from(NULL, (size_t)(n * ldy) * sizeof(float));
+    GPU(st_cuda_matmul(cu, type, dW, M, K, dX, ldx, n, dY, ldy));
+    float *Yg = to_host(dY, (size_t)(n * ldy));
+    char name[96];
+    snprintf(name, sizeof name, "matmul %s %lldx%lld n=%lld%s", st_type_get(type)->name, (long long)M,
+             (long long)K, (long long)n, n > 8 ? " (gemm)" : "");
+    report(name, norm_err(Yg, Yc, n, M, ldy), type_tol(type));
+    st_cuda_free(cu, dW); st_cuda_free(cu, dX); st_cuda_free(cu, dY);
+    free(w); free(Wq); free(X); free(Yc); free(Yg);
+}
+
+/* gate/up (x_group = k: all slots read one token) and down (x_group = 1) with expert ids */
+static void test_matmul_id(uint32_t type, int64_t n_expert, int64_t M, int64_t K) {
+    float *w = rand_vec(n_expert * M * K, 1.0f);
+    size_t wb;
+    void *Wq = quantize_matrix(type, w, n_expert * M, K, &wb);
+    const size_t eb = wb / (size_t)n_expert;
+    const int32_t ids[5] = { 3, 0, 4, 3, 1 };
+    const int64_t ns = 5, ldx = K + 1, ldy = M + 2;
+    void *dW = dev_from(Wq, wb);
+    int32_t *dids = dev_from(ids, sizeof ids);
+    for (int down = 0; down < 2; down++) {
+        const int64_t x_group = down ? 1 : ns, n_x = down ? ns : 1;
+        float *X = rand_vec(n_x * ldx, 1.0f);
+        float *Yc = calloc((size_t)(ns * ldy), sizeof(float));
+        for (int64_t s = 0; s < ns; s++)
+            cpu_matmul(type, (const uint8_t *)Wq + (size_t)ids[s] * eb, M, K, X + (s / x_group) * ldx, ldx, 1,
+                       Yc + s * ldy, ldy);
+        float *dX = dev_from(X, (size_t)(n_x * ldx) * sizeof(float));
+        float *dY = dev_from(NULL, (size_t)(ns * ldy) * sizeof(float));
+        GPU(st_cuda_matmul_id(cu, type, dW, eb, n_expert, M, K, dids, dX, ldx, x_group, ns, dY, ldy));
+        float *Yg = to_host(dY, (size_t)(ns * ldy));
+        char name[96];
+        snprintf(name, sizeof name, "matmul_id %s %s %lldx%lld", st_type_get(type)->name, down ? "down" : "gate",
+                 (long long)M, (long long)K);
+        report(name, norm_err(Yg, Yc, ns, M, ldy), type_tol(type));
+        /* the weighted combination back to the token */
+        if (down) {
+            const float wts[5] = { 0.3f, 0.25f, 0.2f, 0.15f, 0.1f };
+            float *dw = dev_from(wts, sizeof wts);
+            float *out0 = rand_vec(M, 1.0f), *outc = malloc((size_t)M * sizeof(float));
+            memcpy(outc, out0, (size_t)M * sizeof(float));
+            for (int64_t s = 0; s < ns; s++) st_op_axpy(outc, M, Yg + s * ldy, wts[s]);
+            float *dout = dev_from(out0, (size_t)M * sizeof(float));
+            GPU(st_cuda_moe_combine(cu, dY, ldy, dw, 1, ns, M, dout, M, 1));
+            float *outg = to_host(dout, (size_t)M);
+            report("moe_combine (accumulate)", norm_err(outg, outc, 1, M, M), 1e-5);
+            st_cuda_free(cu, dw); st_cuda_free(cu, dout);
+            free(out0); free(outc); free(outg);
+        }
+        st_cuda_free(cu, dX); st_cuda_free(cu, dY);
+        free(X); free(Yc); free(Yg);
+    }
+    st_cuda_free(cu, dW); st_cuda_free(cu, dids);
+    free(w); free(Wq);
+}
+
+static void test_get_rows(uint32_t type) {
+    const int64_t n_rows = 37, n_embd = 512, n_tok = 4, ld = n_embd + 7;
+    float *w = rand_vec(n_rows * n_embd, 1.0f);
+    size_t wb;
+    void *Wq = quantize_matrix(type, w, n_rows, n_embd, &wb);
+    const int32_t ids[4] = { 36, 0, 17, 17 };
+    float *oc = calloc((size_t)(n_tok * ld), sizeof(float));
+    st_op_get_rows(type, Wq, n_rows, n_embd, ids, n_tok, oc, ld);
+    void *dW = dev_from(Wq, wb);
+    float *dout = dev_from(NULL, (size_t)(n_tok * ld) * sizeof(float));
+    GPU(st_cuda_get_rows(cu, type, dW, n_rows, n_embd, ids, n_tok, dout, ld));
+    float *og = to_host(dout, (size_t)(n_tok * ld));
+    char name[64];
+    snprintf(name, sizeof name, "get_rows %s", st_type_get(type)->name);
+    report(name, norm_err(og, oc, n_tok, n_embd, ld), 1e-6);
+    const int32_t bad[1] = { 37 };
+    if (st_cuda_get_rows(cu, type, dW, n_rows, n_embd, bad, 1, dout, ld) != ST_ERR_RANGE) {
+        printf("get_rows: out-of-range id not refused  FAIL\n");
+        n_fail++;
+    }
+    st_cuda_free(cu, dW); st_cuda_free(cu, dout);
+    free(w); free(Wq); free(oc); free(og);
+}
+
+/* ---- norms, rope, pointwise ------------------------------------------------------------------- */
+
+static void test_norms(void) {
+    /* plain rows */
+    {
+        const int64_t rows = 7, dim = 2049, ld = 2053;
+        float *x = rand_vec(rows * ld, 3.0f), *w = rand_vec(dim, 1.0f);
+        float *yc = calloc((size_t)(rows * ld), sizeof(float));
+        st_op_rms_norm(NULL, x, ld, w, yc, ld, rows, dim, 1e-6f);
+        float *dx = dev_from(x, (size_t)(rows * ld) * 4), *dw = dev_from(w, (size_t)dim * 4);
+        float *dy = dev_from(NULL, (size_t)(rows * ld) * 4);
+        GPU(st_cuda_rms_norm(cu, dx, ld, dw, dy, ld, rows, dim, 1e-6f));
+        float *yg = to_host(dy, (size_t)(rows * ld));
+        report("rms_norm 7x2049", norm_err(yg, yc, rows, dim, ld), 1e-5);
+        st_op_l2_norm(NULL, x, ld, yc, ld, rows, dim, 1e-6f);
+        GPU(st_cuda_l2_norm(cu, dx, ld, dy, ld, rows, dim, 1e-6f));
+        free(yg);
+        yg = to_host(dy, (size_t)(rows * ld));
+        report("l2_norm 7x2049", norm_err(yg, yc, rows, dim, ld), 1e-5);
+        st_cuda_free(cu, dx); st_cuda_free(cu, dw); st_cuda_free(cu, dy);
+        free(x); free(w); free(yc); free(yg);
+    }
+    /* per head, in place, over the interleaved q|gate layout (ld = 2 * hd) */
+    {
+        const int64_t n_tok = 5, n_head = 3, hd = 96, ld = 2 * hd, n = n_tok * n_head * ld;
+        float *x = rand_vec(n, 2.0f), *w = rand_vec(hd, 1.0f), *yc = malloc((size_t)n * 4);
+        memcpy(yc, x, (size_t)n * 4);
+        st_op_rms_norm(NULL, yc, ld, w, yc, ld, n_tok * n_head, hd, 1e-6f);
+        float *dx = dev_from(x, (size_t)n * 4), *dw = dev_from(w, (size_t)hd * 4);
+        GPU(st_cuda_rms_norm(cu, dx, ld, dw, dx, ld, n_tok * n_head, hd, 1e-6f));
+        float *yg = to_host(dx, (size_t)n);
+        report("rms_norm per-head in place", norm_err(yg, yc, 1, n, n), 1e-5);
+        st_cuda_free(cu, dx); st_cuda_free(cu, dw);
+        free(x); free(w); free(yc); free(yg);
+    }
+}
+
+static void test_rope(int yarn) {
+    const int64_t n_tok = 5, n_head = 3, hd = 96, ld_tok = n_head * hd + 4, n = n_tok * ld_tok;
+    st_rope_params p = st_rope_plain(64, 10000000.0f);
+    if (yarn) {
+        p.freq_scale = 0.25f;
+        p.ext_factor = 1.0f;
+        st_rope_yarn_corr_dims(64, 32768, p.freq_base, 32.0f, 1.0f, p.corr_dims);
+    }
+    const int32_t pos[5] = { 0, 1, 77, 4095, 200000 };
+    float *x = rand_vec(n, 1.0f), *xc = malloc((size_t)n * 4);
+    memcpy(xc, x, (size_t)n * 4);
+    st_op_rope_neox(NULL, xc, ld_tok, hd, n_tok, n_head, pos, &p);
+    float *dx = dev_from(x, (size_t)n * 4);
+    int32_t *dpos = dev_from(pos, sizeof pos);
+    GPU(st_cuda_rope_neox(cu, dx, ld_tok, hd, n_tok, n_head, dpos, &p));
+    float *xg = to_host(dx, (size_t)n);
+    report(yarn ? "rope_neox yarn 64/96" : "rope_neox 64/96", norm_err(xg, xc, 1, n, n), 1e-4);
+    st_cuda_free(cu, dx); st_cuda_free(cu, dpos);
+    free(x); free(xc); free(xg);
+}
+
+static void test_pointwise(void) {
+    static const char *names[] = { "silu", "sigmoid", "softplus", "swiglu", "mul_sigmoid", "mul_silu", "mul", "add" };
+    const int64_t rows = 3, n = 1001, ld = 1005, sz = rows * ld;
+    float *a = rand_vec(sz, 30.0f), *b = rand_vec(sz, 8.0f);
+    float *da = dev_from(a, (size_t)sz * 4), *db = dev_from(b, (size_t)sz * 4), *dy = dev_from(NULL, (size_t)sz * 4);
+    float *yc = calloc((size_t)sz, 4);
+    for (int op = ST_CUDA_SILU; op <= ST_CUDA_ADD; op++) {
+        switch (op) {
+        case ST_CUDA_SILU:        st_op_silu(NULL, a, ld, yc, ld, rows, n); break;
+        case ST_CUDA_SIGMOID:     st_op_sigmoid(NULL, a, ld, yc, ld, rows, n); break;
+        case ST_CUDA_SOFTPLUS:    st_op_softplus(NULL, a, ld, yc, ld, rows, n); break;
+        case ST_CUDA_SWIGLU:      st_op_swiglu(NULL, a, ld, b, ld, yc, ld, rows, n); break;
+        case ST_CUDA_MUL_SIGMOID: st_op_mul_sigmoid(NULL, a, ld, b, ld, yc, ld, rows, n); break;
+        case ST_CUDA_MUL_SILU:    st_op_mul_silu(NULL, a, ld, b, ld, yc, ld, rows, n); break;
+        case ST_CUDA_MUL:         st_op_mul(NULL, a, ld, b, ld, yc, ld, rows, n); break;
+        default:                  st_op_add(NULL, a, ld, b, ld, yc, ld, rows, n); break;
+        }
+        GPU(st_cuda_pointwise(cu, op, da, ld, db, ld, dy, ld, rows, n));
+        float *yg = to_host(dy, (size_t)sz);
+        char name[64];
+        snprintf(name, sizeof name, "pointwise %s", names[op]);
+        report(name, norm_err(yg, yc, rows, n, ld), 1e-5);
+        free(yg);
+    }
+    {   /* axpy */
+        float *y0 = rand_vec(n, 1.0f), *yc2 = malloc((size_t)n * 4);
+        memcpy(yc2, y0, (size_t)n * 4);
+        st_op_axpy(yc2, n, a, 0.37f);
+        float *dy0 = dev_from(y0, (size_t)n * 4);
+        GPU(st_cuda_axpy(cu, dy0, n, da, 0.37f, 1));
+        float *yg = to_host(dy0, (size_t)n);
+        report("axpy", norm_err(yg, yc2, 1, n, n), 1e-6);
+        st_cuda_free(cu, dy0);
+        free(y0); free(yc2); free(yg);
+    }
+    st_cuda_free(cu, da); st_cuda_free(cu, db); st_cuda_free(cu, dy);
+    free(a); free(b); free(yc);
+}
+
+/* ---- attention -------------------------------------------------------------------------------- */
+
+static void test_attention(int64_t n_tok, int64_t n_kv, int64_t hd, uint32_t kv_type) {
+    const int64_t n_head = 6, n_head_kv = 2, row = n_head_kv * hd;
+    const int64_t ldq_tok = n_head * hd * 2, ldq_head = 2 * hd;   /* q interleaved with its gate */
+    float *q = rand_vec(n_tok * ldq_tok, 1.0f);
+    float *kv_src = rand_vec(2 * n_kv * row, 1.0f);
+    const size_t cb = st_kv_row_bytes(kv_type, row) * (size_t)n_kv;
+    void *kc = malloc(cb), *vc = malloc(cb);
+    st_op_kv_store(kv_type, kc, row, 0, kv_src, row, n_kv);
+    st_op_kv_store(kv_type, vc, row, 0, kv_src + n_kv * row, row, n_kv);
+    int32_t *pos = malloc((size_t)n_tok * sizeof(int32_t));
+    for (int64_t t = 0; t < n_tok; t++) pos[t] = (int32_t)(n_kv - n_tok + t);
+    const int64_t ldo = n_head * hd + 3;
+    float *oc = calloc((size_t)(n_tok * ldo), 4);
+    st_attn_args a = { q, ldq_tok, ldq_head, kc, vc, kv_type, pos, n_tok, n_head, n_head_kv, hd, n_kv,
+                       1.0f / sqrtf((float)hd), oc, ldo };
+    st_op_attention(NULL, &a);
+    /* the GPU cache is written by its own kv_store, from the same f32 rows */
+    float *dsrc = dev_from(kv_src, (size_t)(2 * n_kv * row) * 4);
+    void *dk = dev_from(NULL, cb), *dv = dev_from(NULL, cb);
+    GPU(st_cuda_kv_store(cu, kv_type, dk, row, 0, dsrc, row, n_kv));
+    GPU(st_cuda_kv_store(cu, kv_type, dv, row, 0, dsrc + n_kv * row, row, n_kv));
+    void *kg = malloc(cb);
+    GPU(st_cuda_download(cu, kg, dk, cb));
+    char name[96];
+    snprintf(name, sizeof name, "kv_store %s", kv_type == ST_TYPE_F16 ? "f16" : "f32");
+    if (n_tok == 1) report(name, memcmp(kg, kc, cb) ? 1.0 : 0.0, 0.0);
+    float *dq = dev_from(q, (size_t)(n_tok * ldq_tok) * 4);
+    int32_t *dpos = dev_from(pos, (size_t)n_tok * 4);
+    float *dout = dev_from(NULL, (size_t)(n_tok * ldo) * 4);
+    st_attn_args g = a;
+    g.q = dq; g.k_cache = dk; g.v_cache = dv; g.pos = dpos; g.out = dout;
+    GPU(st_cuda_attention(cu, &g));
+    float *og = to_host(dout, (size_t)(n_tok * ldo));
+    snprintf(name, sizeof name, "attention %s n_tok=%lld n_kv=%lld hd=%lld", kv_type == ST_TYPE_F16 ? "f16" : "f32",
+             (long long)n_tok, (long long)n_kv, (long long)hd);
+    report(name, norm_err(og, oc, n_tok, n_head * hd, ldo), 1e-4);
+    st_cuda_free(cu, dsrc); st_cuda_free(cu, dk); st_cuda_free(cu, dv); st_cuda_free(cu, dq);
+    st_cuda_free(cu, dpos); st_cuda_free(cu, dout);
+    free(q); free(kv_src); free(kc); free(vc); free(pos); free(oc); free(kg); free(og);
+}
+
+/* ---- Gated DeltaNet, conv ------------------------------------------------------------------- */
+
+static void test_gdn(int64_t n_tok, int head_map) {
+    const int64_t n_k = 2, n_v = 4, d = 128, ldqk = n_k * d + 5, ldv = n_v * d + 3;
+    float *q = rand_vec(n_tok * ldqk, 1.0f), *k = rand_vec(n_tok * ldqk, 1.0f), *v = rand_vec(n_tok * ldv, 1.0f);
+    st_op_l2_norm(NULL, q, d, q, d, n_tok * n_k, d, 1e-6f);   /* rows of d, the gaps normalised too */
+    st_op_l2_norm(NULL, k, d, k, d, n_tok * n_k, d, 1e-6f);
+    float *ga = rand_vec(n_tok * n_v, 2.0f), *gb = rand_vec(n_tok * n_v, 2.0f);
+    float *dt = rand_vec(n_v, 1.0f), *sa = rand_vec(n_v, 1.0f);
+    for (int64_t h = 0; h < n_v; h++) sa[h] = -fabsf(sa[h]) - 0.1f;
+    float *g = malloc((size_t)(n_tok * n_v) * 4), *beta = malloc((size_t)(n_tok * n_v) * 4);
+    st_op_gdn_gates(ga, n_v, gb, n_v, dt, sa, n_tok, n_v, g, beta);
+    const int64_t ns = n_v * d * d;
+    float *S = rand_vec(ns, 0.1f), *Sc = malloc((size_t)ns * 4);
+    memcpy(Sc, S, (size_t)ns * 4);
+    float *oc = calloc((size_t)(n_tok * ldv), 4);
+    st_gdn_args a = { n_tok, n_k, n_v, d, head_map, q, k, ldqk, ldqk, v, ldv, g, beta, Sc, oc, ldv,
+                      1.0f / sqrtf((float)d) };
+    st_op_gdn_step(NULL, &a);
+    float *dq = dev_from(q, (size_t)(n_tok * ldqk) * 4), *dk = dev_from(k, (size_t)(n_tok * ldqk) * 4);
+    float *dv = dev_from(v, (size_t)(n_tok * ldv) * 4);
+    float *dga = dev_from(ga, (size_t)(n_tok * n_v) * 4), *dgb = dev_from(gb, (size_t)(n_tok * n_v) * 4);
+    float *ddt = dev_from(dt, (size_t)n_v * 4), *dsa = dev_from(sa, (size_t)n_v * 4);
+    float *dg = dev_from(NULL, (size_t)(n_tok * n_v) * 4), *dbeta = dev_from(NULL, (size_t)(n_tok * n_v) * 4);
+    float *dS = dev_from(S, (size_t)ns * 4), *dout = dev_from(NULL, (size_t)(n_tok * ldv) * 4);
+    GPU(st_cuda_gdn_gates(cu, dga, n_v, dgb, n_v, ddt, dsa, n_tok, n_v, dg, dbeta));
+    float *gg = to_host(dg, (size_t)(n_tok * n_v)), *bg = to_host(dbeta, (size_t)(n_tok * n_v));
+    char name[96];
+    if (n_tok > 1 && head_map == ST_GDN_TILED) {
+        report("gdn_gates g", norm_err(gg, g, 1, n_tok * n_v, 0), 1e-5);
+        report("gdn_gates beta", norm_err(bg, beta, 1, n_tok * n_v, 0), 1e-5);
+    }
+    st_gdn_args b = a;
+    b.q = dq; b.k = dk; b.v = dv; b.g = dg; b.beta = dbeta; b.state = dS; b.out = dout;
+    GPU(st_cuda_gdn_step(cu, &b));
+    float *og = to_host(dout, (size_t)(n_tok * ldv)), *Sg = to_host(dS, (size_t)ns);
+    snprintf(name, sizeof name, "gdn_step n_tok=%lld %s out", (long long)n_tok, head_map ? "grouped" : "tiled");
+    report(name, norm_err(og, oc, n_tok, n_v * d, ldv), 1e-4);
+    snprintf(name, sizeof name, "gdn_step n_tok=%lld %s state", (long long)n_tok, head_map ? "grouped" : "tiled");
+    report(name, norm_err(Sg, Sc, 1, ns, ns), 1e-4);
+    st_cuda_free(cu, dq); st_cuda_free(cu, dk); st_cuda_free(cu, dv); st_cuda_free(cu, dga);
+    st_cuda_free(cu, dgb); st_cuda_free(cu, ddt); st_cuda_free(cu, dsa); st_cuda_free(cu, dg);
+    st_cuda_free(cu, dbeta); st_cuda_free(cu, dS); st_cuda_free(cu, dout);
+    free(q); free(k); free(v); free(ga); free(gb); free(dt); free(sa); free(g); free(beta);
+    free(S); free(Sc); free(oc); free(gg); free(bg); free(og); free(Sg);
+}
+
+static void test_conv(int64_t n_tok) {
+    const int64_t C = 133, K = 4, ld_m = C + 2, ld_out = C + 1;
+    float *m = rand_vec(n_tok * ld_m, 2.0f), *w = rand_vec(C * K, 1.0f), *st = rand_vec(C * (K - 1), 1.0f);
+    float *stc = malloc((size_t)(C * (K - 1)) * 4), *oc = calloc((size_t)(n_tok * ld_out), 4);
+    memcpy(stc, st, (size_t)(C * (K - 1)) * 4);
+    st_op_conv1d(NULL, m, ld_m, w, stc, oc, ld_out, n_tok, C, K, 1);
+    float *dm = dev_from(m, (size_t)(n_tok * ld_m) * 4), *dw = dev_from(w, (size_t)(C * K) * 4);
+    float *dst = dev_from(st, (size_t)(C * (K - 1)) * 4), *dout = dev_from(NULL, (size_t)(n_tok * ld_out) * 4);
+    GPU(st_cuda_conv1d(cu, dm, ld_m, dw, dst, dout, ld_out, n_tok, C, K, 1));
+    float *og = to_host(dout, (size_t)(n_tok * ld_out)), *sg = to_host(dst, (size_t)(C * (K - 1)));
+    char name[64];
+    snprintf(name, sizeof name, "conv1d+silu n_tok=%lld out", (long long)n_tok);
+    report(name, norm_err(og, oc, n_tok, C, ld_out), 1e-5);
+    snprintf(name, sizeof name, "conv1d+silu n_tok=%lld state", (long long)n_tok);
+    report(name, norm_err(sg, stc, 1, C * (K - 1), 0), 0.0);
+    st_cuda_free(cu, dm); st_cuda_free(cu, dw); st_cuda_free(cu, dst); st_cuda_free(cu, dout);
+    free(m); free(w); free(st); free(stc); free(oc); free(og); free(sg);
+}
+
+/* ---- softmax, routing, argmax ----------------------------------------------------------------- */
+
+static void test_routing(void) {
+    const int64_t rows = 5, E = 256, k = 8, ld = E + 3;
+    float *x = rand_vec(rows * ld, 4.0f);
+    x[2 * ld + 10] = x[2 * ld + 11];   /* a tie: the lower index must come first */
+    float *yc = calloc((size_t)(rows * ld), 4);
+    st_op_softmax(x, ld, yc, ld, rows, E);
+    float *dx = dev_from(x, (size_t)(rows * ld) * 4), *dy = dev_from(NULL, (size_t)(rows * ld) * 4);
+    GPU(st_cuda_softmax(cu, dx, ld, dy, ld, rows, E));
+    float *yg = to_host(dy, (size_t)(rows * ld));
+    report("softmax 5x256", norm_err(yg, yc, rows, E, ld), 1e-5);
+    int32_t idc[5 * 8], idg[5 * 8];
+    float wc[5 * 8];
+    st_op_moe_route(x, ld, rows, E, k, idc, wc);
+    int32_t *dids = dev_from(NULL, sizeof idg);
+    float *dw = dev_from(NULL, sizeof wc);
+    GPU(st_cuda_moe_route(cu, dx, ld, rows, E, k, dids, dw));
+    GPU(st_cuda_download(cu, idg, dids, sizeof idg));
+    float *wg = to_host(dw, (size_t)(rows * k));
+    int mism = 0;
+    for (int i = 0; i < rows * k; i++) mism += idc[i] != idg[i];
+    report("moe_route ids (mismatches)", (double)mism, 0.0);
+    report("moe_route weights", norm_err(wg, wc, 1, rows * k, 0), 1e-5);
+    st_cuda_free(cu, dx); st_cuda_free(cu, dy); st_cuda_free(cu, dids); st_cuda_free(cu, dw);
+    free(x); free(yc); free(yg); free(wg);
+}
+
+static void test_argmax(void) {
+    const int64_t n = 151936;
+    float *x = rand_vec(n, 10.0f);
+    x[99999] = 20.0f; x[123456] = 20.0f; x[5] = NAN;
+    int32_t *d_out = dev_from(NULL, 4), g;
+    float *dx = dev_from(x, (size_t)n * 4);
+    GPU(st_cuda_argmax(cu, dx, n, d_out));
+    GPU(st_cuda_download(cu, &g, d_out, 4));
+    report("argmax 151936 (tie, NaN)", g == st_op_argmax(x, n) ? 0.0 : 1.0, 0.0);
+    st_cuda_free(cu, dx); st_cuda_free(cu, d_out);
+    free(x);
+}
+
+/* ---- perf ------------------------------------------------------------------------------------- */
+
+#define PERF_ITERS 50
+
+/* GB/s of one weight product at a model shape, cycling over copies that together exceed the L2 */
+static void perf_matmul(uint32_t type, int64_t M, int64_t K, const char *what) {
+    const size_t rb = st_row_size(st_type_get(type), K), wb = rb * (size_t)M;
+    int n_copies = (int)(((size_t)512 << 20) / wb) + 1;
+    if (n_copies > 64) n_copies = 64;
+    uint8_t *Wh = malloc(wb);
+    for (size_t i = 0; i < wb; i++) Wh[i] = (uint8_t)(frand() * 127.0f);
+    /* sane scales: zero every f16 d/dmin would be simplest, but random bytes are fine for timing;
+     * float types get finite values */
+    if (type == ST_TYPE_F32 || type == ST_TYPE_F16 || type == ST_TYPE_BF16) memset(Wh, 0, wb);
+    void **dW = malloc((size_t)n_copies * sizeof(void *));
+    for (int c = 0; c < n_copies; c++) dW[c] = dev_from(Wh, wb);
+    float *X = rand_vec(K, 1.0f);
+    float *dX = dev_from(X, (size_t)K * 4), *dY = dev_from(NULL, (size_t)M * 4);
+    GPU(st_cuda_matmul(cu, type, dW[0], M, K, dX, K, 1, dY, M));   /* warm-up */
+    float ms;
+    GPU(st_cuda_timer_start(cu));
+    for (int i = 0; i < PERF_ITERS; i++) GPU(st_cuda_matmul(cu, type, dW[i % n_copies], M, K, dX, K, 1, dY, M));
+    GPU(st_cuda_timer_stop(cu, &ms));
+    const double us = 1000.0 * ms / PERF_ITERS;
+    printf("perf matvec %-5s %-22s M=%-6lld K=%-5lld %9.1f us  %7.1f GB/s\n", st_type_get(type)->name, what,
+           (long long)M, (long long)K, us, (double)wb / (us * 1e3));
+    for (int c = 0; c < n_copies; c++) st_cuda_free(cu, dW[c]);
+    st_cuda_free(cu, dX); st_cuda_free(cu, dY);
+    free(dW); free(Wh); free(X);
+}
+
+/* The decode MoE: 8 of 256 experts of 512x2048 (gate), different experts each call */
+static void perf_moe(uint32_t type) {
+    const int64_t E = 256, k = 8, M = 512, K = 2048;
+    const size_t eb = st_row_size(st_type_get(type), K) * (size_t)M;
+    uint8_t *Wh = malloc(eb * (size_t)E);
+    for (size_t i = 0; i < eb * (size_t)E; i++) Wh[i] = (uint8_t)(frand() * 127.0f);
+    void *dW = dev_from(Wh, eb * (size_t)E);
+    int32_t ids[PERF_ITERS * 8];
+    for (int i = 0; i < PERF_ITERS * 8; i++) ids[i] = (int32_t)((i * 37 + i / 8 * 11) % E);
+    int32_t *dids = dev_from(ids, sizeof ids);
+    float *X = rand_vec(K, 1.0f);
+    float *dX = dev_from(X, (size_t)K * 4), *dY = dev_from(NULL, (size_t)(k * M) * 4);
+    float ms;
+    GPU(st_cuda_matmul_id(cu, type, dW, eb, E, M, K, dids, dX, K, k, k, dY, M));
+    GPU(st_cuda_timer_start(cu));
+    for (int i = 0; i < PERF_ITERS; i++)
+        GPU(st_cuda_matmul_id(cu, type, dW, eb, E, M, K, dids + i * k, dX, K, k, k, dY, M));
+    GPU(st_cuda_timer_stop(cu, &ms));
+    const double us = 1000.0 * ms / PERF_ITERS;
+    printf("perf matmul_id %-5s 8 of 256 experts 512x2048 %9.1f us  %7.1f GB/s\n", st_type_get(type)->name, us,
+           (double)(eb * (size_t)k) / (us * 1e3));
+    st_cuda_free(cu, dW); st_cuda_free(cu, dids); st_cuda_free(cu, dX); st_cuda_free(cu, dY);
+    free(Wh); free(X);
+}
+
+static void perf_attention(int64_t n_kv) {
+    const int64_t n_head = 16, n_head_kv = 2, hd = 256, row = n_head_kv * hd;
+    const size_t cb = (size_t)n_kv * (size_t)row * 2;
+    void *dk = dev_from(NULL, cb), *dv = dev_from(NULL, cb);
+    float *q = rand_vec(n_head * hd, 1.0f);
+    float *dq = dev_from(q, (size_t)(n_head * hd) * 4), *dout = dev_from(NULL, (size_t)(n_head * hd) * 4);
+    int32_t pos = (int32_t)(n_kv - 1);
+    int32_t *dpos = dev_from(&pos, 4);
+    st_attn_args a = { dq, n_head * hd, hd, dk, dv, ST_TYPE_F16, dpos, 1, n_head, n_head_kv, hd, n_kv,
+                       0.0625f, dout, n_head * hd };
+    GPU(st_cuda_attention(cu, &a));
+    float ms;
+    GPU(st_cuda_timer_start(cu));
+    for (int i = 0; i < PERF_ITERS; i++) GPU(st_cuda_attention(cu, &a));
+    GPU(st_cuda_timer_stop(cu, &ms));
+    const double us = 1000.0 * ms / PERF_ITERS;
+    printf("perf attention decode 16/2 heads of 256, n_kv=%-6lld %9.1f us  %7.1f GB/s (K+V f16)\n",
+           (long long)n_kv, us, (double)(2 * cb) / (us * 1e3));
+    st_cuda_free(cu, dk); st_cuda_free(cu, dv); st_cuda_free(cu, dq); st_cuda_free(cu, dout); st_cuda_free(cu, dpos);
+    free(q);
+}
+
+static void perf_gdn(int64_t n_tok) {
+    const int64_t n_k = 16, n_v = 32, d = 128;
+    float *dq = dev_from(NULL, (size_t)(n_tok * n_k * d) * 4), *dk = dev_from(NULL, (size_t)(n_tok * n_k * d) * 4);
+    float *dv = dev_from(NULL, (size_t)(n_tok * n_v * d) * 4), *dg = dev_from(NULL, (size_t)(n_tok * n_v) * 4);
+    float *db = dev_from(NULL, (size_t)(n_tok * n_v) * 4), *dS = dev_from(NULL, (size_t)(n_v * d * d) * 4);
+    float *dout = dev_from(NULL, (size_t)(n_tok * n_v * d) * 4);
+    st_gdn_args a = { n_tok, n_k, n_v, d, ST_GDN_TILED, dq, dk, n_k * d, n_k * d, dv, n_v * d, dg, db, dS,
+                      dout, n_v * d, 0.088f };
+    GPU(st_cuda_gdn_step(cu, &a));
+    float ms;
+    const int iters = n_tok > 1 ? 5 : PERF_ITERS;
+    GPU(st_cuda_timer_start(cu));
+    for (int i = 0; i < iters; i++) GPU(st_cuda_gdn_step(cu, &a));
+    GPU(st_cuda_timer_stop(cu, &ms));
+    const double us = 1000.0 * ms / iters;
+    printf("perf gdn_step 32 v-heads of 128, n_tok=%-5lld %9.1f us  (state %.1f GB/s)\n", (long long)n_tok, us,
+           (double)(2 * n_v * d * d * 4) / (us * 1e3));
+    st_cuda_free(cu, dq); st_cuda_free(cu, dk); st_cuda_free(cu, dv); st_cuda_free(cu, dg);
+    st_cuda_free(cu, db); st_cuda_free(cu, dS); st_cuda_free(cu, dout);
+}
+
+static void perf_small(void) {
+    const int64_t n = 151936;
+    float *x = rand_vec(n, 1.0f);
+    float *dx = dev_from(x, (size_t)n * 4), *dy = dev_from(NULL, (size_t)n * 4), *dw = dev_from(x, 2048 * 4);
+    int32_t *dids = dev_from(NULL, 64);
+    float *dwt = dev_from(NULL, 64);
+    float ms;
+#define TIME(label, call) do { GPU(call); GPU(st_cuda_timer_start(cu)); \
+        for (int i_ = 0; i_ < PERF_ITERS; i_++) { GPU(call); } GPU(st_cuda_timer_stop(cu, &ms)); \
+        printf("perf %-46s %9.1f us\n", label, 1000.0 * ms / PERF_ITERS); } while (0)
+    TIME("rms_norm 1x2048", st_cuda_rms_norm(cu, dx, 2048, dw, dy, 2048, 1, 2048, 1e-6f));
+    TIME("rms_norm per-head 16x256", st_cuda_rms_norm(cu, dx, 256, dw, dy, 256, 16, 256, 1e-6f));
+    TIME("moe_route 1x256 top-8", st_cuda_moe_route(cu, dx, 256, 1, 256, 8, dids, dwt));
+    TIME("swiglu 8x512", st_cuda_pointwise(cu, ST_CUDA_SWIGLU, dx, 512, dx + 4096, 512, dy, 512, 8, 512));
+    TIME("argmax 151936", st_cuda_argmax(cu, dx, n, dids));
+    TIME("conv1d decode C=8192 K=4", st_cuda_conv1d(cu, dx, 8192, dw, dy + 8192, dy, 8192, 1, 8192, 4, 1));
+#undef TIME
+    st_cuda_free(cu, dx); st_cuda_free(cu, dy); st_cuda_free(cu, dw); st_cuda_free(cu, dids); st_cuda_free(cu, dwt);
+    free(x);
+}
+
+static void run_perf(void) {
+    printf("\n== perf (%d iterations each; weights cycled over copies > L2)\n", PERF_ITERS);
+    static const uint32_t types[] = { ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_Q8_0, ST_TYPE_F16 };
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        perf_matmul(types[t], 512, 2048, "expert gate/up");
+        perf_matmul(types[t], 2048, 512, "expert down");
+        perf_matmul(types[t], 8192, 2048, "2048->8192");
+        perf_matmul(types[t], 2048, 8192, "8192->2048");
+        perf_matmul(types[t], 151936, 2048, "head");
+    }
+    perf_moe(ST_TYPE_Q4_K);
+    perf_moe(ST_TYPE_Q6_K);
+    perf_attention(4096);
+    perf_attention(32768);
+    perf_gdn(1);
+    perf_gdn(512);
+    perf_small();
+}
+
+int main(int argc, char **argv) {
+    const int perf = argc > 1 && !strcmp(argv[1], "--perf");
+    const int n_dev = st_cuda_device_count();
+    if (n_dev <= 0) {
+        fprintf(stderr, "skipped: no CUDA device (cudaGetDeviceCount gave 0 or failed)\n");
+        return 77;
+    }
+    if (st_cuda_open(0, &cu) != ST_OK) die("st_cuda_open");
+    printf("device: %s\n", st_cuda_describe(cu));
+    static const uint32_t qtypes[] = { ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_Q8_0,
+                                       ST_TYPE_F32, ST_TYPE_F16, ST_TYPE_BF16 };
+    for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++) {
+        test_matmul(qtypes[t], 77, 768, 1);
+        test_matmul(qtypes[t], 131, 1280, 3);
+        test_matmul(qtypes[t], 67, 512, 37);
+        test_get_rows(qtypes[t]);
+    }
+    test_matmul(ST_TYPE_Q4_K, 5, 256, 1);   /* fewer units than lanes */
+    test_matmul_id(ST_TYPE_Q4_K, 5, 65, 512);
+    test_matmul_id(ST_TYPE_Q6_K, 5, 33, 768);
+    test_matmul_id(ST_TYPE_F16, 5, 19, 96);
+    test_norms();
+    test_rope(0);
+    test_rope(1);
+    test_pointwise();
+    test_attention(1, 333, 128, ST_TYPE_F16);
+    test_attention(1, 3001, 256, ST_TYPE_F16);
+    test_attention(9, 333, 256, ST_TYPE_F16);
+    test_attention(1, 77, 64, ST_TYPE_F32);
+    test_attention(13, 13, 96, ST_TYPE_F32);
+    test_gdn(1, ST_GDN_TILED);
+    test_gdn(19, ST_GDN_TILED);
+    test_gdn(7, ST_GDN_GROUPED);
+    test_conv(1);
+    test_conv(7);
+    test_routing();
+    test_argmax();
+    printf("cuda_op_harness: %d passed, %d failed\n", n_pass, n_fail);
+    if (perf) run_perf();
+    st_cuda_close(cu);
+    return n_fail ? 1 : 0;
+}
