@@ -3,8 +3,8 @@
  *  - hand cases: one visible key gives V; two keys with scores 0 and ln 3 weigh V 1/4 and 3/4;
  *    a query at position p ignores cells after p; GQA head h reads kv head h / (H/H_kv);
  *  - random problems (odd head sizes, GQA 1/2/4, f32 and f16 caches, prefill and decode shapes,
- *    long contexts) against a float64 softmax attention over the same cache contents, for the
- *    reference and each SIMD level. */
+ *    long contexts, a 4-thread pool where decode splits the cells) against a float64 softmax
+ *    attention over the same cache contents, for the reference and each SIMD level. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -110,7 +110,7 @@ typedef struct prob {
 static void check_random(st_pool *pool, prob pr) {
     const int64_t row = pr.Hkv * pr.hd, r = pr.H / pr.Hkv;
     const size_t esz = pr.type == ST_TYPE_F16 ? 2 : 4;
-    float *kv = malloc(sizeof(float) * (size_t)(pr.n_kv * row));
+    float *kv = calloc((size_t)(pr.n_kv * row), sizeof(float));
     void *kc = malloc(esz * (size_t)(pr.n_kv * row)), *vc = malloc(esz * (size_t)(pr.n_kv * row));
     for (int64_t i = 0; i < pr.n_kv * row; i++) kv[i] = 2.0f * frand();
     st_op_kv_store(pr.type, kc, row, 0, kv, row, pr.n_kv);
@@ -183,6 +183,17 @@ int main(void) {
         { 1, 16, 2, 256, 300, ST_TYPE_F32 },   /* qwen3next-like: groups of 8, head 256 */
     };
     for (size_t i = 0; i < sizeof probs / sizeof probs[0]; i++) check_random(pool, probs[i]);
+    st_pool_destroy(pool);
+    /* more threads than (token, kv head) items and long contexts: the cells are split into parts
+     * merged after a barrier (2, 4 and 2 parts here) */
+    if (st_pool_create(4, &pool) != ST_OK) return 1;
+    const prob split[] = {
+        { 1, 8, 2, 128, 3000, ST_TYPE_F16 },
+        { 1, 4, 1, 64, 5000, ST_TYPE_F32 },
+        { 2, 8, 1, 128, 2000, ST_TYPE_F16 },
+        { 1, 2, 1, 24, 1100, ST_TYPE_F16 },
+    };
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) check_random(pool, split[i]);
     st_pool_destroy(pool);
     return test_report("test_ops_attn");
 }

@@ -3,9 +3,12 @@
  * Work is split in items of (query token, kv head): the r = n_head/n_head_kv query heads of a GQA
  * group read the same K and V rows, so a fast kernel widens each cache row (f16 -> f32) once for
  * all r heads. Items are dealt round-robin to the threads because causal items grow with the token
- * position. With fewer items than threads, items are single query heads instead.
+ * position. With fewer items than threads (decode on many cores) and enough cells, each group's
+ * cells are cut into parts computed as separate items, whose softmax states (running max, sum,
+ * unnormalised output) are merged after a barrier.
  * The reference item is the textbook online softmax, one key at a time. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/ops_cpu.h"
 #include "base/cpu.h"
@@ -47,10 +50,9 @@ void ops_attn_item_ref(const ops_attn_item *it, uint32_t kv_type) {
     const int64_t hd = it->hd;
     for (int64_t h = 0; h < it->r; h++) {
         const float *q = it->q + h * it->ldq_head;
-        float *o = it->out + h * hd;
         float m = -INFINITY, l = 0.0f;
         for (int64_t i = 0; i < hd; i++) acc[i] = 0.0f;
-        for (int64_t c = 0; c < it->n_vis; c++) {
+        for (int64_t c = it->c_begin; c < it->n_vis; c++) {
             cache_row(it->k, kv_type, c * it->row, hd, kr);
             float dot = 0.0f;
             for (int64_t i = 0; i < hd; i++) dot += q[i] * kr[i];
@@ -66,41 +68,80 @@ void ops_attn_item_ref(const ops_attn_item *it, uint32_t kv_type) {
             cache_row(it->v, kv_type, c * it->row, hd, vr);
             for (int64_t i = 0; i < hd; i++) acc[i] += p * vr[i];
         }
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        for (int64_t i = 0; i < hd; i++) o[i] = acc[i] * inv;
+        ops_attn_finish(it, h, m, l, acc);
     }
 }
 
 typedef struct attn_job {
     const st_attn_args *a;
     ops_attn_fn item;
-    int64_t per_item;   /* query heads per item: r, or 1 when items are too few */
-    int64_t n_items;
+    int64_t per_item;   /* query heads per item: r, or 1 when r is too large */
+    int64_t n_split;    /* parts the visible cells of each group are cut into (1 = no split) */
+    int64_t n_items;    /* n_tok * (n_head / per_item) * n_split */
+    st_pool *pool;      /* for the barrier before the merge of split parts */
+    float *part;        /* n_items * per_item * (hd + 2) floats when n_split > 1 */
 } attn_job;
+
+static int64_t visible(const st_attn_args *a, int64_t t) {
+    int64_t n_vis = (int64_t)a->pos[t] + 1;
+    if (n_vis > a->n_kv) n_vis = a->n_kv;
+    return n_vis < 0 ? 0 : n_vis;
+}
+
+/* Combines the split parts of one (token, head): the softmax of the union is the parts' sums
+ * rescaled to the largest running max. */
+static void attn_merge(const attn_job *j, int64_t t, int64_t h) {
+    const st_attn_args *a = j->a;
+    const int64_t hd = a->head_dim, stride = hd + 2;
+    const int64_t hg = h / j->per_item, hh = h % j->per_item;
+    const int64_t groups = a->n_head / j->per_item;
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t s = 0; s < j->n_split; s++) {
+        const float *pp = j->part + (((t * groups + hg) * j->n_split + s) * j->per_item + hh) * stride;
+        if (pp[1] > 0.0f && pp[0] > m) m = pp[0];
+    }
+    float *o = a->out + t * a->ldo_tok + h * hd;
+    for (int64_t i = 0; i < hd; i++) o[i] = 0.0f;
+    for (int64_t s = 0; s < j->n_split; s++) {
+        const float *pp = j->part + (((t * groups + hg) * j->n_split + s) * j->per_item + hh) * stride;
+        if (!(pp[1] > 0.0f)) continue;
+        const float c = expf(pp[0] - m);
+        l += pp[1] * c;
+        for (int64_t i = 0; i < hd; i++) o[i] += pp[2 + i] * c;
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int64_t i = 0; i < hd; i++) o[i] *= inv;
+}
 
 static void attn_worker(void *ctx, int ith, int nth) {
     const attn_job *j = ctx;
     const st_attn_args *a = j->a;
     const int64_t r = a->n_head / a->n_head_kv;
-    const int64_t items_per_tok = a->n_head / j->per_item;
+    const int64_t groups = a->n_head / j->per_item;
     const int64_t row = a->n_head_kv * a->head_dim;
     const size_t esz = a->kv_type == ST_TYPE_F16 ? 2 : 4;
     for (int64_t n = ith; n < j->n_items; n += nth) {
-        const int64_t t = n / items_per_tok, h0 = (n % items_per_tok) * j->per_item;
-        const int64_t g = h0 / r;
-        int64_t n_vis = (int64_t)a->pos[t] + 1;
-        if (n_vis > a->n_kv) n_vis = a->n_kv;
-        if (n_vis < 0) n_vis = 0;
+        const int64_t s = n % j->n_split, tg = n / j->n_split;
+        const int64_t t = tg / groups, h0 = (tg % groups) * j->per_item;
+        const int64_t g = h0 / r, n_vis = visible(a, t);
+        long c0 = 0, c1 = (long)n_vis;
+        if (j->n_split > 1) st_split((long)n_vis, (int)s, (int)j->n_split, &c0, &c1);
         ops_attn_item it = {
             .q = a->q + t * a->ldq_tok + h0 * a->ldq_head, .ldq_head = a->ldq_head,
             .r = j->per_item,
             .k = (const char *)a->k_cache + (size_t)(g * a->head_dim) * esz,
             .v = (const char *)a->v_cache + (size_t)(g * a->head_dim) * esz,
-            .row = row, .hd = a->head_dim, .n_vis = n_vis, .scale = a->scale,
+            .row = row, .hd = a->head_dim, .c_begin = c0, .n_vis = c1, .scale = a->scale,
             .out = a->out + t * a->ldo_tok + h0 * a->head_dim,
+            .part = j->n_split > 1 ? j->part + n * j->per_item * (a->head_dim + 2) : NULL,
         };
         j->item(&it, a->kv_type);
     }
+    if (j->n_split == 1) return;
+    st_pool_barrier(j->pool);
+    long m0, m1;
+    st_split((long)(a->n_tok * a->n_head), ith, nth, &m0, &m1);
+    for (long m = m0; m < m1; m++) attn_merge(j, m / a->n_head, m % a->n_head);
 }
 
 static ops_attn_fn attn_pick(void) {
@@ -110,16 +151,37 @@ static ops_attn_fn attn_pick(void) {
     return ops_attn_item_ref;
 }
 
+/* Below this many visible cells per part, splitting a group's cells over threads costs more in
+ * merging and in thread wake-ups than it saves. */
+#define ATTN_SPLIT_MIN_CELLS 512
+#define ATTN_SPLIT_STACK_FLOATS 8192
+
 void st_op_attention(st_pool *pool, const st_attn_args *a) {
     if (a->head_dim > ATTN_MAX_HD || a->n_head_kv <= 0 || a->n_head % a->n_head_kv) return;
     const int nth = pool ? st_pool_size(pool) : 1;
     const int64_t r = a->n_head / a->n_head_kv;
-    attn_job j = { a, attn_pick(), r, a->n_tok * a->n_head_kv };
-    /* fewer (token, kv head) items than threads (decode with few kv heads on many cores): split
-     * the groups so every thread has work, at the price of widening each K/V row r times */
-    if (j.n_items < nth || r > ATTN_MAX_GROUP) {
+    attn_job j = { a, attn_pick(), r, 1, a->n_tok * a->n_head_kv, pool, NULL };
+    if (r > ATTN_MAX_GROUP) {
         j.per_item = 1;
         j.n_items = a->n_tok * a->n_head;
     }
+    /* Fewer items than threads (decode with few kv heads on many cores): cut each group's cells
+     * into parts, one item each, and merge the parts' softmax states after a barrier. */
+    float stack_part[ATTN_SPLIT_STACK_FLOATS];
+    void *owned = NULL;
+    int64_t max_vis = 0;
+    for (int64_t t = 0; t < a->n_tok; t++) max_vis = visible(a, t) > max_vis ? visible(a, t) : max_vis;
+    if (j.n_items < nth && max_vis >= 2 * ATTN_SPLIT_MIN_CELLS) {
+        int64_t n_split = (nth + j.n_items - 1) / j.n_items;
+        if (n_split > max_vis / ATTN_SPLIT_MIN_CELLS) n_split = max_vis / ATTN_SPLIT_MIN_CELLS;
+        const size_t floats = (size_t)(j.n_items * n_split * j.per_item * (a->head_dim + 2));
+        float *part = floats <= ATTN_SPLIT_STACK_FLOATS ? stack_part : (float *)(owned = malloc(floats * sizeof(float)));
+        if (part) {
+            j.n_split = n_split;
+            j.n_items *= n_split;
+            j.part = part;
+        }
+    }
     ops_run(pool, j.n_items > 1, attn_worker, &j);
+    free(owned);
 }

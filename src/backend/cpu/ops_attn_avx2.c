@@ -35,7 +35,7 @@ void ops_attn_item_avx2(const ops_attn_item *it, uint32_t kv_type) {
         l[h] = 0.0f;
         for (int64_t i = 0; i < hd; i++) acc[h * hd + i] = 0.0f;
     }
-    for (int64_t c = 0; c < it->n_vis; c++) {
+    for (int64_t c = it->c_begin; c < it->n_vis; c++) {
         widen_row(it->k, kv_type, c * it->row, hd, kr);
         widen_row(it->v, kv_type, c * it->row, hd, vr);
         for (int64_t h = 0; h < r; h++) {
@@ -58,8 +58,5 @@ void ops_attn_item_avx2(const ops_attn_item *it, uint32_t kv_type) {
             for (int64_t i = h8; i < hd; i++) ah[i] = ah[i] * c0 + p * vr[i];
         }
     }
-    for (int64_t h = 0; h < r; h++) {
-        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-        for (int64_t i = 0; i < hd; i++) it->out[h * hd + i] = acc[h * hd + i] * inv;
-    }
+    for (int64_t h = 0; h < r; h++) ops_attn_finish(it, h, m[h], l[h], acc + h * hd);
 }

@@ -34,7 +34,7 @@ static void attn_item_any(const ops_attn_item *it, uint32_t kv_type) {
         for (int64_t i = 0; i < hd; i++) acc[h * hd + i] = 0.0f;
     }
     const __m512 vscale = _mm512_set1_ps(it->scale);
-    for (int64_t c0 = 0; c0 < it->n_vis; c0 += BLK) {
+    for (int64_t c0 = it->c_begin; c0 < it->n_vis; c0 += BLK) {
         const int64_t nc = it->n_vis - c0 < BLK ? it->n_vis - c0 : BLK;
         const float *K, *V;
         int64_t ld;
@@ -83,10 +83,7 @@ static void attn_item_any(const ops_attn_item *it, uint32_t kv_type) {
             }
         }
     }
-    for (int64_t h = 0; h < r; h++) {
-        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-        for (int64_t i = 0; i < hd; i++) it->out[h * hd + i] = acc[h * hd + i] * inv;
-    }
+    for (int64_t h = 0; h < r; h++) ops_attn_finish(it, h, m[h], l[h], acc + h * hd);
 }
 
 /* The same steps with the head size a compile-time constant (64, 128, 256): q and the
@@ -104,7 +101,7 @@ static __attribute__((always_inline)) inline void attn_item_fixed(const ops_attn
         for (int i = 0; i < HD; i++) acc[h * HD + i] = 0.0f;
     }
     const __m512 vscale = _mm512_set1_ps(it->scale);
-    for (int64_t c0 = 0; c0 < it->n_vis; c0 += BLK) {
+    for (int64_t c0 = it->c_begin; c0 < it->n_vis; c0 += BLK) {
         const int64_t nc = it->n_vis - c0 < BLK ? it->n_vis - c0 : BLK;
         const float *K, *V;
         int64_t ld;
@@ -185,10 +182,7 @@ static __attribute__((always_inline)) inline void attn_item_fixed(const ops_attn
             }
         }
     }
-    for (int64_t h = 0; h < r; h++) {
-        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-        for (int i = 0; i < HD; i++) it->out[h * HD + i] = acc[h * HD + i] * inv;
-    }
+    for (int64_t h = 0; h < r; h++) ops_attn_finish(it, h, m[h], l[h], acc + h * HD);
 }
 
 void ops_attn_item_avx512(const ops_attn_item *it, uint32_t kv_type) {

@@ -32,10 +32,26 @@ typedef struct ops_attn_item {
     int64_t r;            /* query heads in the group */
     const void *k, *v;    /* cache base of kv head g: cell c at + c*row elements */
     int64_t row;          /* elements per cache cell (n_head_kv * head_dim) */
-    int64_t hd, n_vis;
+    int64_t hd;
+    int64_t c_begin, n_vis;  /* the cells [c_begin, n_vis) */
     float scale;
     float *out;           /* first head's output; heads hd apart */
+    float *part;          /* NULL, or: write the unnormalised state instead of out, per head h at
+                             part + h*(hd+2): running max m, sum l, then acc[hd] (cell-split decode) */
 } ops_attn_item;
+
+/* Ends an item for head h: out = acc / l, or the partial state when the cells were split. */
+static inline void ops_attn_finish(const ops_attn_item *it, int64_t h, float m, float l, const float *acc) {
+    if (it->part) {
+        float *pp = it->part + h * (it->hd + 2);
+        pp[0] = m;
+        pp[1] = l;
+        for (int64_t i = 0; i < it->hd; i++) pp[2 + i] = acc[i];
+        return;
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int64_t i = 0; i < it->hd; i++) it->out[h * it->hd + i] = acc[i] * inv;
+}
 typedef void (*ops_attn_fn)(const ops_attn_item *it, uint32_t kv_type);
 void ops_attn_item_ref(const ops_attn_item *it, uint32_t kv_type);
 void ops_attn_item_avx512(const ops_attn_item *it, uint32_t kv_type);
