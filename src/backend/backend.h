@@ -87,7 +87,10 @@ typedef struct st_attn_args {
 /* Causal softmax attention over the cache (MODELS.md §2.6): for query head h, kv head
  * g = h / (n_head/n_head_kv) (grouped GQA), o = sum_j softmax_j(scale*q.k_j) v_j over visible cells.
  * f32 accumulation, online (running max) softmax; K and V rows are converted from f16 exactly. A
- * query that sees no cell gets zeros. Threaded over (token, kv head). */
+ * query that sees no cell gets zeros. Threaded over (token, kv head); when there are fewer of those
+ * than threads (decode on many cores) and at least 1024 visible cells, each group's cells are also
+ * split over threads and the parts' softmax states merged. Does nothing if head_dim > 256 or
+ * n_head is not a multiple of n_head_kv. */
 void st_op_attention(st_pool *pool, const st_attn_args *a);
 
 /* ---- Gated DeltaNet (MODELS.md §2.10) --------------------------------------------------------- */
@@ -118,7 +121,9 @@ typedef struct st_gdn_args {
 
 /* Per-token recurrence, for each token in order and each v-head h with k-head kappa(h):
  *   S <- e^g S;  delta = beta (v - S^T k);  S <- S + k delta^T;  o = scale * S^T q.
- * Exactly llama.cpp's fused op order. Threaded over v-heads. */
+ * The reference is exactly llama.cpp's fused op order; the AVX-512 kernel for d = 64 and 128 folds
+ * the decay into the update (e^g (S^T k) for (e^g S)^T k), a rounding-level difference. Threaded
+ * over v-heads. */
 void st_op_gdn_step(st_pool *pool, const st_gdn_args *a);
 
 /* The chunked (WY/UT) form over chunks of 64 tokens, equal to st_op_gdn_step within f32 rounding.
