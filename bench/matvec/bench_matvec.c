@@ -337,10 +337,12 @@ int main(int argc, char **argv) {
     printf("Targets (>= 80%% of the read bandwidth, faster than ggml), worst shape of each type:\n\n");
     for (int ti = 0; ti < 3; ti++) {
         if (target_worst_bw[ti] > 1e8) continue;
-        printf("- %s: %.0f%% of bw (%s), %s ggml", target_names[ti], target_worst_bw[ti],
-               target_worst_bw[ti] >= 80 ? "met" : "NOT met", target_worst_ratio[ti] > 1e8 ? "no" : "");
+        printf("- %s: %.0f%% of bw (%s); against ggml: ", target_names[ti], target_worst_bw[ti],
+               target_worst_bw[ti] >= 80 ? "met" : "NOT met");
         if (target_worst_ratio[ti] < 1e8)
             printf("%.2fx (%s)", target_worst_ratio[ti], target_worst_ratio[ti] > 1 ? "faster: met" : "NOT faster");
+        else
+            printf("no peer");
         printf("\n");
     }
     st_pool_destroy(pool);

@@ -3,7 +3,9 @@
 # command, the machine, the load average around the run, and the table.
 #   bench/matvec/run.sh [extra bench_matvec arguments, e.g. --types q4_K,q6_K,q8_0]
 # Environment: THREADS (2), REPEATS (31), BUILD (build-bench), STRATA_PEER_DIR (the npm prefix
-# holding node_modules/@node-llama-cpp/linux-x64; default .peer, then /work/peer).
+# holding node_modules/@node-llama-cpp/linux-x64; default .peer, then /work/peer), BENCH_BIN (an
+# already built bench_matvec: no build), RESULT (the output file; default
+# bench/results/<date>-matvec-cpu.md).
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-bench}
@@ -17,16 +19,20 @@ for prefix in "${STRATA_PEER_DIR:-}" "$ROOT/.peer" /work/peer; do
 done
 [ -n "$LIBS" ] || echo "run.sh: peer libraries not found; the ggml column will be empty" >&2
 
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD" --target bench_matvec -j2 >/dev/null
+BIN=${BENCH_BIN:-}
+if [ -z "$BIN" ]; then
+    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$BUILD" --target bench_matvec -j2 >/dev/null
+    BIN="$BUILD/bench_matvec"
+fi
 
-mkdir -p "$ROOT/bench/results"
-OUT="$ROOT/bench/results/$(date -u +%Y-%m-%d)-matvec-cpu.md"
+OUT=${RESULT:-"$ROOT/bench/results/$(date -u +%Y-%m-%d)-matvec-cpu.md"}
+mkdir -p "$(dirname "$OUT")"
 CMD="bench_matvec --threads $THREADS --repeats $REPEATS${LIBS:+ --peer $LIBS} $*"
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 START=$(date -u '+%Y-%m-%d %H:%M UTC')
 # shellcheck disable=SC2086
-TABLE=$("$BUILD/bench_matvec" --threads "$THREADS" --repeats "$REPEATS" ${LIBS:+--peer "$LIBS"} "$@")
+TABLE=$("$BIN" --threads "$THREADS" --repeats "$REPEATS" ${LIBS:+--peer "$LIBS"} "$@")
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 MODEL=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 CPUS=$(nproc)
