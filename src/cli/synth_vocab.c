@@ -73,6 +73,11 @@ typedef struct word { int *ids; int n; } word;
 
 static int is_letter(unsigned char c) { return (c | 32) >= 'a' && (c | 32) <= 'z'; }
 
+static void free_words(word *w, int n) {
+    for (int i = 0; i < n; i++) free(w[i].ids);
+    free(w);
+}
+
 static int split_words(const int byte_id[256], word **out) {
     size_t len = strlen(training_text);
     word *w = calloc(len, sizeof *w);
@@ -85,7 +90,10 @@ static int split_words(const int byte_id[256], word **out) {
         else j++;
         w[nw].n = (int)(j - i);
         w[nw].ids = malloc((size_t)w[nw].n * sizeof(int));
-        if (!w[nw].ids) return -1;
+        if (!w[nw].ids) {
+            free_words(w, nw);
+            return -1;
+        }
         for (size_t k = i; k < j; k++) w[nw].ids[k - i] = byte_id[(unsigned char)training_text[k]];
         nw++;
         i = j;
@@ -114,6 +122,7 @@ static st_status learn_merges(vocab *v, int budget) {
     if (!count || !seen) {
         free(count);
         free(seen);
+        free_words(words, nw);
         return st_fail(ST_ERR_NOMEM, "synth: out of memory training the vocabulary");
     }
     while (v->n_merges < budget) {
@@ -148,8 +157,7 @@ static st_status learn_merges(vocab *v, int budget) {
     }
     free(count);
     free(seen);
-    for (int i = 0; i < nw; i++) free(words[i].ids);
-    free(words);
+    free_words(words, nw);
     return ST_OK;
 }
 
