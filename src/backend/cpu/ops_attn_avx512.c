@@ -1,12 +1,15 @@
 /* ops_attn_avx512.c: one attention work item (a query token and the r query heads of one kv
  * head) with AVX-512.
  *
- * Cells are taken 16 at a time. An f16 block of K and V rows is widened (vcvtph2ps) once into f32
- * tiles that all r heads then read; an f32 cache is read in place. Per head, the 16 q.k products
- * are left as 16 partial vectors and reduced together by hsum16, so a block's scores come out as
- * one vector; the softmax is then updated block-wise (running max m, sum l, accumulator rescaled
- * by e^(m_old - m_new) once per block) and the block's V rows are added with their weights.
- * Everything is f32; only the order of additions and exp512 differ from the reference. */
+ * Cells are taken 16 at a time, from it->c_begin. An f16 block of K rows is widened (vcvtph2ps)
+ * once into an f32 tile that all r heads then read; an f32 cache is read in place. Per head, the
+ * 16 q.k products are left as 16 partial vectors and reduced together by hsum16, so a block's
+ * scores come out as one vector; the softmax is then updated block-wise (running max m, sum l,
+ * accumulator rescaled by e^(m_old - m_new) once per block) and the block's V rows are added with
+ * their weights. The head sizes 64, 128 and 256 (attn_item_fixed) keep q and the accumulators in
+ * registers and widen V rows in registers, a few heads at a time; other sizes (attn_item_any)
+ * use masked loads and a V tile. Everything is f32; only the order of additions and exp512
+ * differ from the reference. */
 #include "backend/cpu/ops_avx512.h"
 
 #define BLK 16
