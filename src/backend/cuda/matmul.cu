@@ -49,7 +49,11 @@ __device__ __forceinline__ int ld_int_b2(const uint8_t *p, int i) {
     const uint16_t *h = (const uint16_t *)p;
     return (int)((uint32_t)h[2 * i] | ((uint32_t)h[2 * i + 1] << 16));
 }
-__device__ __forceinline__ int ld_int_b4(const uint8_t *p, int i) { return ((const int *)p)[i]; }
+/* 32 bytes from a 16-byte aligned address as two 16-byte loads */
+__device__ __forceinline__ void ld_32b(const void *p, int v[8]) {
+    const int4 a = ((const int4 *)p)[0], b = ((const int4 *)p)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
 
 __device__ __forceinline__ void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
     if (j < 4) { *sc = q[j] & 63; *m = q[j + 4] & 63; }
@@ -72,12 +76,15 @@ template <> __device__ float unit_dot<unit_q4_K>(const uint8_t *row, int64_t u, 
     const uint8_t *blk = row + b * sizeof(block_q4_K);
     const uint8_t *qs = blk + 16 + 32 * j;
     const int8_t *x = xq + b * 256 + 64 * j;
+    int q[8], xl[8], xh[8];
+    ld_32b(qs, q);
+    ld_32b(x, xl);
+    ld_32b(x + 32, xh);
     int lo = 0, hi = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        const int q = ld_int_b4(qs, i);
-        lo = __dp4a(q & 0x0F0F0F0F, ld_int_b4((const uint8_t *)x, i), lo);
-        hi = __dp4a((q >> 4) & 0x0F0F0F0F, ld_int_b4((const uint8_t *)x, 8 + i), hi);
+        lo = __dp4a(q[i] & 0x0F0F0F0F, xl[i], lo);
+        hi = __dp4a((q[i] >> 4) & 0x0F0F0F0F, xh[i], hi);
     }
     int sc0, m0, sc1, m1;
     scale_min_k4(2 * j, blk + 4, &sc0, &m0);
@@ -95,14 +102,18 @@ template <> __device__ float unit_dot<unit_q5_K>(const uint8_t *row, int64_t u, 
     const uint8_t *blk = row + b * sizeof(block_q5_K);
     const uint8_t *qh = blk + 16, *qs = blk + 48 + 32 * j;
     const int8_t *x = xq + b * 256 + 64 * j;
+    int q[8], hb[8], xl[8], xh[8];
+    ld_32b(qs, q);
+    ld_32b(qh, hb);
+    ld_32b(x, xl);
+    ld_32b(x + 32, xh);
     int lo = 0, hi = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        const int q = ld_int_b4(qs, i), h = ld_int_b4(qh, i);
-        const int ql = (q & 0x0F0F0F0F) | (((h >> (2 * j)) & 0x01010101) << 4);
-        const int qu = ((q >> 4) & 0x0F0F0F0F) | (((h >> (2 * j + 1)) & 0x01010101) << 4);
-        lo = __dp4a(ql, ld_int_b4((const uint8_t *)x, i), lo);
-        hi = __dp4a(qu, ld_int_b4((const uint8_t *)x, 8 + i), hi);
+        const int ql = (q[i] & 0x0F0F0F0F) | (((hb[i] >> (2 * j)) & 0x01010101) << 4);
+        const int qu = ((q[i] >> 4) & 0x0F0F0F0F) | (((hb[i] >> (2 * j + 1)) & 0x01010101) << 4);
+        lo = __dp4a(ql, xl[i], lo);
+        hi = __dp4a(qu, xh[i], hi);
     }
     int sc0, m0, sc1, m1;
     scale_min_k4(2 * j, blk + 4, &sc0, &m0);
@@ -124,14 +135,16 @@ template <> __device__ float unit_dot<unit_q6_K>(const uint8_t *row, int64_t u, 
     const uint8_t *ql = blk + 64 * h + 32 * (c & 1), *qh = blk + 128 + 32 * h;
     const int8_t *sc = (const int8_t *)(blk + 192) + 8 * h + 2 * c;
     const int8_t *x = xq + b * 256 + 32 * r;
+    int xv[8];
+    ld_32b(x, xv);
     int s0 = 0, s1 = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         const int l4 = ld_int_b2(ql, i), h4 = ld_int_b2(qh, i);
         const int nib = c >= 2 ? (l4 >> 4) & 0x0F0F0F0F : l4 & 0x0F0F0F0F;
         const int v = __vsubss4(nib | (((h4 >> (2 * c)) & 0x03030303) << 4), 0x20202020);
-        if (i < 4) s0 = __dp4a(v, ld_int_b4((const uint8_t *)x, i), s0);
-        else       s1 = __dp4a(v, ld_int_b4((const uint8_t *)x, i), s1);
+        if (i < 4) s0 = __dp4a(v, xv[i], s0);
+        else       s1 = __dp4a(v, xv[i], s1);
     }
     const float d = h2f(*(const uint16_t *)(blk + 208));
     return d * xd[b * 8 + r] * (float)(sc[0] * s0 + sc[1] * s1);
@@ -140,10 +153,11 @@ template <> __device__ float unit_dot<unit_q6_K>(const uint8_t *row, int64_t u, 
 template <> __device__ float unit_dot<unit_q8_0>(const uint8_t *row, int64_t u, const int8_t *xq,
                                                  const float *xd, const float *xs) {
     const uint8_t *blk = row + u * sizeof(block_q8_0);
-    const int8_t *x = xq + u * 32;
+    int xv[8];
+    ld_32b(xq + u * 32, xv);
     int s = 0;
 #pragma unroll
-    for (int i = 0; i < 8; i++) s = __dp4a(ld_int_b2(blk + 2, i), ld_int_b4((const uint8_t *)x, i), s);
+    for (int i = 0; i < 8; i++) s = __dp4a(ld_int_b2(blk + 2, i), xv[i], s);
     return h2f(*(const uint16_t *)blk) * xd[u] * (float)s;
 }
 
@@ -290,9 +304,11 @@ static st_status matvec_run(st_cuda *cu, uint32_t type, const void *W, size_t ex
     }
     const int64_t n_xrows = (n_cols + x_group - 1) / x_group, nb = K / 32;
     void *scr;
-    ST_TRY(cu_scratch(cu, (size_t)n_xrows * (size_t)(K + 8 * nb) + 64, &scr));
-    float *xd = (float *)scr, *xs = xd + n_xrows * nb;
-    int8_t *xq = (int8_t *)(xs + n_xrows * nb);
+    /* xq first: its 32-byte runs must be 16-byte aligned for the vector loads */
+    const size_t q_bytes = ((size_t)(n_xrows * K) + 255) / 256 * 256;
+    ST_TRY(cu_scratch(cu, q_bytes + (size_t)(n_xrows * nb) * 8, &scr));
+    int8_t *xq = (int8_t *)scr;
+    float *xd = (float *)((char *)scr + q_bytes), *xs = xd + n_xrows * nb;
     quantize_q8_kernel<<<cu_blocks(n_xrows * nb * 32, 256), 256, 0, cu->stream>>>(X, ldx, K, n_xrows, xq, xd, xs);
     ST_TRY(cu_launched("quantize_q8"));
     mv_args a = { (const uint8_t *)W, row_bytes, expert_bytes, n_expert, M, K, ids, x_group,

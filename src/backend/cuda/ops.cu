@@ -87,7 +87,7 @@ __global__ void rope_kernel(float *x, int64_t ld_tok, int64_t ld_head, int64_t n
         float r = ((float)i - p.corr0) / (span > 0.001f ? span : 0.001f);
         r = r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
         const float mix = (1.0f - r) * p.ext_factor;
-        a = a * (1.0f - mix) + theta * mix;
+        a = __fadd_rn(__fmul_rn(a, 1.0f - mix), __fmul_rn(theta, mix));   /* no FMA: the CPU's rounding */
     }
     const float cs = cosf(a) * p.mscale, sn = sinf(a) * p.mscale;
     float *v = x + t * ld_tok + h * ld_head;
