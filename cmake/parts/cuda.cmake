@@ -2,6 +2,7 @@
 #   strata_cuda       static library of src/backend/cuda/*.cu (sm_90 code + compute_90 PTX by default)
 #   cuda_op_harness   every CUDA op against the CPU reference (ctest label `cuda`; skips with exit
 #                     77 when no GPU is present), --perf for per-op time and matvec GB/s
+#   test_cuda_host    the matvec's block arithmetic and dequantizer on the host (labels cuda, cuda_host)
 if(NOT STRATA_CUDA)
   return()
 endif()
@@ -24,7 +25,7 @@ add_library(strata_cuda STATIC ${STRATA_CUDA_SOURCES})
 set_property(TARGET strata_cuda PROPERTY COMPILE_OPTIONS
   -D_GNU_SOURCE
   $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings>
-  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter>
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter,-Wno-unknown-pragmas>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-warn-spills>)
 target_include_directories(strata_cuda PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(strata_cuda PUBLIC strata_static CUDA::cudart CUDA::cublas)
@@ -36,6 +37,14 @@ if(STRATA_BUILD_TESTS)
   target_include_directories(cuda_op_harness PRIVATE ${CMAKE_SOURCE_DIR}/tests ${CMAKE_SOURCE_DIR}/src)
   set_target_properties(cuda_op_harness PROPERTIES LINKER_LANGUAGE CUDA)
   add_test(NAME cuda_op_harness COMMAND cuda_op_harness)
+  # The kernels' block arithmetic on the host (no GPU needed): runs in CI too.
+  add_executable(test_cuda_host ${CMAKE_SOURCE_DIR}/tests/cuda/test_cuda_host.cu)
+  target_link_libraries(test_cuda_host PRIVATE strata_static CUDA::cudart CUDA::cublas)
+  target_include_directories(test_cuda_host PRIVATE ${CMAKE_SOURCE_DIR}/tests ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/include)
+  set_property(TARGET test_cuda_host PROPERTY COMPILE_OPTIONS -D_GNU_SOURCE
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter,-Wno-unknown-pragmas>)
+  add_test(NAME test_cuda_host COMMAND test_cuda_host)
+  set_tests_properties(test_cuda_host PROPERTIES LABELS "cuda;cuda_host" SKIP_RETURN_CODE 77)
   set_tests_properties(cuda_op_harness PROPERTIES LABELS cuda SKIP_RETURN_CODE 77
                        ENVIRONMENT "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 endif()

@@ -17,6 +17,9 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include "backend/cuda/cuda_internal.cuh"
+extern "C" {
+#include "quant/quant.h"
+}
 
 #define MV_WARPS 4
 #define MV_MAX_COLS 8
@@ -43,19 +46,66 @@ __global__ void quantize_q8_kernel(const float *X, int64_t ldx, int64_t K, int64
 
 /* ---- Per-type unit dot products ---------------------------------------------------------------- */
 
-__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+/* The unit dot products and the dequantizer are __host__ __device__ so that
+ * tests/cuda/test_cuda_host.cu checks the very same code against the CPU reference on a machine
+ * without a GPU; these shims give the host the integer intrinsics they use. */
+#define HD __host__ __device__ __forceinline__
+
+HD int dp4a(int a, int b, int c) {
+#ifdef __CUDA_ARCH__
+    return __dp4a(a, b, c);
+#else
+    for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+#endif
+}
+/* per byte a - b, signed, saturating */
+HD int vsubss4(int a, int b) {
+#ifdef __CUDA_ARCH__
+    return __vsubss4(a, b);
+#else
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++) {
+        int v = (int)(int8_t)(a >> (8 * i)) - (int)(int8_t)(b >> (8 * i));
+        v = v < -128 ? -128 : v > 127 ? 127 : v;
+        r |= (uint32_t)(uint8_t)v << (8 * i);
+    }
+    return (int)r;
+#endif
+}
+HD float h2f(uint16_t h) {
+#ifdef __CUDA_ARCH__
+    return __half2float(__ushort_as_half(h));
+#else
+    return st_fp16_to_fp32(h);
+#endif
+}
+HD float mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+HD float sub_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
 /* int from two 2-byte aligned halves (Q6_K and Q8_0 blocks are only 2-byte aligned) */
-__device__ __forceinline__ int ld_int_b2(const uint8_t *p, int i) {
+HD int ld_int_b2(const uint8_t *p, int i) {
     const uint16_t *h = (const uint16_t *)p;
     return (int)((uint32_t)h[2 * i] | ((uint32_t)h[2 * i + 1] << 16));
 }
 /* 32 bytes from a 16-byte aligned address as two 16-byte loads */
-__device__ __forceinline__ void ld_32b(const void *p, int v[8]) {
+HD void ld_32b(const void *p, int v[8]) {
     const int4 a = ((const int4 *)p)[0], b = ((const int4 *)p)[1];
     v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
 }
 
-__device__ __forceinline__ void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
+HD void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
     if (j < 4) { *sc = q[j] & 63; *m = q[j + 4] & 63; }
     else { *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4); *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4); }
 }
@@ -66,10 +116,10 @@ struct unit_q6_K { enum { ELEMS = 32 }; };
 struct unit_q8_0 { enum { ELEMS = 32 }; };
 
 /* Unit u of a row (u-th run of ELEMS elements) against the quantized activations of the column. */
-template <class U> __device__ float unit_dot(const uint8_t *row, int64_t u, const int8_t *xq,
+template <class U> __host__ __device__ float unit_dot(const uint8_t *row, int64_t u, const int8_t *xq,
                                              const float *xd, const float *xs);
 
-template <> __device__ float unit_dot<unit_q4_K>(const uint8_t *row, int64_t u, const int8_t *xq,
+template <> __host__ __device__ float unit_dot<unit_q4_K>(const uint8_t *row, int64_t u, const int8_t *xq,
                                                  const float *xd, const float *xs) {
     const int64_t b = u >> 2;
     const int j = (int)(u & 3);
@@ -83,8 +133,8 @@ template <> __device__ float unit_dot<unit_q4_K>(const uint8_t *row, int64_t u, 
     int lo = 0, hi = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        lo = __dp4a(q[i] & 0x0F0F0F0F, xl[i], lo);
-        hi = __dp4a((q[i] >> 4) & 0x0F0F0F0F, xh[i], hi);
+        lo = dp4a(q[i] & 0x0F0F0F0F, xl[i], lo);
+        hi = dp4a((q[i] >> 4) & 0x0F0F0F0F, xh[i], hi);
     }
     int sc0, m0, sc1, m1;
     scale_min_k4(2 * j, blk + 4, &sc0, &m0);
@@ -95,7 +145,7 @@ template <> __device__ float unit_dot<unit_q4_K>(const uint8_t *row, int64_t u, 
            dmin * ((float)m0 * xs[s] + (float)m1 * xs[s + 1]);
 }
 
-template <> __device__ float unit_dot<unit_q5_K>(const uint8_t *row, int64_t u, const int8_t *xq,
+template <> __host__ __device__ float unit_dot<unit_q5_K>(const uint8_t *row, int64_t u, const int8_t *xq,
                                                  const float *xd, const float *xs) {
     const int64_t b = u >> 2;
     const int j = (int)(u & 3);
@@ -112,8 +162,8 @@ template <> __device__ float unit_dot<unit_q5_K>(const uint8_t *row, int64_t u, 
     for (int i = 0; i < 8; i++) {
         const int ql = (q[i] & 0x0F0F0F0F) | (((hb[i] >> (2 * j)) & 0x01010101) << 4);
         const int qu = ((q[i] >> 4) & 0x0F0F0F0F) | (((hb[i] >> (2 * j + 1)) & 0x01010101) << 4);
-        lo = __dp4a(ql, xl[i], lo);
-        hi = __dp4a(qu, xh[i], hi);
+        lo = dp4a(ql, xl[i], lo);
+        hi = dp4a(qu, xh[i], hi);
     }
     int sc0, m0, sc1, m1;
     scale_min_k4(2 * j, blk + 4, &sc0, &m0);
@@ -127,7 +177,7 @@ template <> __device__ float unit_dot<unit_q5_K>(const uint8_t *row, int64_t u, 
 /* Q6_K unit r (0..7) of a block: half h = r/4, quarter c = r%4; elements 128h + 32c + l take
  * ql[64h + 32(c&1) + l] (low nibble for c < 2, high for c >= 2), 2 bits (qh[32h + l] >> 2c),
  * minus 32, and scale sc[8h + 2c + l/16]. */
-template <> __device__ float unit_dot<unit_q6_K>(const uint8_t *row, int64_t u, const int8_t *xq,
+template <> __host__ __device__ float unit_dot<unit_q6_K>(const uint8_t *row, int64_t u, const int8_t *xq,
                                                  const float *xd, const float *xs) {
     const int64_t b = u >> 3;
     const int r = (int)(u & 7), h = r >> 2, c = r & 3;
@@ -142,22 +192,22 @@ template <> __device__ float unit_dot<unit_q6_K>(const uint8_t *row, int64_t u, 
     for (int i = 0; i < 8; i++) {
         const int l4 = ld_int_b2(ql, i), h4 = ld_int_b2(qh, i);
         const int nib = c >= 2 ? (l4 >> 4) & 0x0F0F0F0F : l4 & 0x0F0F0F0F;
-        const int v = __vsubss4(nib | (((h4 >> (2 * c)) & 0x03030303) << 4), 0x20202020);
-        if (i < 4) s0 = __dp4a(v, xv[i], s0);
-        else       s1 = __dp4a(v, xv[i], s1);
+        const int v = vsubss4(nib | (((h4 >> (2 * c)) & 0x03030303) << 4), 0x20202020);
+        if (i < 4) s0 = dp4a(v, xv[i], s0);
+        else       s1 = dp4a(v, xv[i], s1);
     }
     const float d = h2f(*(const uint16_t *)(blk + 208));
     return d * xd[b * 8 + r] * (float)(sc[0] * s0 + sc[1] * s1);
 }
 
-template <> __device__ float unit_dot<unit_q8_0>(const uint8_t *row, int64_t u, const int8_t *xq,
+template <> __host__ __device__ float unit_dot<unit_q8_0>(const uint8_t *row, int64_t u, const int8_t *xq,
                                                  const float *xd, const float *xs) {
     const uint8_t *blk = row + u * sizeof(block_q8_0);
     int xv[8];
     ld_32b(xq + u * 32, xv);
     int s = 0;
 #pragma unroll
-    for (int i = 0; i < 8; i++) s = __dp4a(ld_int_b2(blk + 2, i), xv[i], s);
+    for (int i = 0; i < 8; i++) s = dp4a(ld_int_b2(blk + 2, i), xv[i], s);
     return h2f(*(const uint16_t *)blk) * xd[u] * (float)s;
 }
 
@@ -201,7 +251,7 @@ matvec_q_kernel(mv_args a) {
 
 /* ---- Float weights (F32, F16, BF16): f32 activations, lanes stride over elements (coalesced) - */
 
-template <int T> __device__ __forceinline__ float ld_w(const uint8_t *row, int64_t i) {
+template <int T> HD float ld_w(const uint8_t *row, int64_t i) {
     if (T == ST_TYPE_F32) return ((const float *)row)[i];
     if (T == ST_TYPE_F16) return __half2float(((const __half *)row)[i]);
     return __bfloat162float(((const __nv_bfloat16 *)row)[i]);
@@ -324,7 +374,7 @@ static st_status matvec_run(st_cuda *cu, uint32_t type, const void *W, size_t ex
 
 /* ---- Dequantization (prompt GEMM and get_rows) ---------------------------------------------- */
 
-template <int T> __device__ float dequant_elem(const uint8_t *row, int64_t i) {
+template <int T> __host__ __device__ float dequant_elem(const uint8_t *row, int64_t i) {
     if (T == ST_TYPE_F32 || T == ST_TYPE_F16 || T == ST_TYPE_BF16) return ld_w<T>(row, i);
     if (T == ST_TYPE_Q8_0) {
         const uint8_t *blk = row + (i / 32) * sizeof(block_q8_0);
@@ -349,7 +399,7 @@ template <int T> __device__ float dequant_elem(const uint8_t *row, int64_t i) {
     else q = ((blk[48 + 32 * j + l] >> (4 * hi)) & 0xF) | (((blk[16 + l] >> (2 * j + hi)) & 1) << 4);
     const float d1 = h2f(*(const uint16_t *)blk) * (float)sc;
     const float m1 = h2f(*(const uint16_t *)(blk + 2)) * (float)m;
-    return __fsub_rn(__fmul_rn(d1, (float)q), m1);
+    return sub_rn(mul_rn(d1, (float)q), m1);
 }
 
 /* rows [r0, r0 + n_rows) of W -> f16 out[n_rows][K] */

@@ -1,0 +1,93 @@
+/* test_cuda_host.cu: the CUDA matvec's per-type unit dot products and its dequantizer, run on
+ * the HOST (they are __host__ __device__, with host shims for dp4a/vsubss4) against the CPU
+ * reference: st_matmul and st_dequantize_row. This checks the block-layout arithmetic of the GPU
+ * kernels (nibble order, 6-bit scales, Q6_K's quarters, Q5_K's high bits) on machines without a
+ * GPU, CI included; the GPU itself is checked by op_harness.c. Needs no device: no CUDA call is
+ * made. */
+#include "../../src/backend/cuda/context.cu"
+#include "../../src/backend/cuda/matmul.cu"
+extern "C" {
+#include "backend/cpu/matmul.h"
+}
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "test.h"
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+
+/* the activation form quantize_q8_kernel writes, computed on the host */
+static void quantize_q8_host(const float *x, int64_t K, int8_t *xq, float *xd, float *xs) {
+    for (int64_t b = 0; b < K / 32; b++) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[b * 32 + i]));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        int sum = 0;
+        for (int i = 0; i < 32; i++) {
+            const int q = (int)roundf(x[b * 32 + i] * id);
+            xq[b * 32 + i] = (int8_t)q;
+            sum += q;
+        }
+        xd[b] = d;
+        xs[b] = d * (float)sum;
+    }
+}
+
+template <class U> static void check_type(uint32_t type, const char *name) {
+    const int64_t M = 9, K = 768;
+    const size_t rb = st_row_size(st_type_get(type), K);
+    float *w = (float *)malloc((size_t)(M * K) * sizeof(float));
+    float *x = (float *)malloc((size_t)K * sizeof(float));
+    uint8_t *W = (uint8_t *)aligned_alloc(64, (rb * M + 63) / 64 * 64);
+    int8_t *xq = (int8_t *)aligned_alloc(64, (size_t)K);
+    float *xd = (float *)malloc((size_t)(K / 32) * sizeof(float)), *xs = (float *)malloc((size_t)(K / 32) * sizeof(float));
+    for (int64_t i = 0; i < M * K; i++) w[i] = frand();
+    for (int64_t i = 0; i < K; i++) x[i] = frand();
+    for (int64_t m = 0; m < M; m++) st_quantize_row(type, w + m * K, W + m * rb, K);
+    quantize_q8_host(x, K, xq, xd, xs);
+
+    float y_cpu[9], y_unit[9];
+    void *scratch = malloc(st_matmul_scratch_size(type, K, 1) + 64);
+    st_matmul(NULL, type, W, M, K, x, K, 1, y_cpu, M, scratch);
+    free(scratch);
+    double md = 0.0, mc = 0.0, dq_err = 0.0;
+    float *ref_row = (float *)malloc((size_t)K * sizeof(float));
+    for (int64_t m = 0; m < M; m++) {
+        const uint8_t *row = W + m * rb;
+        float acc = 0.0f;
+        for (int64_t u = 0; u < K / U::ELEMS; u++) acc += unit_dot<U>(row, u, xq, xd, xs);
+        y_unit[m] = acc;
+        md = fmax(md, fabs((double)acc - y_cpu[m]));
+        mc = fmax(mc, fabs((double)y_cpu[m]));
+        st_dequantize_row(type, row, ref_row, K);
+        for (int64_t i = 0; i < K; i++) {
+            float g;
+            switch (type) {
+            case ST_TYPE_Q4_K: g = dequant_elem<ST_TYPE_Q4_K>(row, i); break;
+            case ST_TYPE_Q5_K: g = dequant_elem<ST_TYPE_Q5_K>(row, i); break;
+            case ST_TYPE_Q6_K: g = dequant_elem<ST_TYPE_Q6_K>(row, i); break;
+            default:           g = dequant_elem<ST_TYPE_Q8_0>(row, i); break;
+            }
+            dq_err = fmax(dq_err, fabs((double)g - ref_row[i]));
+        }
+    }
+    const double err = md / mc;
+    fprintf(stderr, "%s: unit dot vs st_matmul normalised error %.3e, dequant max error %.3e\n", name, err, dq_err);
+    CHECKF(err < 2e-2, "%s unit dot error %.3e", name, err);
+    CHECKF(dq_err == 0.0, "%s dequant differs from st_dequantize_row by %.3e", name, dq_err);
+    (void)y_unit;
+    free(w); free(x); free(W); free(xq); free(xd); free(xs); free(ref_row);
+}
+
+int main(void) {
+    check_type<unit_q4_K>(ST_TYPE_Q4_K, "q4_K");
+    check_type<unit_q5_K>(ST_TYPE_Q5_K, "q5_K");
+    check_type<unit_q6_K>(ST_TYPE_Q6_K, "q6_K");
+    check_type<unit_q8_0>(ST_TYPE_Q8_0, "q8_0");
+    return test_report("test_cuda_host");
+}
