@@ -10,7 +10,9 @@
  *
  * Tolerances: f32 ops 1e-4 (the GPU's expf/cosf differ from glibc's by an ulp or two); the
  * quantized products 3e-2 (the GPU quantizes activations per 32 with an f32 scale, the CPU per
- * 256 (q8_K) or per 32 with an f16 scale, so both carry ~0.4% noise per block of their own). */
+ * 256 (q8_K) or per 32 with an f16 scale, so both carry ~0.4% noise per block of their own);
+ * f16/bf16 weights 1e-2/2e-2 (the CPU rounds X to the weight type, the GPU keeps it f32); the
+ * prompt GEMM at least 1e-2 (W and X rounded to f16 for the tensor cores). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -95,7 +97,7 @@ static void cpu_matmul(uint32_t type, const void *W, int64_t M, int64_t K, const
 }
 
 static double type_tol(uint32_t type) {
-    return type == ST_TYPE_F32 ? 1e-4 : (type == ST_TYPE_F16 || type == ST_TYPE_BF16) ? 1e-2 : 3e-2;
+    return type == ST_TYPE_F32 ? 1e-4 : type == ST_TYPE_F16 ? 1e-2 : type == ST_TYPE_BF16 ? 2e-2 : 3e-2;
 }
 
 static void test_matmul(uint32_t type, int64_t M, int64_t K, int64_t n) {
@@ -114,7 +116,9 @@ static void test_matmul(uint32_t type, int64_t M, int64_t K, int64_t n) {
     char name[96];
     snprintf(name, sizeof name, "matmul %s %lldx%lld n=%lld%s", st_type_get(type)->name, (long long)M,
              (long long)K, (long long)n, n > 8 ? " (gemm)" : "");
-    report(name, norm_err(Yg, Yc, n, M, ldy), type_tol(type));
+    /* the GEMM path rounds W and X to f16 */
+    const double tol = n > 8 && type_tol(type) < 1e-2 ? 1e-2 : type_tol(type);
+    report(name, norm_err(Yg, Yc, n, M, ldy), tol);
     st_cuda_free(cu, dW); st_cuda_free(cu, dX); st_cuda_free(cu, dY);
     free(w); free(Wq); free(X); free(Yc); free(Yg);
 }
