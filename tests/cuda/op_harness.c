@@ -104,7 +104,8 @@ static void test_matmul(uint32_t type, int64_t M, int64_t K, int64_t n) {
     float *w = rand_vec(M * K, 1.0f);
     size_t wb;
     void *Wq = quantize_matrix(type, w, M, K, &wb);
-    const int64_t ldx = K + 3, ldy = M + 5;
+    /* n = 1: dense X (the vector-load path of the float kernels); else padded rows */
+    const int64_t ldx = n == 1 ? K : K + 3, ldy = M + 5;
     float *X = rand_vec(n * ldx, 1.0f);
     float *Yc = calloc((size_t)(n * ldy), sizeof(float));
     cpu_matmul(type, Wq, M, K, X, ldx, n, Yc, ldy);

@@ -269,7 +269,30 @@ struct mvf_args {
     int64_t ldy;
 };
 
-template <int T, int G> __global__ void __launch_bounds__(MV_WARPS * 32)
+/* elements 8*i8 .. 8*i8+7 of a row whose start is 16-byte aligned */
+template <int T> __device__ __forceinline__ void ld_w8(const uint8_t *row, int64_t i8, float w[8]) {
+    if (T == ST_TYPE_F32) {
+        const float4 a = ((const float4 *)row)[2 * i8], b = ((const float4 *)row)[2 * i8 + 1];
+        w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w; w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
+        return;
+    }
+    const uint4 v = ((const uint4 *)row)[i8];
+    const uint32_t p[4] = { v.x, v.y, v.z, v.w };
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (T == ST_TYPE_F16) {
+            const float2 f = __half22float2(*(const __half2 *)&p[i]);
+            w[2 * i] = f.x; w[2 * i + 1] = f.y;
+        } else {   /* bf16 is the top half of an f32 */
+            w[2 * i] = __uint_as_float(p[i] << 16);
+            w[2 * i + 1] = __uint_as_float(p[i] & 0xFFFF0000u);
+        }
+    }
+}
+
+/* VEC: K % 8 == 0 and X rows 16-byte aligned: each lane takes 8 consecutive elements per step
+ * (one 16-byte weight load for f16/bf16). Otherwise lanes stride over single elements. */
+template <int T, int G, int VEC> __global__ void __launch_bounds__(MV_WARPS * 32)
 matvec_f_kernel(mvf_args a) {
     const int64_t col = blockIdx.y;
     const int lane = threadIdx.x % G;
@@ -285,7 +308,17 @@ matvec_f_kernel(mvf_args a) {
     const float *x = a.X + (col / a.x_group) * a.ldx;
     const uint8_t *w_row = W + (size_t)row * a.row_bytes;
     float acc = 0.0f;
-    for (int64_t i = lane; i < K; i += G) acc += ld_w<T>(w_row, i) * x[i];
+    if (VEC) {
+        for (int64_t i8 = lane; i8 < K / 8; i8 += G) {
+            float w[8];
+            ld_w8<T>(w_row, i8, w);
+            const float4 xa = ((const float4 *)x)[2 * i8], xb = ((const float4 *)x)[2 * i8 + 1];
+            acc += w[0] * xa.x + w[1] * xa.y + w[2] * xa.z + w[3] * xa.w +
+                   w[4] * xb.x + w[5] * xb.y + w[6] * xb.z + w[7] * xb.w;
+        }
+    } else {
+        for (int64_t i = lane; i < K; i += G) acc += ld_w<T>(w_row, i) * x[i];
+    }
     acc = group_sum<G>(acc);
     if (lane == 0 && row < a.M) y[row] = acc;
 }
@@ -312,16 +345,23 @@ template <class U> static void launch_q(const mv_args &a, int64_t n_cols, cudaSt
     }
 }
 
+template <int T, int VEC> static void launch_fv(const mvf_args &a, int G, dim3 grid, cudaStream_t st) {
+    switch (G) {
+    case 32: matvec_f_kernel<T, 32, VEC><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    case 16: matvec_f_kernel<T, 16, VEC><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    case 8:  matvec_f_kernel<T, 8, VEC><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    default: matvec_f_kernel<T, 4, VEC><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    }
+}
+
 template <int T> static void launch_f(const mvf_args &a, int64_t n_cols, cudaStream_t st) {
     const int G = pick_group(a.K / 8);
     const int rows_per_block = MV_WARPS * 32 / G;
     dim3 grid(cu_blocks(a.M, rows_per_block), (unsigned)n_cols);
-    switch (G) {
-    case 32: matvec_f_kernel<T, 32><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    case 16: matvec_f_kernel<T, 16><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    case 8:  matvec_f_kernel<T, 8><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    default: matvec_f_kernel<T, 4><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    }
+    const int vec = a.K % 8 == 0 && (uintptr_t)a.X % 16 == 0 && (a.ldx % 4 == 0 || n_cols == 1) &&
+                    (uintptr_t)a.W % 16 == 0 && a.expert_bytes % 16 == 0;
+    if (vec) launch_fv<T, 1>(a, G, grid, st);
+    else launch_fv<T, 0>(a, G, grid, st);
 }
 
 static st_status check_type(uint32_t type, int64_t K) {
