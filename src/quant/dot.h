@@ -61,6 +61,7 @@ void st_act_q8_0_avx2(const float *x, void *y, int64_t k);
 void st_act_q8_K_avx2(const float *x, void *y, int64_t k);
 void st_act_f16_avx2(const float *x, void *y, int64_t k);
 void st_act_q8_0_avx512(const float *x, void *y, int64_t k);
+void st_act_q8_1_avx512(const float *x, void *y, int64_t k);
 void st_act_q8_K_avx512(const float *x, void *y, int64_t k);
 void st_act_bf16_avx512(const float *x, void *y, int64_t k);
 

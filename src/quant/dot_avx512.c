@@ -670,6 +670,24 @@ void st_act_q8_0_avx512(const float *x, void *yv, int64_t k) {
     }
 }
 
+void st_act_q8_1_avx512(const float *x, void *yv, int64_t k) {
+    block_q8_1 *y = yv;
+    for (int64_t b = 0; b < k / 32; b++, x += 32) {
+        __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        const float d = amax / 127;
+        const float id = d != 0 ? 1.0f / d : 0.0f;
+        y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+        __m512 s = _mm512_set1_ps(id);
+        __m512i q0 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(v0, s)));
+        __m512i q1 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(v1, s)));
+        _mm_storeu_si128((__m128i *)y[b].qs, _mm512_cvtepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(y[b].qs + 16), _mm512_cvtepi32_epi8(q1));
+        /* s = d * sum(qs), with the f32 d as the reference has it */
+        y[b].s = _cvtss_sh((float)_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)) * d, _MM_FROUND_TO_NEAREST_INT);
+    }
+}
+
 void st_act_q8_K_avx512(const float *x, void *yv, int64_t k) {
     block_q8_K *y = yv;
     for (int64_t b = 0; b < k / QK_K; b++, x += QK_K) {
