@@ -35,10 +35,10 @@ static void usage(FILE *f) {
 typedef struct probe_job {
     const char *buf;
     size_t size;
-    long long sink[64];
+    unsigned long long sink[64]; /* keeps the reads from being optimised away */
 } probe_job;
 
-__attribute__((target("avx2"))) static long long read_avx2(const char *p, size_t n) {
+__attribute__((target("avx2"))) static unsigned long long read_avx2(const char *p, size_t n) {
     __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
     for (size_t o = 0; o + 128 <= n; o += 128) {
         s0 = _mm256_add_epi64(s0, _mm256_load_si256((const __m256i *)(p + o)));
@@ -46,14 +46,14 @@ __attribute__((target("avx2"))) static long long read_avx2(const char *p, size_t
         s2 = _mm256_add_epi64(s2, _mm256_load_si256((const __m256i *)(p + o + 64)));
         s3 = _mm256_add_epi64(s3, _mm256_load_si256((const __m256i *)(p + o + 96)));
     }
-    long long t[4];
+    unsigned long long t[4];
     _mm256_storeu_si256((__m256i *)t, _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3)));
     return t[0] + t[1] + t[2] + t[3];
 }
 
-static long long read_plain(const char *p, size_t n) {
-    const long long *q = (const long long *)p;
-    long long s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+static unsigned long long read_plain(const char *p, size_t n) {
+    const unsigned long long *q = (const unsigned long long *)p;
+    unsigned long long s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     for (size_t i = 0; i + 4 <= n / 8; i += 4) {
         s0 += q[i];
         s1 += q[i + 1];
