@@ -7,8 +7,10 @@
  * order, of w_e y_e. Shared expert (qwen35moe, qwen3next): out += sigmoid(g . h) * SwiGLU_sh(h).
  *
  * For a chunk the routed rows are grouped by expert (a counting sort), so each expert's weights
- * are read once per chunk: its rows are gathered into a contiguous block, multiplied, and the
- * outputs are summed back per token in selection order. */
+ * are read once per chunk; the shared expert follows as one more block of all n rows. All of
+ * them run as one pool job (moe_exec.c), which also sums the outputs back per token in selection
+ * order. A layout that job cannot run (gate and up wanting different activation forms) takes the
+ * per-matmul path below. */
 #include <string.h>
 
 #include "backend/cpu/matmul.h"
