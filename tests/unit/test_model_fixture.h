@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "quant/quant.h"
 #include "quant/types.h"
 
 typedef struct fx_opts {
@@ -29,6 +30,7 @@ typedef struct fx_opts {
     const char *drop;       /* leave out this tensor */
     const char *bad_shape;  /* give this tensor one extra element in ne0 */
     const char *drop_key;   /* leave out this key (suffix after "{arch}.") */
+    const char *f16;        /* store tensors whose name contains this as f16 */
 } fx_opts;
 
 /* Sizes (small but with every ratio that matters: GQA 2, r = n_v/n_k = 2, partial rotary). */
@@ -322,7 +324,8 @@ static int fx_write(const char *path, const fx_opts *o) {
     for (int i = 0; i < n_out; i++) {
         int64_t ne[3] = {out[i]->ne[0], out[i]->ne[1], out[i]->ne[2]};
         if (o->bad_shape && !strcmp(o->bad_shape, out[i]->name)) ne[0] += 1;
-        st_gguf_add_tensor(w, out[i]->name, ST_TYPE_F32, out[i]->n_dims, ne);
+        int half = o->f16 && strstr(out[i]->name, o->f16);
+        st_gguf_add_tensor(w, out[i]->name, half ? ST_TYPE_F16 : ST_TYPE_F32, out[i]->n_dims, ne);
     }
     int rc = st_gguf_writer_begin(w, path) != ST_OK;
     for (int i = 0; i < n_out && !rc; i++) {
@@ -331,6 +334,12 @@ static int fx_write(const char *path, const fx_opts *o) {
             float *grown = calloc(1, bytes + (size_t)(out[i]->ne[1] * out[i]->ne[2]) * sizeof(float));
             rc = st_gguf_writer_tensor_data(w, grown, bytes + (size_t)(out[i]->ne[1] * out[i]->ne[2]) * sizeof(float)) != ST_OK;
             free(grown);
+        } else if (o->f16 && strstr(out[i]->name, o->f16)) {
+            size_t n = bytes / sizeof(float);
+            uint16_t *h = malloc(n * sizeof *h);
+            for (size_t e = 0; e < n; e++) h[e] = st_fp32_to_fp16(out[i]->data[e]);
+            rc = st_gguf_writer_tensor_data(w, h, n * sizeof *h) != ST_OK;
+            free(h);
         } else {
             rc = st_gguf_writer_tensor_data(w, out[i]->data, bytes) != ST_OK;
         }
