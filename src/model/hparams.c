@@ -185,7 +185,9 @@ static st_status load_common(reader *r, st_hparams *hp) {
     if (type_len == 4 && !memcmp(type, "yarn", 4)) {
         hp->rope_yarn = 1;
         hp->rope_ext_factor = 1.0f;
-    } else if (!(type_len == 6 && !memcmp(type, "linear", 6)) && !(type_len == 4 && !memcmp(type, "none", 4))) {
+    } else if (type_len == 4 && !memcmp(type, "none", 4)) {
+        hp->rope_freq_scale = 1.0f; /* never scaled (llama_context) */
+    } else if (!(type_len == 6 && !memcmp(type, "linear", 6))) {
         return st_fail(ST_ERR_UNSUPPORTED, "%s: key '%s.rope.scaling.type' is '%.*s': only linear, none and yarn are supported",
                        st_gguf_path(g), r->arch, (int)type_len, type);
     }
