@@ -31,6 +31,7 @@ typedef struct fx_opts {
     const char *bad_shape;  /* give this tensor one extra element in ne0 */
     const char *drop_key;   /* leave out this key (suffix after "{arch}.") */
     const char *f16;        /* store tensors whose name contains this as f16 */
+    int yarn;               /* rope.scaling: yarn, factor 4, original context 64, attn_factor 0.9 */
 } fx_opts;
 
 /* Sizes (small but with every ratio that matters: GQA 2, r = n_v/n_k = 2, partial rotary). */
@@ -277,6 +278,15 @@ static int fx_write(const char *path, const fx_opts *o) {
     char k[128];
     snprintf(k, sizeof k, "%s.rope.freq_base", a);
     st_gguf_set_f32(w, k, 10000.0f);
+    if (o->yarn) {
+        snprintf(k, sizeof k, "%s.rope.scaling.type", a);
+        st_gguf_set_str(w, k, "yarn");
+        snprintf(k, sizeof k, "%s.rope.scaling.factor", a);
+        st_gguf_set_f32(w, k, 4.0f);
+        snprintf(k, sizeof k, "%s.rope.scaling.attn_factor", a);
+        st_gguf_set_f32(w, k, 0.9f);
+        fx_set_u32(w, o, "rope.scaling.original_context_length", 64);
+    }
     if (!(o->drop_key && !strcmp(o->drop_key, "attention.layer_norm_rms_epsilon"))) {
         snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", a);
         st_gguf_set_f32(w, k, 1e-6f);

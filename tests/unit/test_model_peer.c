@@ -5,7 +5,7 @@
  * key head, partial rotary with IMRoPE sections [2, 2, 0, 0] so one rotary pair takes the 4th,
  * zero, position) in every optional form: fused attn_qkv, fused ffn_gate_up_exps, qwen3next's
  * legacy ssm_in, tied head, q/k/v biases, raw .scale companions (applied, or ignored on
- * qwen3next's linear attention) and W/s with .scale s, f16 experts (and f16 up experts beside f32
+ * qwen3next's linear attention) and W/s with .scale s, YaRN rope scaling, f16 experts (and f16 up experts beside f32
  * gate experts, which takes the per-matmul expert path). The peer's logits come from logits_peer
  * (tests/conformance, built beside this test when llama.h is found) on the peer's libllama; ours
  * from the library: the same argmax at every position and max|diff| / max|logit| <= 1e-4 in f32
@@ -121,6 +121,9 @@ int main(void) {
     check("qwen35 tied head, biases", &(fx_opts){.arch = "qwen35", .tied = 1, .biases = 2});
     check("qwen3moe raw .scale", &(fx_opts){.arch = "qwen3moe", .scale = 3.0f, .scale_raw = 1});
     check("qwen3 fused attn_qkv, biases", &(fx_opts){.arch = "qwen3", .fused_attn_qkv = 1, .biases = 2});
+    check("qwen3 YaRN", &(fx_opts){.arch = "qwen3", .yarn = 1});
+    check("qwen35moe YaRN (IMRoPE)", &(fx_opts){.arch = "qwen35moe", .yarn = 1});
+    check("qwen3next YaRN", &(fx_opts){.arch = "qwen3next", .yarn = 1});
     /* f16 weights round their activations to f16 (as ggml does): a difference of one f16 rounding
      * step (4.9e-4 relative) anywhere may carry to the logits, hence the looser bound. f16 up
      * experts beside f32 gate experts want two activation forms: the per-matmul expert path. */
