@@ -185,6 +185,17 @@ static void test_get_rows(uint32_t type) {
     char name[64];
     snprintf(name, sizeof name, "get_rows %s", st_type_get(type)->name);
     report(name, norm_err(og, oc, n_tok, n_embd, ld), 1e-6);
+    /* device ids, one out of range (a zero row) */
+    const int32_t ids2[4] = { 36, 0, 17, 37 };
+    memset(oc + 3 * ld, 0, (size_t)n_embd * sizeof(float));
+    int32_t *dids = dev_from(ids2, sizeof ids2);
+    float *dout2 = dev_from(NULL, (size_t)(n_tok * ld) * sizeof(float));
+    GPU(st_cuda_get_rows_dev(cu, type, dW, n_rows, n_embd, dids, n_tok, dout2, ld));
+    float *og2 = to_host(dout2, (size_t)(n_tok * ld));
+    snprintf(name, sizeof name, "get_rows_dev %s", st_type_get(type)->name);
+    report(name, norm_err(og2, oc, n_tok, n_embd, ld), 1e-6);
+    st_cuda_free(cu, dids); st_cuda_free(cu, dout2);
+    free(og2);
     const int32_t bad[1] = { 37 };
     if (st_cuda_get_rows(cu, type, dW, n_rows, n_embd, bad, 1, dout, ld) != ST_ERR_RANGE) {
         printf("get_rows: out-of-range id not refused  FAIL\n");

@@ -123,3 +123,8 @@ st_status cu_scratch(st_cuda *cu, size_t bytes, void **out) {
     *out = cu->scratch;
     return ST_OK;
 }
+
+st_status st_cuda_reserve_scratch(st_cuda *cu, size_t bytes) {
+    void *p;
+    return cu_scratch(cu, bytes, &p);
+}

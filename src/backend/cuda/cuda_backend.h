@@ -47,6 +47,9 @@ st_status st_cuda_memset0(st_cuda *cu, void *p, size_t bytes);
 st_status st_cuda_sync(st_cuda *cu);
 /* The device's own free/total memory (cudaMemGetInfo), for the workspace tests. */
 st_status st_cuda_mem_info(st_cuda *cu, size_t *free_bytes, size_t *total_bytes);
+/* Grows the context's scratch (activation quantization, attention partials, GEMM tiles) to at
+ * least `bytes` now, so that no op grows it (which synchronizes) while a CUDA graph is captured. */
+st_status st_cuda_reserve_scratch(st_cuda *cu, size_t bytes);
 /* Milliseconds of GPU time between timer_start and timer_stop (events on the stream). */
 st_status st_cuda_timer_start(st_cuda *cu);
 st_status st_cuda_timer_stop(st_cuda *cu, float *ms);
@@ -81,6 +84,12 @@ st_status st_cuda_moe_combine(st_cuda *cu, const float *Y, int64_t ldy, const fl
 st_status st_cuda_get_rows(st_cuda *cu, uint32_t type, const void *table, int64_t n_rows,
                            int64_t n_embd, const int32_t *ids_host, int64_t n_tok, float *out,
                            int64_t ld_out);
+
+/* The same with device ids (no host round trip, no synchronisation: usable inside a CUDA graph);
+ * an out-of-range id gives a zero row, since a kernel cannot return an error. */
+st_status st_cuda_get_rows_dev(st_cuda *cu, uint32_t type, const void *table, int64_t n_rows,
+                               int64_t n_embd, const int32_t *ids, int64_t n_tok, float *out,
+                               int64_t ld_out);
 
 /* ---- The rest of backend.h, same arguments (device pointers) ------------------------------- */
 

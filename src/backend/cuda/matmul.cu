@@ -451,13 +451,14 @@ template <int T> __global__ void dequant_f16_kernel(const uint8_t *W, size_t row
     out[i] = __float2half_rn(dequant_elem<T>(W + (size_t)(r0 + r) * row_bytes, k));
 }
 
-template <int T> __global__ void get_rows_kernel(const uint8_t *table, size_t row_bytes, int64_t n_embd,
+template <int T> __global__ void get_rows_kernel(const uint8_t *table, size_t row_bytes, int64_t n_rows, int64_t n_embd,
                                                  const int32_t *ids, int64_t n_tok, float *out,
                                                  int64_t ld_out) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_tok * n_embd) return;
     const int64_t t = i / n_embd, k = i % n_embd;
-    out[t * ld_out + k] = dequant_elem<T>(table + (size_t)ids[t] * row_bytes, k);
+    const int32_t id = ids[t];
+    out[t * ld_out + k] = id >= 0 && id < n_rows ? dequant_elem<T>(table + (size_t)id * row_bytes, k) : 0.0f;
 }
 
 #define DQ_CASES(F) \
@@ -562,10 +563,23 @@ extern "C" st_status st_cuda_get_rows(st_cuda *cu, uint32_t type, const void *ta
                            cu->stream), "get_rows ids");
     const size_t row_bytes = st_row_size(st_type_get(type), n_embd);
     const unsigned blocks = cu_blocks(n_tok * n_embd, 256);
-#define GR_LAUNCH(T) get_rows_kernel<T><<<blocks, 256, 0, cu->stream>>>((const uint8_t *)table, row_bytes, n_embd, (const int32_t *)scr, n_tok, out, ld_out)
+#define GR_LAUNCH(T) get_rows_kernel<T><<<blocks, 256, 0, cu->stream>>>((const uint8_t *)table, row_bytes, n_rows, n_embd, (const int32_t *)scr, n_tok, out, ld_out)
     DQ_CASES(GR_LAUNCH)
 #undef GR_LAUNCH
     ST_TRY(cu_launched("get_rows"));
     /* the ids live in scratch: the copy must be consumed before the next op reuses it */
     return cu_check(cudaStreamSynchronize(cu->stream), "get_rows");
+}
+
+extern "C" st_status st_cuda_get_rows_dev(st_cuda *cu, uint32_t type, const void *table, int64_t n_rows,
+                                          int64_t n_embd, const int32_t *ids, int64_t n_tok, float *out,
+                                          int64_t ld_out) {
+    ST_TRY(check_type(type, n_embd));
+    if (n_tok <= 0) return ST_OK;
+    const size_t row_bytes = st_row_size(st_type_get(type), n_embd);
+    const unsigned blocks = cu_blocks(n_tok * n_embd, 256);
+#define GRD_LAUNCH(T) get_rows_kernel<T><<<blocks, 256, 0, cu->stream>>>((const uint8_t *)table, row_bytes, n_rows, n_embd, ids, n_tok, out, ld_out)
+    DQ_CASES(GRD_LAUNCH)
+#undef GRD_LAUNCH
+    return cu_launched("get_rows_dev");
 }
