@@ -55,7 +55,7 @@ static void check_values(const st_gguf *g, const char *what) {
         for (int64_t i = 0; i < t->n_elements; i++) negative &= x[i] < 0 && x[i] >= -16.001f;
         CHECKF(negative, "%s: ssm_a must lie in [-16, 0)", what);
     }
-    /* A matrix dequantizes to about N(0, 0.02). */
+    /* The embedding dequantizes to about N(0, 0.5). */
     t = st_gguf_find_tensor(g, "token_embd.weight");
     if (t) {
         int64_t n = t->ne[0];
@@ -64,7 +64,7 @@ static void check_values(const st_gguf *g, const char *what) {
         if (row && st_dequantize_row(t->type, t->data, row, n)) {
             for (int64_t i = 0; i < n; i++) ss += (double)row[i] * row[i];
             double rms = sqrt(ss / (double)n);
-            CHECKF(rms > 0.014 && rms < 0.026, "%s: token_embd row 0 rms %f, want ~0.02", what, rms);
+            CHECKF(rms > 0.4 && rms < 0.6, "%s: token_embd row 0 rms %f, want ~0.5", what, rms);
         }
         free(row);
     }
