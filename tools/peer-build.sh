@@ -11,6 +11,7 @@
 # Safe to run again: when the four binaries are there it only says so. To use a build made
 # elsewhere, point STRATA_LLAMA_BUILD at it (a folder with bin/test-llama-archs ...); it is then
 # linked as .peer/llama.cpp/build so the tests find it. STRATA_LLAMA_SRC likewise for the source.
+# Measured: 650 s user + 95 s system CPU for a fresh clone and build (~6.5 min on 2 idle cores).
 # JOBS sets the parallelism (default: all cores). Prints the time the build took; the compiler's
 # output goes to .peer/llama-build.log.
 set -euo pipefail

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
-# llama.cpp from the npm bundle (~6 min on 2 cores, once): the conformance tests compare against it.
+# llama.cpp from the npm bundle (~6.5 min on 2 cores, once): the conformance tests compare against it.
 tools/peer-build.sh || echo "test: the peer build failed; the conformance tests will skip"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
