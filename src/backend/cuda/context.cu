@@ -111,6 +111,11 @@ st_status st_cuda_timer_stop(st_cuda *cu, float *ms) {
 
 st_status cu_scratch(st_cuda *cu, size_t bytes, void **out) {
     if (bytes > cu->scratch_bytes) {
+        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        CU_TRY(cudaStreamIsCapturing(cu->stream, &cs), "scratch");
+        if (cs != cudaStreamCaptureStatusNone)
+            return st_fail(ST_ERR_INVALID, "cuda: scratch must grow to %zu bytes during a graph capture: "
+                           "st_cuda_reserve_scratch first", bytes);
         /* growth waits for the stream: an earlier op's kernels may still read the old buffer */
         CU_TRY(cudaStreamSynchronize(cu->stream), "scratch");
         if (cu->scratch) cudaFree(cu->scratch);
@@ -127,4 +132,38 @@ st_status cu_scratch(st_cuda *cu, size_t bytes, void **out) {
 st_status st_cuda_reserve_scratch(st_cuda *cu, size_t bytes) {
     void *p;
     return cu_scratch(cu, bytes, &p);
+}
+
+struct st_cuda_graph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+};
+
+st_status st_cuda_capture_begin(st_cuda *cu) {
+    /* relaxed: other threads may still call CUDA (the engine thread owns the stream anyway) */
+    return cu_check(cudaStreamBeginCapture(cu->stream, cudaStreamCaptureModeRelaxed), "capture begin");
+}
+
+st_status st_cuda_capture_end(st_cuda *cu, st_cuda_graph **out) {
+    *out = NULL;
+    cudaGraph_t g = NULL;
+    CU_TRY(cudaStreamEndCapture(cu->stream, &g), "capture end");
+    st_cuda_graph *cg = (st_cuda_graph *)calloc(1, sizeof *cg);
+    if (!cg) { cudaGraphDestroy(g); return st_fail(ST_ERR_NOMEM, "cuda: graph"); }
+    cg->graph = g;
+    st_status s = cu_check(cudaGraphInstantiate(&cg->exec, g, 0), "graph instantiate");
+    if (s != ST_OK) { cudaGraphDestroy(g); free(cg); return s; }
+    *out = cg;
+    return ST_OK;
+}
+
+st_status st_cuda_graph_launch(st_cuda *cu, const st_cuda_graph *g) {
+    return cu_check(cudaGraphLaunch(g->exec, cu->stream), "graph launch");
+}
+
+void st_cuda_graph_free(st_cuda_graph *g) {
+    if (!g) return;
+    if (g->exec) cudaGraphExecDestroy(g->exec);
+    if (g->graph) cudaGraphDestroy(g->graph);
+    free(g);
 }

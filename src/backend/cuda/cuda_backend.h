@@ -50,6 +50,15 @@ st_status st_cuda_mem_info(st_cuda *cu, size_t *free_bytes, size_t *total_bytes)
 /* Grows the context's scratch (activation quantization, attention partials, GEMM tiles) to at
  * least `bytes` now, so that no op grows it (which synchronizes) while a CUDA graph is captured. */
 st_status st_cuda_reserve_scratch(st_cuda *cu, size_t bytes);
+/* CUDA graphs: everything enqueued between capture_begin and capture_end is recorded, not run;
+ * graph_launch replays it on the stream (same pointers, same shapes). Inside a capture no op may
+ * synchronize: reserve the scratch first, use get_rows_dev, no alloc/free/upload/download.
+ * A scratch growth during capture fails with ST_ERR_INVALID naming the bytes to reserve. */
+typedef struct st_cuda_graph st_cuda_graph;
+st_status st_cuda_capture_begin(st_cuda *cu);
+st_status st_cuda_capture_end(st_cuda *cu, st_cuda_graph **out);
+st_status st_cuda_graph_launch(st_cuda *cu, const st_cuda_graph *g);
+void st_cuda_graph_free(st_cuda_graph *g);
 /* Milliseconds of GPU time between timer_start and timer_stop (events on the stream). */
 st_status st_cuda_timer_start(st_cuda *cu);
 st_status st_cuda_timer_stop(st_cuda *cu, float *ms);
