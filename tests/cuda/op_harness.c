@@ -170,6 +170,40 @@ static void test_matmul_id(uint32_t type, int64_t n_expert, int64_t M, int64_t K
     free(w); free(Wq);
 }
 
+/* gate, up and SwiGLU fused, with ids (one token's k slots) and without (a dense FFN) */
+static void test_matmul_id_swiglu(uint32_t type, int64_t n_expert, int64_t M, int64_t K) {
+    float *wg = rand_vec(n_expert * M * K, 1.0f), *wu = rand_vec(n_expert * M * K, 1.0f);
+    size_t wb;
+    void *Gq = quantize_matrix(type, wg, n_expert * M, K, &wb);
+    void *Uq = quantize_matrix(type, wu, n_expert * M, K, &wb);
+    const size_t eb = wb / (size_t)n_expert;
+    const int32_t ids[4] = { 2, 0, 2, 1 };
+    const int64_t ns = 4, ldy = M + 1;
+    float *X = rand_vec(K, 1.0f);
+    float *Yc = calloc((size_t)(ns * ldy), sizeof(float)), *g = malloc((size_t)M * 4), *u = malloc((size_t)M * 4);
+    for (int64_t s = 0; s < ns; s++) {
+        cpu_matmul(type, (const uint8_t *)Gq + (size_t)ids[s] * eb, M, K, X, K, 1, g, M);
+        cpu_matmul(type, (const uint8_t *)Uq + (size_t)ids[s] * eb, M, K, X, K, 1, u, M);
+        st_op_swiglu(NULL, g, M, u, M, Yc + s * ldy, M, 1, M);
+    }
+    void *dG = dev_from(Gq, wb), *dU = dev_from(Uq, wb);
+    int32_t *dids = dev_from(ids, sizeof ids);
+    float *dX = dev_from(X, (size_t)K * 4), *dY = dev_from(NULL, (size_t)(ns * ldy) * 4);
+    GPU(st_cuda_matmul_id_swiglu(cu, type, dG, dU, eb, n_expert, M, K, dids, dX, K, ns, ns, dY, ldy));
+    float *Yg = to_host(dY, (size_t)(ns * ldy));
+    char name[96];
+    snprintf(name, sizeof name, "matmul_id_swiglu %s %lldx%lld", st_type_get(type)->name, (long long)M, (long long)K);
+    report(name, norm_err(Yg, Yc, ns, M, ldy), type_tol(type));
+    /* no ids: expert 0 as a dense FFN (slot 1 above used expert 0) */
+    GPU(st_cuda_matmul_id_swiglu(cu, type, dG, dU, 0, 0, M, K, NULL, dX, K, 1, 1, dY, ldy));
+    free(Yg);
+    Yg = to_host(dY, (size_t)M);
+    snprintf(name, sizeof name, "matmul_swiglu (dense) %s", st_type_get(type)->name);
+    report(name, norm_err(Yg, Yc + ldy, 1, M, M), type_tol(type));
+    st_cuda_free(cu, dG); st_cuda_free(cu, dU); st_cuda_free(cu, dids); st_cuda_free(cu, dX); st_cuda_free(cu, dY);
+    free(wg); free(wu); free(Gq); free(Uq); free(X); free(Yc); free(g); free(u); free(Yg);
+}
+
 static void test_get_rows(uint32_t type) {
     const int64_t n_rows = 37, n_embd = 512, n_tok = 4, ld = n_embd + 7;
     float *w = rand_vec(n_rows * n_embd, 1.0f);
@@ -540,6 +574,14 @@ static void perf_moe(uint32_t type) {
     const double us = 1000.0 * ms / PERF_ITERS;
     printf("perf matmul_id %-5s 8 of 256 experts 512x2048 %9.1f us  %7.1f GB/s\n", st_type_get(type)->name, us,
            (double)(eb * (size_t)k) / (us * 1e3));
+    /* gate+up+swiglu fused (the same tensor serves as both: the bytes read are what count) */
+    GPU(st_cuda_timer_start(cu));
+    for (int i = 0; i < PERF_ITERS; i++)
+        GPU(st_cuda_matmul_id_swiglu(cu, type, dW, dW, eb, E, M, K, dids + i * k, dX, K, k, k, dY, M));
+    GPU(st_cuda_timer_stop(cu, &ms));
+    const double us2 = 1000.0 * ms / PERF_ITERS;
+    printf("perf matmul_id_swiglu %-5s 8 of 256, gate+up 2x512x2048 %9.1f us  %7.1f GB/s\n", st_type_get(type)->name,
+           us2, (double)(2 * eb * (size_t)k) / (us2 * 1e3));
     st_cuda_free(cu, dW); st_cuda_free(cu, dids); st_cuda_free(cu, dX); st_cuda_free(cu, dY);
     free(Wh); free(X);
 }
@@ -724,6 +766,9 @@ int main(int argc, char **argv) {
     test_matmul_id(ST_TYPE_Q4_K, 5, 65, 512);
     test_matmul_id(ST_TYPE_Q6_K, 5, 33, 768);
     test_matmul_id(ST_TYPE_F16, 5, 19, 96);
+    test_matmul_id_swiglu(ST_TYPE_Q4_K, 3, 70, 512);
+    test_matmul_id_swiglu(ST_TYPE_Q6_K, 3, 33, 256);
+    test_matmul_id_swiglu(ST_TYPE_Q8_0, 3, 9, 96);
     test_norms();
     test_rope(0);
     test_rope(1);

@@ -82,6 +82,15 @@ st_status st_cuda_matmul_id(st_cuda *cu, uint32_t type, const void *W, size_t ex
                             const float *X, int64_t ldx, int64_t x_group, int64_t n_slots,
                             float *Y, int64_t ldy);
 
+/* Gate, up and SwiGLU in one pass (quantized types): Y[s] = silu(Wg_{ids[s]} . x) * (Wu_{ids[s]} . x)
+ * with x = X[s / x_group]; gate and up stacked alike. ids NULL: one matrix each (the shared
+ * expert, a dense FFN), n_expert ignored. Saves the activation's second quantization, two launches
+ * and the round trip of the gate/up outputs through memory. */
+st_status st_cuda_matmul_id_swiglu(st_cuda *cu, uint32_t type, const void *W_gate, const void *W_up,
+                                   size_t expert_bytes, int64_t n_expert, int64_t M, int64_t K,
+                                   const int32_t *ids, const float *X, int64_t ldx, int64_t x_group,
+                                   int64_t n_slots, float *Y, int64_t ldy);
+
 /* The weighted combination of the experts' outputs (the scatter back to tokens):
  *   out[t] (+)= sum_j w[t*k + j] * Y[(t*k + j)*ldy ...]   over M columns; accumulate: add to out. */
 st_status st_cuda_moe_combine(st_cuda *cu, const float *Y, int64_t ldy, const float *w,

@@ -215,6 +215,7 @@ template <> __host__ __device__ float unit_dot<unit_q8_0>(const uint8_t *row, in
 
 struct mv_args {
     const uint8_t *W;
+    const uint8_t *W2;       /* SWIGLU: the up projection, laid out as W; y = silu(W.x) * (W2.x) */
     size_t row_bytes, expert_bytes;
     int64_t n_expert, M, K;
     const int32_t *ids;      /* per column (slot) expert id, or NULL */
@@ -225,27 +226,34 @@ struct mv_args {
     int64_t ldy;
 };
 
-template <class U, int G> __global__ void __launch_bounds__(MV_WARPS * 32)
+template <class U, int G, int SWIGLU> __global__ void __launch_bounds__(MV_WARPS * 32)
 matvec_q_kernel(mv_args a) {
     const int64_t col = blockIdx.y;
     const int lane = threadIdx.x % G;
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
     /* no early return: the group sum shuffles over the whole warp */
     int64_t n_units = row < a.M ? a.K / U::ELEMS : 0;
-    const uint8_t *W = a.W;
+    const uint8_t *W = a.W, *W2 = a.W2;
     float *y = a.Y + col * a.ldy;
     if (a.ids) {
         const int32_t e = a.ids[col];
         if (e < 0 || e >= a.n_expert) n_units = 0;
-        else W += (size_t)e * a.expert_bytes;
+        else { W += (size_t)e * a.expert_bytes; if (SWIGLU) W2 += (size_t)e * a.expert_bytes; }
     }
     const int64_t xr = col / a.x_group, nb = a.K / 32;
     const int8_t *xq = a.xq + xr * a.K;
     const float *xd = a.xd + xr * nb, *xs = a.xs + xr * nb;
     const uint8_t *w_row = W + (size_t)row * a.row_bytes;
-    float acc = 0.0f;
-    for (int64_t u = lane; u < n_units; u += G) acc += unit_dot<U>(w_row, u, xq, xd, xs);
+    float acc = 0.0f, acc2 = 0.0f;
+    for (int64_t u = lane; u < n_units; u += G) {
+        acc += unit_dot<U>(w_row, u, xq, xd, xs);
+        if (SWIGLU) acc2 += unit_dot<U>(W2 + (size_t)row * a.row_bytes, u, xq, xd, xs);
+    }
     acc = group_sum<G>(acc);
+    if (SWIGLU) {
+        acc2 = group_sum<G>(acc2);
+        acc = acc / (1.0f + expf(-acc)) * acc2;
+    }
     if (lane == 0 && row < a.M) y[row] = acc;
 }
 
@@ -333,16 +341,21 @@ static int is_float_mv(uint32_t t) { return t == ST_TYPE_F32 || t == ST_TYPE_F16
 /* Lanes per row: enough units for every lane, never more than a warp. */
 static int pick_group(int64_t units) { return units >= 32 ? 32 : units >= 16 ? 16 : units >= 8 ? 8 : 4; }
 
+template <class U, int SW> static void launch_qs(const mv_args &a, int G, dim3 grid, cudaStream_t st) {
+    switch (G) {
+    case 32: matvec_q_kernel<U, 32, SW><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    case 16: matvec_q_kernel<U, 16, SW><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    case 8:  matvec_q_kernel<U, 8, SW><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    default: matvec_q_kernel<U, 4, SW><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    }
+}
+
 template <class U> static void launch_q(const mv_args &a, int64_t n_cols, cudaStream_t st) {
     const int G = pick_group(a.K / U::ELEMS);
     const int rows_per_block = MV_WARPS * 32 / G;
     dim3 grid(cu_blocks(a.M, rows_per_block), (unsigned)n_cols);
-    switch (G) {
-    case 32: matvec_q_kernel<U, 32><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    case 16: matvec_q_kernel<U, 16><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    case 8:  matvec_q_kernel<U, 8><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    default: matvec_q_kernel<U, 4><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    }
+    if (a.W2) launch_qs<U, 1>(a, G, grid, st);
+    else launch_qs<U, 0>(a, G, grid, st);
 }
 
 template <int T, int VEC> static void launch_fv(const mvf_args &a, int G, dim3 grid, cudaStream_t st) {
@@ -376,7 +389,7 @@ static st_status check_type(uint32_t type, int64_t K) {
 }
 
 /* The common core of st_cuda_matmul (n <= 8) and st_cuda_matmul_id. */
-static st_status matvec_run(st_cuda *cu, uint32_t type, const void *W, size_t expert_bytes,
+static st_status matvec_run(st_cuda *cu, uint32_t type, const void *W, const void *W2, size_t expert_bytes,
                             int64_t n_expert, int64_t M, int64_t K, const int32_t *ids,
                             const float *X, int64_t ldx, int64_t x_group, int64_t n_cols,
                             float *Y, int64_t ldy) {
@@ -384,6 +397,8 @@ static st_status matvec_run(st_cuda *cu, uint32_t type, const void *W, size_t ex
     if (n_cols <= 0 || M <= 0) return ST_OK;
     if (n_cols > 65535) return st_fail(ST_ERR_UNSUPPORTED, "cuda matvec: %lld columns", (long long)n_cols);
     const size_t row_bytes = st_row_size(st_type_get(type), K);
+    if (W2 && !is_quant_mv(type))
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda matvec: fused swiglu for %s weights", st_type_get(type)->name);
     if (is_float_mv(type)) {
         mvf_args a = { (const uint8_t *)W, row_bytes, expert_bytes, n_expert, M, K, ids, x_group,
                        X, ldx, Y, ldy };
@@ -401,7 +416,7 @@ static st_status matvec_run(st_cuda *cu, uint32_t type, const void *W, size_t ex
     float *xd = (float *)((char *)scr + q_bytes), *xs = xd + n_xrows * nb;
     quantize_q8_kernel<<<cu_blocks(n_xrows * nb * 32, 256), 256, 0, cu->stream>>>(X, ldx, K, n_xrows, xq, xd, xs);
     ST_TRY(cu_launched("quantize_q8"));
-    mv_args a = { (const uint8_t *)W, row_bytes, expert_bytes, n_expert, M, K, ids, x_group,
+    mv_args a = { (const uint8_t *)W, (const uint8_t *)W2, row_bytes, expert_bytes, n_expert, M, K, ids, x_group,
                   xq, xd, xs, Y, ldy };
     switch (type) {
     case ST_TYPE_Q4_K: launch_q<unit_q4_K>(a, n_cols, cu->stream); break;
@@ -518,7 +533,7 @@ extern "C" st_status st_cuda_matmul(st_cuda *cu, uint32_t type, const void *W, i
                                     const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) {
     ST_TRY(check_type(type, K));
     if (n <= MV_MAX_COLS)
-        return matvec_run(cu, type, W, 0, 1, M, K, NULL, X, ldx, 1, n, Y, ldy);
+        return matvec_run(cu, type, W, NULL, 0, 1, M, K, NULL, X, ldx, 1, n, Y, ldy);
     return gemm_run(cu, type, W, M, K, X, ldx, n, Y, ldy);
 }
 
@@ -527,7 +542,16 @@ extern "C" st_status st_cuda_matmul_id(st_cuda *cu, uint32_t type, const void *W
                                        const float *X, int64_t ldx, int64_t x_group, int64_t n_slots,
                                        float *Y, int64_t ldy) {
     if (x_group < 1) return st_fail(ST_ERR_INVALID, "cuda matmul_id: x_group %lld", (long long)x_group);
-    return matvec_run(cu, type, W, expert_bytes, n_expert, M, K, ids, X, ldx, x_group, n_slots, Y, ldy);
+    return matvec_run(cu, type, W, NULL, expert_bytes, n_expert, M, K, ids, X, ldx, x_group, n_slots, Y, ldy);
+}
+
+extern "C" st_status st_cuda_matmul_id_swiglu(st_cuda *cu, uint32_t type, const void *W_gate, const void *W_up,
+                                              size_t expert_bytes, int64_t n_expert, int64_t M, int64_t K,
+                                              const int32_t *ids, const float *X, int64_t ldx, int64_t x_group,
+                                              int64_t n_slots, float *Y, int64_t ldy) {
+    if (x_group < 1) return st_fail(ST_ERR_INVALID, "cuda matmul_id_swiglu: x_group %lld", (long long)x_group);
+    if (!ids) n_expert = 1;
+    return matvec_run(cu, type, W_gate, W_up, expert_bytes, n_expert, M, K, ids, X, ldx, x_group, n_slots, Y, ldy);
 }
 
 __global__ void moe_combine_kernel(const float *Y, int64_t ldy, const float *w, int64_t n_tok,
