@@ -7,6 +7,10 @@ if(NOT STRATA_CUDA)
   return()
 endif()
 
+if(STRATA_SANITIZE)
+  # the sanitizer's global link flags reach nvcc, which links the CUDA targets and rejects them
+  message(FATAL_ERROR "STRATA_CUDA and STRATA_SANITIZE cannot be combined: use separate build directories")
+endif()
 if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
   set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
 endif()
