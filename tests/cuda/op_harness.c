@@ -125,17 +125,21 @@ static void test_matmul(uint32_t type, int64_t M, int64_t K, int64_t n) {
 }
 
 /* gate/up (x_group = k: all slots read one token) and down (x_group = 1) with expert ids */
-static void test_matmul_id(uint32_t type, int64_t n_expert, int64_t M, int64_t K) {
+static void test_matmul_id(uint32_t type, int64_t n_expert, int64_t M, int64_t K, int64_t n_slots) {
     float *w = rand_vec(n_expert * M * K, 1.0f);
     size_t wb;
     void *Wq = quantize_matrix(type, w, n_expert * M, K, &wb);
     const size_t eb = wb / (size_t)n_expert;
-    const int32_t ids[5] = { 3, 0, 4, 3, 1 };
-    const int64_t ns = 5, ldx = K + 1, ldy = M + 2;
+    /* 5 slots (decode: one token's experts) or 37 (a prompt: slots sorted by expert on the GPU) */
+    int32_t ids[37];
+    for (int i = 0; i < 37; i++) ids[i] = (int32_t)((i * 3 + i / 5) % n_expert);
+    ids[0] = 3; ids[1] = 0; ids[2] = 4 % (int32_t)n_expert; ids[3] = 3; ids[4] = 1;
+    const int64_t ns = n_slots, ldx = K + 1, ldy = M + 2;
     void *dW = dev_from(Wq, wb);
     int32_t *dids = dev_from(ids, sizeof ids);
     for (int down = 0; down < 2; down++) {
-        const int64_t x_group = down ? 1 : ns, n_x = down ? ns : 1;
+        /* gate: decode's k slots read one token; the prompt case, 4 slots per token */
+        const int64_t x_group = down ? 1 : ns == 5 ? 5 : 4, n_x = (ns + x_group - 1) / x_group;
         float *X = rand_vec(n_x * ldx, 1.0f);
         float *Yc = calloc((size_t)(ns * ldy), sizeof(float));
         for (int64_t s = 0; s < ns; s++)
@@ -146,11 +150,11 @@ static void test_matmul_id(uint32_t type, int64_t n_expert, int64_t M, int64_t K
         GPU(st_cuda_matmul_id(cu, type, dW, eb, n_expert, M, K, dids, dX, ldx, x_group, ns, dY, ldy));
         float *Yg = to_host(dY, (size_t)(ns * ldy));
         char name[96];
-        snprintf(name, sizeof name, "matmul_id %s %s %lldx%lld", st_type_get(type)->name, down ? "down" : "gate",
-                 (long long)M, (long long)K);
+        snprintf(name, sizeof name, "matmul_id %s %s %lldx%lld slots=%lld", st_type_get(type)->name,
+                 down ? "down" : "gate", (long long)M, (long long)K, (long long)ns);
         report(name, norm_err(Yg, Yc, ns, M, ldy), type_tol(type));
         /* the weighted combination back to the token */
-        if (down) {
+        if (down && ns == 5) {
             const float wts[5] = { 0.3f, 0.25f, 0.2f, 0.15f, 0.1f };
             float *dw = dev_from(wts, sizeof wts);
             float *out0 = rand_vec(M, 1.0f), *outc = malloc((size_t)M * sizeof(float));
@@ -763,9 +767,12 @@ int main(int argc, char **argv) {
         test_get_rows(qtypes[t]);
     }
     test_matmul(ST_TYPE_Q4_K, 5, 256, 1);   /* fewer units than lanes */
-    test_matmul_id(ST_TYPE_Q4_K, 5, 65, 512);
-    test_matmul_id(ST_TYPE_Q6_K, 5, 33, 768);
-    test_matmul_id(ST_TYPE_F16, 5, 19, 96);
+    test_matmul_id(ST_TYPE_Q4_K, 5, 65, 512, 5);
+    test_matmul_id(ST_TYPE_Q4_K, 5, 65, 512, 37);
+    test_matmul_id(ST_TYPE_Q6_K, 5, 33, 768, 5);
+    test_matmul_id(ST_TYPE_Q8_0, 7, 33, 256, 37);
+    test_matmul_id(ST_TYPE_F16, 5, 19, 96, 5);
+    test_matmul_id(ST_TYPE_F16, 5, 19, 96, 37);
     test_matmul_id_swiglu(ST_TYPE_Q4_K, 3, 70, 512);
     test_matmul_id_swiglu(ST_TYPE_Q6_K, 3, 33, 256);
     test_matmul_id_swiglu(ST_TYPE_Q8_0, 3, 9, 96);

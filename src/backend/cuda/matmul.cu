@@ -213,6 +213,30 @@ template <> __host__ __device__ float unit_dot<unit_q8_0>(const uint8_t *row, in
 
 /* ---- The quantized matrix-vector kernel ------------------------------------------------------- */
 
+#define SORT_MAX_E 1024
+
+/* perm = the slots ordered by expert id (counting sort; order within an expert is arbitrary, each
+ * slot is computed on its own). Invalid ids go last. One block. */
+__global__ void __launch_bounds__(1024) sort_slots_kernel(const int32_t *ids, int64_t n, int64_t E, int32_t *perm) {
+    __shared__ int cnt[SORT_MAX_E + 1];
+    for (int64_t i = threadIdx.x; i <= E; i += blockDim.x) cnt[i] = 0;
+    __syncthreads();
+    for (int64_t s = threadIdx.x; s < n; s += blockDim.x) {
+        const int32_t e = ids[s];
+        atomicAdd(&cnt[e < 0 || e >= E ? E : e], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int run = 0;
+        for (int64_t i = 0; i <= E; i++) { const int c = cnt[i]; cnt[i] = run; run += c; }
+    }
+    __syncthreads();
+    for (int64_t s = threadIdx.x; s < n; s += blockDim.x) {
+        const int32_t e = ids[s];
+        perm[atomicAdd(&cnt[e < 0 || e >= E ? E : e], 1)] = (int32_t)s;
+    }
+}
+
 struct mv_args {
     const uint8_t *W;
     const uint8_t *W2;       /* SWIGLU: the up projection, laid out as W; y = silu(W.x) * (W2.x) */
@@ -220,6 +244,7 @@ struct mv_args {
     int64_t n_expert, M, K;
     const int32_t *ids;      /* per column (slot) expert id, or NULL */
     int64_t x_group;         /* column c reads activation row c / x_group */
+    const int32_t *perm;     /* blockIdx.y -> column, slots sorted by expert (prompts), or NULL */
     const int8_t *xq;
     const float *xd, *xs;
     float *Y;
@@ -228,7 +253,7 @@ struct mv_args {
 
 template <class U, int G, int SWIGLU> __global__ void __launch_bounds__(MV_WARPS * 32)
 matvec_q_kernel(mv_args a) {
-    const int64_t col = blockIdx.y;
+    const int64_t col = a.perm ? a.perm[blockIdx.y] : blockIdx.y;
     const int lane = threadIdx.x % G;
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
     /* no early return: the group sum shuffles over the whole warp */
@@ -411,13 +436,22 @@ static st_status matvec_run(st_cuda *cu, uint32_t type, const void *W, const voi
     void *scr;
     /* xq first: its 32-byte runs must be 16-byte aligned for the vector loads */
     const size_t q_bytes = ((size_t)(n_xrows * K) + 255) / 256 * 256;
-    ST_TRY(cu_scratch(cu, q_bytes + (size_t)(n_xrows * nb) * 8, &scr));
+    /* a prompt's (token, expert) slots run grouped by expert, so the blocks of one expert's slots
+     * run back to back and read its weights from L2 instead of HBM */
+    const int sorted = ids && n_cols > MV_MAX_COLS && n_expert <= SORT_MAX_E;
+    ST_TRY(cu_scratch(cu, q_bytes + (size_t)(n_xrows * nb) * 8 + (sorted ? (size_t)n_cols * 4 : 0), &scr));
     int8_t *xq = (int8_t *)scr;
     float *xd = (float *)((char *)scr + q_bytes), *xs = xd + n_xrows * nb;
     quantize_q8_kernel<<<cu_blocks(n_xrows * nb * 32, 256), 256, 0, cu->stream>>>(X, ldx, K, n_xrows, xq, xd, xs);
     ST_TRY(cu_launched("quantize_q8"));
+    int32_t *perm = NULL;
+    if (sorted) {
+        perm = (int32_t *)(xs + n_xrows * nb);
+        sort_slots_kernel<<<1, 1024, 0, cu->stream>>>(ids, n_cols, n_expert, perm);
+        ST_TRY(cu_launched("sort_slots"));
+    }
     mv_args a = { (const uint8_t *)W, (const uint8_t *)W2, row_bytes, expert_bytes, n_expert, M, K, ids, x_group,
-                  xq, xd, xs, Y, ldy };
+                  perm, xq, xd, xs, Y, ldy };
     switch (type) {
     case ST_TYPE_Q4_K: launch_q<unit_q4_K>(a, n_cols, cu->stream); break;
     case ST_TYPE_Q5_K: launch_q<unit_q5_K>(a, n_cols, cu->stream); break;
