@@ -14,6 +14,10 @@ int cmd_chat(int argc, char **argv);
 /* Prints "strata: <msg>" from st_last_error() to stderr and returns 1. */
 int cli_fail(const char *what);
 
+/* `model` if given, else the demo model's path (printing which, to stderr), else NULL after
+ * saying on stderr that none was found. */
+const char *cli_model_or_default(const char *model, const char *command);
+
 /* Loads a model with a progress line; on failure prints the reason and returns 1 (cmd_run.c). An
  * unsupported tokenizer is a warning. */
 struct st_model;

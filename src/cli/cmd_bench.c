@@ -19,7 +19,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: strata bench -m MODEL [-p 512] [-n 128] [-r 3] [-t THREADS] [--prefill N] [--json]\n"
+            "usage: strata bench [-m MODEL] [-p 512] [-n 128] [-r 3] [-t THREADS] [--prefill N] [--json]\n"
             "  Prints prompt (pp) and decode (tg) tokens/s, the median of R runs after a warm-up, and\n"
             "  decode's share of the memory read bandwidth measured in the same command.\n"
             "  -p P          prompt tokens (default 512; 0 = skip)\n"
@@ -144,6 +144,7 @@ int cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
+    if (!(model = cli_model_or_default(model, "bench"))) return 1;
     if (!model || n_prompt < 0 || n_gen < 0 || reps < 1 || reps > 100 || sp.n_prefill <= 0) {
         usage(stderr);
         return 2;

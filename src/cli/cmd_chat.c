@@ -18,10 +18,11 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: strata chat -m MODEL [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
+            "usage: strata chat [-m MODEL] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
             "                   [--system TEXT] [--no-think] [--prefill N] [-t THREADS] [--ctx N]\n"
             "  An interactive chat (Qwen ChatML), streaming the replies. Type a message and Enter.\n"
             "  Commands: /reset (new conversation), /think on|off (reasoning), /quit.\n"
+            "  -m MODEL      a GGUF file (default: the demo model, models/strata-demo-q8_0.gguf)\n"
             "  -n N          at most N tokens per reply (default 2048)\n"
             "  --system TEXT a system prompt\n"
             "  --no-think    start with reasoning off\n"
@@ -121,6 +122,7 @@ int cmd_chat(int argc, char **argv) {
             return 2;
         }
     }
+    if (!(model = cli_model_or_default(model, "chat"))) return 1;
     if (!model || sp.n_prefill <= 0 || n_reply <= 0) {
         usage(stderr);
         return 2;

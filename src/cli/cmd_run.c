@@ -24,9 +24,10 @@ int cli_load_model(const char *path, struct st_model **out) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: strata run -m MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
+            "usage: strata run [-m MODEL] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
             "                  [--repeat-penalty R] [--prefill N] [-t THREADS] [--ctx N] [--kv-f32]\n"
             "  Prints the model's continuation of TEXT, streaming, to stdout.\n"
+            "  -m MODEL      a GGUF file (default: the demo model, models/strata-demo-q8_0.gguf)\n"
             "  -n N          tokens to generate (default 128)\n"
             "  --temp T      temperature (default 0.8; 0 = greedy)\n"
             "  --top-k K     keep the K most likely tokens (default 40; 0 = off)\n"
@@ -70,6 +71,7 @@ int cmd_run(int argc, char **argv) {
             return 2;
         }
     }
+    if (prompt && !(model = cli_model_or_default(model, "run"))) return 1;
     if (!model || !prompt) {
         usage(stderr);
         return 2;

@@ -17,8 +17,8 @@ static void on_signal(int sig) { serve_stop = 1; }
 
 static void serve_usage(FILE *f) {
     fprintf(f,
-            "usage: strata serve -m MODEL.gguf [options]\n"
-            "  -m, --model FILE     the model to serve\n"
+            "usage: strata serve [-m MODEL.gguf] [options]\n"
+            "  -m, --model FILE     the model to serve (default: the demo model, models/strata-demo-q8_0.gguf)\n"
             "  --host ADDR          address to listen on (default 127.0.0.1; loopback only by default)\n"
             "  --port N             port (default 8080; 0 picks a free one)\n"
             "  --api-key KEY        require this key (Bearer or x-api-key) on every endpoint but /health;\n"
@@ -69,7 +69,7 @@ int cmd_serve(int argc, char **argv) {
     if (!strcmp(engine_kind, "echo")) {
         st = sv_engine_echo_open((int)ctx, &engine);
     } else if (!strcmp(engine_kind, "strata")) {
-        if (!model) { fprintf(stderr, "strata serve: -m MODEL is required\n"); serve_usage(stderr); return 2; }
+        if (!(model = cli_model_or_default(model, "serve"))) return 2;
         st = sv_engine_strata_open(model, (int)ctx, &engine);
     } else {
         fprintf(stderr, "strata serve: --engine must be strata or echo, not %s\n", engine_kind);

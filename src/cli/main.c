@@ -1,6 +1,8 @@
-/* main.c: the `strata` command. Dispatches to a subcommand; `strata --help` lists them. */
+/* main.c: the `strata` command. Dispatches to a subcommand; `strata --help` lists them. With no
+ * command on a terminal it starts `strata chat` with the demo model, so a fresh build answers. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "strata.h"
@@ -25,7 +27,9 @@ static const command commands[] = {
 static void usage(FILE *f) {
     fprintf(f, "usage: strata <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\n`strata <command> --help` describes a command's options.\n");
+    fprintf(f, "\n`strata <command> --help` describes a command's options. Without -m, run, chat, serve\n"
+               "and bench use the demo model (models/strata-demo-q8_0.gguf); `strata` alone on a\n"
+               "terminal chats with it.\n");
 }
 
 int cli_fail(const char *what) {
@@ -35,6 +39,10 @@ int cli_fail(const char *what) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
+        if (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
+            char *chat_argv[] = {"chat", NULL};
+            return cmd_chat(1, chat_argv);
+        }
         usage(stderr);
         return 2;
     }
