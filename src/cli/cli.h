@@ -22,5 +22,7 @@ const char *cli_model_or_default(const char *model, const char *command);
  * unsupported tokenizer is a warning. */
 struct st_model;
 int cli_load_model(const char *path, struct st_model **out);
+/* Set by --copy-weights: cli_load_model copies the weights out of the file mapping. */
+extern int cli_copy_weights;
 
 #endif

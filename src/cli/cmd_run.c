@@ -14,8 +14,11 @@
 #include "strata.h"
 #include "text/tokenizer.h"
 
+int cli_copy_weights;
+
 int cli_load_model(const char *path, struct st_model **out) {
     st_model_params mp = st_model_default_params();
+    mp.copy_weights = cli_copy_weights;
     if (st_model_load(path, &mp, out) != ST_OK) return cli_fail("cannot load the model");
     if (!st_model_has_tokenizer(*out))
         st_warn("%s: tokenizer not supported (%s); only token ids can be used", path, st_model_tokenizer_error(*out));
@@ -38,7 +41,9 @@ static void usage(FILE *f) {
             "  --prefill N   rows per prompt chunk (default 512)\n"
             "  -t THREADS    threads (default: one per core)\n"
             "  --ctx N       context size in tokens (default min(context_length, 4096))\n"
-            "  --kv-f32      keep the KV cache in f32 instead of f16\n");
+            "  --kv-f32      keep the KV cache in f32 instead of f16\n"
+            "  --copy-weights  copy the weights out of the file mapping into RAM (faster decode on\n"
+            "                some machines, the model's size in extra memory)\n");
 }
 
 int cmd_run(int argc, char **argv) {
@@ -65,6 +70,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-t") && has) sp.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "--ctx") && has) sp.n_ctx = atoll(argv[++i]);
         else if (!strcmp(a, "--kv-f32")) sp.kv_f32 = 1;
+        else if (!strcmp(a, "--copy-weights")) cli_copy_weights = 1;
         else {
             fprintf(stderr, "strata: run: unknown or incomplete option '%s'\n", a);
             usage(stderr);

@@ -11,7 +11,7 @@
 #include "text/tokenizer.h"
 
 st_model_params st_model_default_params(void) {
-    return (st_model_params){.progress = 1, .prefault = 1};
+    return (st_model_params){.progress = 1, .prefault = 1, .copy_weights = 0};
 }
 
 static uint64_t tensor_bytes(const st_tensor *t) {
@@ -55,6 +55,45 @@ static void prefault(const struct st_model *m, int progress) {
     if (progress) st_progress_end();
 }
 
+_Static_assert(sizeof(st_layer) % sizeof(st_tensor) == 0, "st_layer holds st_tensor fields only");
+
+/* Moves a pointer that lies in the mapping's data section into the copy. */
+static const void *rebase(const void *p, const char *base, size_t size, char *copy) {
+    if (!p || (const char *)p < base || (const char *)p >= base + size) return p;
+    return copy + ((const char *)p - base);
+}
+
+static void rebase_tensor(st_tensor *t, const char *base, size_t size, char *copy) {
+    t->data = rebase(t->data, base, size, copy);
+    t->f32 = rebase(t->f32, base, size, copy);
+    t->escale = rebase(t->escale, base, size, copy);
+}
+
+/* copy_weights: the whole data section into one anonymous buffer, every bound pointer moved. */
+static st_status copy_weights(struct st_model *m, int progress) {
+    size_t off = st_gguf_data_offset(m->gguf), size = st_gguf_file_size(m->gguf) - off;
+    if (st_gguf_n_tensors(m->gguf) == 0 || size == 0) return ST_OK;
+    const st_gguf_tensor *t0 = st_gguf_tensor_at(m->gguf, 0);
+    const char *base = (const char *)t0->data - t0->offset;
+    size_t align = 2u << 20;
+    char *copy = aligned_alloc(align, (size + align - 1) / align * align);
+    if (!copy) return st_fail(ST_ERR_NOMEM, "copy_weights: out of memory for %zu bytes of tensor data", size);
+    for (size_t done = 0; done < size; done += align) {
+        memcpy(copy + done, base + done, size - done < align ? size - done : align);
+        if (progress && done % (64 * align) == 0) st_progress("copying weights", (double)done, (double)size);
+    }
+    if (progress) st_progress_end();
+    rebase_tensor(&m->tok_embd, base, size, copy);
+    rebase_tensor(&m->output, base, size, copy);
+    rebase_tensor(&m->output_norm, base, size, copy);
+    for (int64_t i = 0; i < m->hp.n_layer; i++) {
+        st_tensor *ts = (st_tensor *)&m->layers[i];
+        for (size_t j = 0; j < sizeof(st_layer) / sizeof(st_tensor); j++) rebase_tensor(&ts[j], base, size, copy);
+    }
+    m->weights_copy = copy;
+    return ST_OK;
+}
+
 st_status st_model_load(const char *path, const st_model_params *params, st_model **out) {
     st_model_params p = params ? *params : st_model_default_params();
     *out = NULL;
@@ -79,7 +118,15 @@ st_status st_model_load(const char *path, const st_model_params *params, st_mode
         st_tokenizer_free(m->tok);
         m->tok = NULL;
     }
-    if (p.prefault) prefault(m, p.progress);
+    if (p.copy_weights) {
+        st_status cs = copy_weights(m, p.progress);
+        if (cs != ST_OK) {
+            st_model_free(m);
+            return cs;
+        }
+    } else if (p.prefault) {
+        prefault(m, p.progress);
+    }
     *out = m;
     return ST_OK;
 }
@@ -88,6 +135,7 @@ void st_model_free(st_model *m) {
     if (!m) return;
     if (m->tok) st_tokenizer_free(m->tok);
     st_model_unbind(m);
+    free(m->weights_copy);
     if (m->gguf) st_gguf_close(m->gguf);
     free(m);
 }

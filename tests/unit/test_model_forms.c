@@ -8,6 +8,7 @@
  *    qwen3next ignores the scales of its linear-attention projections but applies those of its
  *    attention and experts;
  *  - zero biases change nothing, non-zero biases do;
+ *  - st_model_params.copy_weights gives the same logits as the mapping;
  *  - refusals: a missing required tensor, a wrong shape and a missing required key are errors
  *    whose message names the tensor (and both shapes) or the key. */
 #include <stdio.h>
@@ -23,10 +24,11 @@ static const int32_t tokens[] = {3, 17, 42, 5, 88, 1, 60, 23, 9, 71, 33, 2};
 enum { N_TOK = sizeof tokens / sizeof tokens[0] };
 
 static char dir[256];
+static int copy_weights;
 
 /* Logits of every position, or NULL (with the error in st_last_error()) if the model fails to load. */
 static float *eval_file(const char *path, int prefill) {
-    st_model_params mp = {.progress = 0, .prefault = 0};
+    st_model_params mp = {.progress = 0, .prefault = 0, .copy_weights = copy_weights};
     st_model *m;
     if (st_model_load(path, &mp, &m) != ST_OK) return NULL;
     st_session_params sp = st_session_default_params();
@@ -93,6 +95,14 @@ static void test_forms(void) {
                 break;
             }
 
+        /* Weights copied out of the mapping compute exactly the same. */
+        copy_weights = 1;
+        float *cw = eval_opts(&base, "copy");
+        copy_weights = 0;
+        snprintf(what, sizeof what, "%s copy_weights", a);
+        expect_same(what, ref, cw, 0);
+        free(cw);
+
         fx_opts fq = {.arch = a, .fused_attn_qkv = 1};
         float *l = eval_opts(&fq, "fqkv");
         snprintf(what, sizeof what, "%s fused attn_qkv", a);
@@ -109,7 +119,9 @@ static void test_forms(void) {
         free(l);
 
         fx_opts sc = {.arch = a, .scale = 0.5f, .fused_attn_qkv = 0};
+        copy_weights = 1; /* the .scale pointers move with the copy too */
         l = eval_opts(&sc, "scaled");
+        copy_weights = 0;
         snprintf(what, sizeof what, "%s W/s with .scale s", a);
         if (!strcmp(a, "qwen3next")) expect_differ(what, ref, l); /* its GDN scales are ignored */
         else expect_same(what, ref, l, 2e-5);
