@@ -41,10 +41,11 @@ typedef struct st_session st_session;
 typedef struct st_model_params {
     int progress;            /* show a progress line while loading (only drawn on a terminal) */
     int prefault;            /* read every weight page once at load, so the first tokens are not slow */
-    int copy_weights;        /* copy the tensor data out of the file mapping into anonymous memory
-                                (off by default: weights are used in place). On some machines a core
-                                streams mapped file pages at half the rate (bench/results/
-                                2026-11-29-cpu-qwen35moe-small.md); costs the model's size in RAM. */
+    int copy_weights;        /* 1: copy the tensor data out of the file mapping into anonymous
+                                (huge-page) memory; 0: use it in place from the mapping; -1 (the
+                                default): copy when it takes at most half of the available memory.
+                                A core streams mapped file pages at about half the rate
+                                (bench/results/2026-11-29-cpu-qwen35moe-small.md). */
 } st_model_params;
 
 st_model_params st_model_default_params(void);

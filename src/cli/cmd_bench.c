@@ -28,7 +28,9 @@ static void usage(FILE *f) {
             "  -t THREADS    threads (default: one per core)\n"
             "  --prefill N   rows per prompt chunk (default 512)\n"
             "  --json        one JSON object on stdout instead of the table\n"
-            "  --copy-weights  copy the weights out of the file mapping into RAM first\n");
+            "  --copy-weights / --no-copy-weights\n"
+            "                as for `strata run` (default: copy when the model takes at most half\n"
+            "                of the available memory)\n");
 }
 
 /* ---- read-bandwidth probe: every thread streams its share of a buffer far larger than caches ---- */
@@ -140,6 +142,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--prefill") && has) sp.n_prefill = atoi(argv[++i]);
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--copy-weights")) cli_copy_weights = 1;
+        else if (!strcmp(a, "--no-copy-weights")) cli_copy_weights = 0;
         else {
             fprintf(stderr, "strata: bench: unknown or incomplete option '%s'\n", a);
             usage(stderr);
