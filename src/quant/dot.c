@@ -63,8 +63,6 @@ st_dot_fn st_dot_kernel(uint32_t type) {
     }
 }
 
-static void act_q8_0_ref(const float *x, void *y, int64_t k) { st_quantize_row_q8_0_ref(x, y, k); }
-static void act_q8_1_ref(const float *x, void *y, int64_t k) { st_quantize_row_q8_1_ref(x, y, k); }
 static void act_q8_K_ref(const float *x, void *y, int64_t k) { st_quantize_row_q8_K_ref(x, y, k); }
 
 st_act_fn st_act_converter(uint32_t act_type) {
@@ -74,8 +72,8 @@ st_act_fn st_act_converter(uint32_t act_type) {
     case ST_TYPE_F32: return st_act_f32_ref;
     case ST_TYPE_F16: return level >= 1 ? st_act_f16_avx2 : st_act_f16_ref;
     case ST_TYPE_BF16: return level >= 2 && f->avx512bf16 ? st_act_bf16_avx512 : st_act_bf16_ref;
-    case ST_TYPE_Q8_0: return level == 2 ? st_act_q8_0_avx512 : level == 1 ? st_act_q8_0_avx2 : act_q8_0_ref;
-    case ST_TYPE_Q8_1: return level == 2 ? st_act_q8_1_avx512 : act_q8_1_ref;
+    case ST_TYPE_Q8_0: return level == 2 ? st_act_q8_0_avx512 : level == 1 ? st_act_q8_0_avx2 : st_act_q8_0_ref;
+    case ST_TYPE_Q8_1: return level == 2 ? st_act_q8_1_avx512 : st_act_q8_1_ref;
     case ST_TYPE_Q8_K: return level == 2 ? st_act_q8_K_avx512 : level == 1 ? st_act_q8_K_avx2 : act_q8_K_ref;
     default: return 0;
     }

@@ -57,6 +57,12 @@ extern const st_dot_fn st_dot_avx512[ST_TYPE_COUNT];
 void st_act_f16_ref(const float *x, void *y, int64_t k);
 void st_act_bf16_ref(const float *x, void *y, int64_t k);
 void st_act_f32_ref(const float *x, void *y, int64_t k);
+/* Q8_0 / Q8_1 activations by the rule llama.cpp's x86 CPU backend uses for activations
+ * (id = 127/amax, round half to even), which differs from the weight quantizer's (id = 1/d,
+ * round half away) on ties and on the last bit of id: matching it keeps our logits on llama.cpp's
+ * for the same file. d is stored as amax/127 either way. */
+void st_act_q8_0_ref(const float *x, void *y, int64_t k);
+void st_act_q8_1_ref(const float *x, void *y, int64_t k);
 void st_act_q8_0_avx2(const float *x, void *y, int64_t k);
 void st_act_q8_K_avx2(const float *x, void *y, int64_t k);
 void st_act_f16_avx2(const float *x, void *y, int64_t k);

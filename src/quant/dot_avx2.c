@@ -435,13 +435,6 @@ INLINE float hmax_ps(__m256 v) {
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
     return _mm_cvtss_f32(m);
 }
-/* roundf: to nearest, ties away from zero (what the reference quantizer uses) */
-INLINE __m256 round_away(__m256 v) {
-    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    __m256 up = _mm256_cmp_ps(abs_ps(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-    __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
-    return _mm256_add_ps(t, _mm256_and_ps(up, one));
-}
 /* 32 i32 in four registers -> 32 bytes in element order */
 INLINE __m256i pack_i32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
     __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
@@ -458,11 +451,12 @@ void st_act_q8_0_avx2(const float *x, void *yv, int64_t k) {
             v[i] = _mm256_loadu_ps(x + 8 * i);
             m = _mm256_max_ps(m, abs_ps(v[i]));
         }
-        const float d = hmax_ps(m) / 127;
-        const float id = d != 0 ? 1.0f / d : 0.0f;
+        const float amax = hmax_ps(m), d = amax / 127;
+        const float id = amax != 0 ? 127.0f / amax : 0.0f;
         y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
-        __m256i q[4];
-        UNROLL for (int i = 0; i < 4; i++) q[i] = _mm256_cvttps_epi32(round_away(_mm256_mul_ps(v[i], _mm256_set1_ps(id))));
+        __m256i q[4]; /* to nearest, ties to even (llama.cpp's x86 activation rule) */
+        UNROLL for (int i = 0; i < 4; i++)
+            q[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[i], _mm256_set1_ps(id)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
         _mm256_storeu_si256((__m256i *)y[b].qs, pack_i32_to_i8(q[0], q[1], q[2], q[3]));
     }
 }

@@ -645,13 +645,9 @@ const st_dot_fn st_dot_avx512[ST_TYPE_COUNT] = {
 
 /* ---------------- activation quantizers ---------------- */
 
-/* roundf: to nearest, ties away from zero (what the reference quantizer uses) */
-INLINE __m512 round_away(__m512 v) {
-    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_abs_ps(_mm512_sub_ps(v, t));
-    __mmask16 up = _mm512_cmp_ps_mask(f, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f), _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));
-    return _mm512_mask_add_ps(t, up, t, one);
+/* to nearest, ties to even, as llama.cpp's x86 activation quantizer rounds */
+INLINE __m512i round_even(__m512 v) {
+    return _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
 void st_act_q8_0_avx512(const float *x, void *yv, int64_t k) {
@@ -660,11 +656,11 @@ void st_act_q8_0_avx512(const float *x, void *yv, int64_t k) {
         __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
         float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
         const float d = amax / 127;
-        const float id = d != 0 ? 1.0f / d : 0.0f;
+        const float id = amax != 0 ? 127.0f / amax : 0.0f;
         y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
         __m512 s = _mm512_set1_ps(id);
-        __m128i q0 = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(round_away(_mm512_mul_ps(v0, s))));
-        __m128i q1 = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(round_away(_mm512_mul_ps(v1, s))));
+        __m128i q0 = _mm512_cvtepi32_epi8(round_even(_mm512_mul_ps(v0, s)));
+        __m128i q1 = _mm512_cvtepi32_epi8(round_even(_mm512_mul_ps(v1, s)));
         _mm_storeu_si128((__m128i *)y[b].qs, q0);
         _mm_storeu_si128((__m128i *)(y[b].qs + 16), q1);
     }
@@ -676,11 +672,11 @@ void st_act_q8_1_avx512(const float *x, void *yv, int64_t k) {
         __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
         float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
         const float d = amax / 127;
-        const float id = d != 0 ? 1.0f / d : 0.0f;
+        const float id = amax != 0 ? 127.0f / amax : 0.0f;
         y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
         __m512 s = _mm512_set1_ps(id);
-        __m512i q0 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(v0, s)));
-        __m512i q1 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(v1, s)));
+        __m512i q0 = round_even(_mm512_mul_ps(v0, s));
+        __m512i q1 = round_even(_mm512_mul_ps(v1, s));
         _mm_storeu_si128((__m128i *)y[b].qs, _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)(y[b].qs + 16), _mm512_cvtepi32_epi8(q1));
         /* s = d * sum(qs), with the f32 d as the reference has it */

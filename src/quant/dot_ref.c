@@ -4,6 +4,7 @@
  * variant is tested against these. Plain C only: no intrinsics, no tricks. */
 #include "quant/dot.h"
 
+#include <math.h>
 #include <string.h>
 #include "quant/quant.h"
 
@@ -303,6 +304,34 @@ const st_dot_fn st_dot_ref[ST_TYPE_COUNT] = {
 };
 
 void st_act_f32_ref(const float *x, void *y, int64_t k) { memcpy(y, x, (size_t)k * sizeof(float)); }
+
+static float block_amax(const float *x, int n) {
+    float m = 0;
+    for (int j = 0; j < n; j++) m = fabsf(x[j]) > m ? fabsf(x[j]) : m;
+    return m;
+}
+
+void st_act_q8_0_ref(const float *x, void *yv, int64_t k) {
+    block_q8_0 *y = yv;
+    for (int64_t b = 0; b < k / 32; b++, x += 32) {
+        const float amax = block_amax(x, 32);
+        const float id = amax != 0 ? 127.0f / amax : 0.0f;
+        y[b].d = st_fp32_to_fp16(amax / 127);
+        for (int j = 0; j < 32; j++) y[b].qs[j] = (int8_t)nearbyintf(x[j] * id);
+    }
+}
+
+void st_act_q8_1_ref(const float *x, void *yv, int64_t k) {
+    block_q8_1 *y = yv;
+    for (int64_t b = 0; b < k / 32; b++, x += 32) {
+        const float amax = block_amax(x, 32), d = amax / 127;
+        const float id = amax != 0 ? 127.0f / amax : 0.0f;
+        int sum = 0;
+        y[b].d = st_fp32_to_fp16(d);
+        for (int j = 0; j < 32; j++) sum += y[b].qs[j] = (int8_t)nearbyintf(x[j] * id);
+        y[b].s = st_fp32_to_fp16(d * (float)sum);
+    }
+}
 
 void st_act_f16_ref(const float *x, void *y, int64_t k) {
     uint16_t *h = y;
