@@ -526,6 +526,137 @@ static void test_graph(void) {
     free(w); free(x); free(nw); free(Wq); free(direct); free(replay);
 }
 
+/* ---- prompt paths: MoE FFN and attention on tensor cores ------------------------------------- */
+
+/* k distinct experts per token (a partial Fisher-Yates over E), weights positive, summing to 1 */
+static void route_random(int64_t n_tok, int64_t E, int64_t k, int32_t *ids, float *wts) {
+    int32_t perm[1024];
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t e = 0; e < E; e++) perm[e] = (int32_t)e;
+        float sum = 0.0f;
+        for (int64_t j = 0; j < k; j++) {
+            const int64_t r = j + (int64_t)((frand() * 0.5f + 0.5f) * (float)(E - j)) % (E - j);
+            const int32_t tmp = perm[j]; perm[j] = perm[r]; perm[r] = tmp;
+            ids[t * k + j] = perm[j];
+            wts[t * k + j] = 0.1f + (frand() * 0.5f + 0.5f);
+            sum += wts[t * k + j];
+        }
+        for (int64_t j = 0; j < k; j++) wts[t * k + j] /= sum;
+    }
+}
+
+/* st_cuda_moe_ffn_prefill against the CPU's per-expert form (st_matmul, swiglu, then scale/axpy
+ * over j in order, as src/model/ffn.c). invalid: slot 1 of token 0 gets id -1 (contributes
+ * nothing). batch: experts dequantized per batch (0 = by the budget: one batch here). */
+static void test_moe_prefill(uint32_t tg, uint32_t tu, uint32_t td, int64_t E, int64_t k, int64_t d,
+                             int64_t ff, int64_t n_tok, int accumulate, int invalid, int64_t batch) {
+    float *wg = rand_vec(E * ff * d, 1.0f), *wu = rand_vec(E * ff * d, 1.0f), *wd = rand_vec(E * d * ff, 1.0f);
+    size_t bg, bu, bd;
+    void *Gq = quantize_matrix(tg, wg, E * ff, d, &bg), *Uq = quantize_matrix(tu, wu, E * ff, d, &bu);
+    void *Dq = quantize_matrix(td, wd, E * d, ff, &bd);
+    const size_t eg = bg / (size_t)E, eu = bu / (size_t)E, ed = bd / (size_t)E;
+    const int64_t ldx = d + 3, ldo = d + 5;
+    float *X = rand_vec(n_tok * ldx, 1.0f), *out0 = rand_vec(n_tok * ldo, 1.0f);
+    int32_t *ids = malloc((size_t)(n_tok * k) * 4);
+    float *wts = malloc((size_t)(n_tok * k) * 4);
+    route_random(n_tok, E, k, ids, wts);
+    if (invalid) ids[1] = -1;
+    float *oc = malloc((size_t)(n_tok * ldo) * 4), *g = malloc((size_t)ff * 4), *u = malloc((size_t)ff * 4);
+    float *y = malloc((size_t)d * 4), *o = malloc((size_t)d * 4);
+    memcpy(oc, out0, (size_t)(n_tok * ldo) * 4);
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t j = 0; j < k; j++) {
+            const int32_t e = ids[t * k + j];
+            if (e < 0) { if (j == 0) memset(o, 0, (size_t)d * 4); continue; }
+            cpu_matmul(tg, (const uint8_t *)Gq + (size_t)e * eg, ff, d, X + t * ldx, ldx, 1, g, ff);
+            cpu_matmul(tu, (const uint8_t *)Uq + (size_t)e * eu, ff, d, X + t * ldx, ldx, 1, u, ff);
+            st_op_swiglu(NULL, g, ff, u, ff, g, ff, 1, ff);
+            cpu_matmul(td, (const uint8_t *)Dq + (size_t)e * ed, d, ff, g, ff, 1, y, d);
+            if (j == 0) st_op_scale(o, d, y, wts[t * k + j]);
+            else st_op_axpy(o, d, y, wts[t * k + j]);
+        }
+        float *orow = oc + t * ldo;
+        for (int64_t c = 0; c < d; c++) orow[c] = accumulate ? orow[c] + o[c] : o[c];
+    }
+    void *dG = dev_from(Gq, bg), *dU = dev_from(Uq, bu), *dD = dev_from(Dq, bd);
+    int32_t *dids = dev_from(ids, (size_t)(n_tok * k) * 4);
+    float *dw = dev_from(wts, (size_t)(n_tok * k) * 4), *dX = dev_from(X, (size_t)(n_tok * ldx) * 4);
+    float *dout = dev_from(out0, (size_t)(n_tok * ldo) * 4);
+    const st_cuda_moe_w mw = { tg, tu, td, dG, dU, dD, E, d, ff };
+    st_cuda_prefill_test_limits(batch, 0);
+    GPU(st_cuda_moe_ffn_prefill(cu, &mw, dids, dw, k, dX, ldx, n_tok, dout, ldo, accumulate));
+    st_cuda_prefill_test_limits(0, 0);
+    float *og = to_host(dout, (size_t)(n_tok * ldo));
+    char name[128];
+    snprintf(name, sizeof name, "moe_ffn_prefill %s/%s/%s E=%lld k=%lld %lldx%lld n=%lld%s%s%s",
+             st_type_get(tg)->name, st_type_get(tu)->name, st_type_get(td)->name, (long long)E, (long long)k,
+             (long long)d, (long long)ff, (long long)n_tok, accumulate ? " acc" : "", invalid ? " bad-id" : "",
+             batch ? " batched" : "");
+    const double tol = type_tol(tg) > type_tol(td) ? type_tol(tg) : type_tol(td);
+    report(name, norm_err(og, oc, n_tok, d, ldo), tol < 1e-2 ? 1e-2 : tol);
+    st_cuda_free(cu, dG); st_cuda_free(cu, dU); st_cuda_free(cu, dD); st_cuda_free(cu, dids);
+    st_cuda_free(cu, dw); st_cuda_free(cu, dX); st_cuda_free(cu, dout);
+    free(wg); free(wu); free(wd); free(Gq); free(Uq); free(Dq); free(X); free(out0); free(ids); free(wts);
+    free(oc); free(g); free(u); free(y); free(o); free(og);
+}
+
+/* st_cuda_attention_prefill against st_op_attention: a chunk of n_tok rows at positions
+ * n_kv - n_tok .. n_kv - 1 (so n_kv - n_tok prefix cells precede it), q interleaved with its gate,
+ * padded output rows. block: tokens per row block (0 = by the budget: one block here). Tolerance
+ * 5e-3: q and P are rounded to f16 for the tensor cores. */
+static void test_attention_prefill(int64_t n_tok, int64_t n_kv, int64_t hd, int64_t n_head, int64_t n_head_kv,
+                                   uint32_t kv_type, int64_t block) {
+    const int64_t row = n_head_kv * hd, ldq_tok = n_head * hd * 2, ldq_head = 2 * hd;
+    float *q = rand_vec(n_tok * ldq_tok, 1.0f), *kv_src = rand_vec(2 * n_kv * row, 1.0f);
+    const size_t cb = st_kv_row_bytes(kv_type, row) * (size_t)n_kv;
+    void *kc = malloc(cb), *vc = malloc(cb);
+    st_op_kv_store(kv_type, kc, row, 0, kv_src, row, n_kv);
+    st_op_kv_store(kv_type, vc, row, 0, kv_src + n_kv * row, row, n_kv);
+    int32_t *pos = malloc((size_t)n_tok * 4);
+    for (int64_t t = 0; t < n_tok; t++) pos[t] = (int32_t)(n_kv - n_tok + t);
+    const int64_t ldo = n_head * hd + 3;
+    float *oc = calloc((size_t)(n_tok * ldo), 4);
+    st_attn_args a = { q, ldq_tok, ldq_head, kc, vc, kv_type, pos, n_tok, n_head, n_head_kv, hd, n_kv,
+                       1.0f / sqrtf((float)hd), oc, ldo };
+    st_op_attention(NULL, &a);
+    void *dk = dev_from(kc, cb), *dv = dev_from(vc, cb);
+    float *dq = dev_from(q, (size_t)(n_tok * ldq_tok) * 4);
+    int32_t *dpos = dev_from(pos, (size_t)n_tok * 4);
+    float *dout = dev_from(NULL, (size_t)(n_tok * ldo) * 4);
+    st_attn_args g = a;
+    g.q = dq; g.k_cache = dk; g.v_cache = dv; g.pos = dpos; g.out = dout;
+    st_cuda_prefill_test_limits(0, block);
+    GPU(st_cuda_attention_prefill(cu, &g));
+    st_cuda_prefill_test_limits(0, 0);
+    float *og = to_host(dout, (size_t)(n_tok * ldo));
+    char name[128];
+    snprintf(name, sizeof name, "attention_prefill %s n_tok=%lld n_kv=%lld hd=%lld %lld/%lld%s",
+             kv_type == ST_TYPE_F16 ? "f16" : "f32", (long long)n_tok, (long long)n_kv, (long long)hd,
+             (long long)n_head, (long long)n_head_kv, block ? " blocked" : "");
+    report(name, norm_err(og, oc, n_tok, n_head * hd, ldo), 5e-3);
+    st_cuda_free(cu, dk); st_cuda_free(cu, dv); st_cuda_free(cu, dq); st_cuda_free(cu, dpos); st_cuda_free(cu, dout);
+    free(q); free(kv_src); free(kc); free(vc); free(pos); free(oc); free(og);
+}
+
+static void test_prefill_paths(void) {
+    const int64_t E = 16, k = 4;
+    test_moe_prefill(ST_TYPE_Q4_K, ST_TYPE_Q4_K, ST_TYPE_Q4_K, E, k, 512, 256, 1, 0, 0, 0);
+    test_moe_prefill(ST_TYPE_Q4_K, ST_TYPE_Q4_K, ST_TYPE_Q6_K, E, k, 256, 256, 37, 1, 1, 0);
+    test_moe_prefill(ST_TYPE_Q6_K, ST_TYPE_Q6_K, ST_TYPE_Q6_K, E, k, 512, 256, 300, 0, 0, 0);
+    test_moe_prefill(ST_TYPE_Q4_K, ST_TYPE_Q4_K, ST_TYPE_Q4_K, E, k, 256, 256, 300, 1, 0, 5);
+    test_moe_prefill(ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q8_0, E, k, 512, 160, 300, 0, 0, 0);
+    test_moe_prefill(ST_TYPE_Q8_0, ST_TYPE_Q8_0, ST_TYPE_Q8_0, E, k, 256, 128, 37, 0, 0, 3);
+    test_moe_prefill(ST_TYPE_F16, ST_TYPE_BF16, ST_TYPE_F32, E, k, 256, 192, 37, 1, 0, 0);
+    test_attention_prefill(16, 16, 128, 16, 2, ST_TYPE_F16, 0);
+    test_attention_prefill(16, 500, 256, 16, 2, ST_TYPE_F16, 0);
+    test_attention_prefill(77, 1000, 128, 8, 8, ST_TYPE_F32, 0);
+    test_attention_prefill(77, 77, 256, 8, 8, ST_TYPE_F16, 0);
+    test_attention_prefill(300, 1000, 256, 16, 2, ST_TYPE_F16, 0);
+    test_attention_prefill(300, 1000, 128, 16, 2, ST_TYPE_F32, 0);
+    test_attention_prefill(300, 300, 128, 8, 8, ST_TYPE_F32, 0);
+    test_attention_prefill(300, 700, 256, 16, 2, ST_TYPE_F16, 37);   /* 9 row blocks */
+}
+
 /* ---- perf ------------------------------------------------------------------------------------- */
 
 #define PERF_ITERS 50
@@ -724,6 +855,82 @@ static void perf_small(void) {
     free(x);
 }
 
+/* The routed-expert FFN of one 35B-A3B layer for a prompt chunk (E = 256, top-8, 2048 -> 512,
+ * Q4_K, zero weights: no kernel's time depends on the values), new path against the matvec path
+ * (matmul_id gate/up/down + swiglu + combine) at n_tok = 512. */
+static void perf_moe_prefill(int64_t n_tok) {
+    const int64_t E = 256, k = 8, F = 512, D = 2048;
+    const size_t e_in = st_row_size(st_type_get(ST_TYPE_Q4_K), D) * (size_t)F;
+    const size_t e_out = st_row_size(st_type_get(ST_TYPE_Q4_K), F) * (size_t)D;
+    void *gate = dev_from(NULL, e_in * (size_t)E), *up = dev_from(NULL, e_in * (size_t)E);
+    void *down = dev_from(NULL, e_out * (size_t)E);
+    int32_t *ids = malloc((size_t)(n_tok * k) * 4);
+    float *wts = malloc((size_t)(n_tok * k) * 4);
+    route_random(n_tok, E, k, ids, wts);
+    int32_t *dids = dev_from(ids, (size_t)(n_tok * k) * 4);
+    float *dw = dev_from(wts, (size_t)(n_tok * k) * 4);
+    float *X = rand_vec(n_tok * D, 1.0f);
+    float *dX = dev_from(X, (size_t)(n_tok * D) * 4), *dout = dev_from(NULL, (size_t)(n_tok * D) * 4);
+    const st_cuda_moe_w mw = { ST_TYPE_Q4_K, ST_TYPE_Q4_K, ST_TYPE_Q4_K, gate, up, down, E, D, F };
+    GPU(st_cuda_moe_ffn_prefill(cu, &mw, dids, dw, k, dX, D, n_tok, dout, D, 1));   /* warm-up */
+    const int iters = 5;
+    float ms;
+    GPU(st_cuda_timer_start(cu));
+    for (int i = 0; i < iters; i++) GPU(st_cuda_moe_ffn_prefill(cu, &mw, dids, dw, k, dX, D, n_tok, dout, D, 1));
+    GPU(st_cuda_timer_stop(cu, &ms));
+    ms /= (float)iters;
+    const double flop = 2.0 * (double)(n_tok * k) * (double)(3 * F * D);
+    printf("perf moe_ffn_prefill 35B-A3B layer (256 experts top-8, Q4_K) n_tok=%-5lld %8.2f ms  %9.0f tok/s per layer"
+           "  %6.1f TFLOP/s  (40 layers: %.0f tok/s FFN-only)\n", (long long)n_tok, ms, 1000.0 * n_tok / ms,
+           flop / (ms * 1e9), 1000.0 * n_tok / (ms * 40));
+    if (n_tok <= 512) {   /* the matvec path it replaces, once */
+        float *g = dev_from(NULL, (size_t)(n_tok * k * F) * 4), *u = dev_from(NULL, (size_t)(n_tok * k * F) * 4);
+        float *yd = dev_from(NULL, (size_t)(n_tok * k * D) * 4);
+        GPU(st_cuda_timer_start(cu));
+        GPU(st_cuda_matmul_id(cu, ST_TYPE_Q4_K, gate, e_in, E, F, D, dids, dX, D, k, n_tok * k, g, F));
+        GPU(st_cuda_matmul_id(cu, ST_TYPE_Q4_K, up, e_in, E, F, D, dids, dX, D, k, n_tok * k, u, F));
+        GPU(st_cuda_pointwise(cu, ST_CUDA_SWIGLU, g, F, u, F, g, F, n_tok * k, F));
+        GPU(st_cuda_matmul_id(cu, ST_TYPE_Q4_K, down, e_out, E, D, F, dids, g, F, 1, n_tok * k, yd, D));
+        GPU(st_cuda_moe_combine(cu, yd, D, dw, n_tok, k, D, dout, D, 1));
+        GPU(st_cuda_timer_stop(cu, &ms));
+        printf("perf moe_ffn matvec path (matmul_id x3)           n_tok=%-5lld %8.2f ms  %9.0f tok/s per layer\n",
+               (long long)n_tok, ms, 1000.0 * n_tok / ms);
+        st_cuda_free(cu, g); st_cuda_free(cu, u); st_cuda_free(cu, yd);
+    }
+    st_cuda_free(cu, gate); st_cuda_free(cu, up); st_cuda_free(cu, down); st_cuda_free(cu, dids);
+    st_cuda_free(cu, dw); st_cuda_free(cu, dX); st_cuda_free(cu, dout);
+    free(ids); free(wts); free(X);
+}
+
+/* One 35B-A3B attention layer's attention (16/2 heads of 256, f16 cache) for a prompt chunk of
+ * n_tok rows after `prefix` cells, against the CUDA-core kernel (st_cuda_attention), once. */
+static void perf_attention_prefill(int64_t n_tok, int64_t prefix) {
+    const int64_t H = 16, Hkv = 2, hd = 256, row = Hkv * hd, n_kv = prefix + n_tok;
+    void *dk = dev_from(NULL, (size_t)(n_kv * row) * 2), *dv = dev_from(NULL, (size_t)(n_kv * row) * 2);
+    float *q = rand_vec(n_tok * H * hd, 1.0f);
+    float *dq = dev_from(q, (size_t)(n_tok * H * hd) * 4), *dout = dev_from(NULL, (size_t)(n_tok * H * hd) * 4);
+    int32_t *pos = malloc((size_t)n_tok * 4);
+    for (int64_t t = 0; t < n_tok; t++) pos[t] = (int32_t)(prefix + t);
+    int32_t *dpos = dev_from(pos, (size_t)n_tok * 4);
+    st_attn_args a = { dq, H * hd, hd, dk, dv, ST_TYPE_F16, dpos, n_tok, H, Hkv, hd, n_kv, 0.0625f, dout, H * hd };
+    GPU(st_cuda_attention_prefill(cu, &a));   /* warm-up */
+    const int iters = 5;
+    float ms, ms_old;
+    GPU(st_cuda_timer_start(cu));
+    for (int i = 0; i < iters; i++) GPU(st_cuda_attention_prefill(cu, &a));
+    GPU(st_cuda_timer_stop(cu, &ms));
+    ms /= (float)iters;
+    GPU(st_cuda_timer_start(cu));
+    GPU(st_cuda_attention(cu, &a));
+    GPU(st_cuda_timer_stop(cu, &ms_old));
+    const double flop = 4.0 * (double)n_tok * (double)n_kv * (double)(H * hd);   /* QK^T and PV, unmasked */
+    printf("perf attention_prefill 16/2 heads of 256 n_tok=%-5lld n_kv=%-6lld %8.2f ms  %9.0f tok/s per layer"
+           "  %6.1f TFLOP/s  (CUDA-core kernel: %.2f ms)\n", (long long)n_tok, (long long)n_kv, ms,
+           1000.0 * n_tok / ms, flop / (ms * 1e9), ms_old);
+    st_cuda_free(cu, dk); st_cuda_free(cu, dv); st_cuda_free(cu, dq); st_cuda_free(cu, dout); st_cuda_free(cu, dpos);
+    free(q); free(pos);
+}
+
 static void run_perf(void) {
     printf("\n== perf (%d iterations each; weights cycled over copies > L2)\n", PERF_ITERS);
     static const uint32_t types[] = { ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_Q8_0, ST_TYPE_F16 };
@@ -741,6 +948,10 @@ static void run_perf(void) {
     perf_gdn(1);
     perf_gdn(512);
     perf_small();
+    perf_moe_prefill(512);
+    perf_moe_prefill(4096);
+    perf_attention_prefill(4096, 0);
+    perf_attention_prefill(512, 8192);
     perf_moe_decode();   /* last: it holds 17.7 GB and captures a graph */
 }
 
@@ -793,6 +1004,7 @@ int main(int argc, char **argv) {
     test_routing();
     test_argmax();
     test_graph();
+    test_prefill_paths();
     printf("cuda_op_harness: %d passed, %d failed\n", n_pass, n_fail);
     st_cuda_close(cu);
     return n_fail ? 1 : 0;

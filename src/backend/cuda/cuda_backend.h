@@ -148,6 +148,43 @@ st_status st_cuda_moe_route(st_cuda *cu, const float *logits, int64_t ld_logits,
 /* *out (device int32) = st_op_argmax(x, n). */
 st_status st_cuda_argmax(st_cuda *cu, const float *x, int64_t n, int32_t *out);
 
+/* ---- Prompt (prefill) paths: tensor-core GEMMs (moe_prefill.cu, attn_prefill.cu) ------------- */
+
+/* The routed experts' weights of one MoE layer, stacked as in the GGUF file and resident on the
+ * device: gate and up [n_expert][ff][d], down [n_expert][d][ff], each in its own type (Q4_K, Q5_K,
+ * Q6_K, Q8_0, F16, BF16, F32; K-quant rows need a multiple of 256, Q8_0 of 32, floats of 8). */
+typedef struct st_cuda_moe_w {
+    uint32_t type_gate, type_up, type_down;
+    const void *gate, *up, *down;
+    int64_t n_expert, d, ff;
+} st_cuda_moe_w;
+
+/* The routed-expert FFN of a prompt chunk:
+ *   out[t] (+)= sum_{j<k} wts[t*k+j] * down_e( silu(gate_e x_t) * up_e x_t ),  e = ids[t*k+j]
+ * (ids, wts device arrays [n_tok][k]; an id outside [0, n_expert) contributes nothing; the sum is
+ * formed in slot order j = 0..k-1 and then added to out when accumulate, as src/model/ffn.c).
+ * The slots are counting-sorted by expert on the device, X rows gathered in that order as f16,
+ * each used expert's three matrices dequantized to f16 (in batches of <= 1 GiB), and the products
+ * run as grouped cuBLAS GEMMs (f16 in, f32 accumulate). SYNCHRONIZES once per call (the per-expert
+ * counts come to the host to size the GEMMs): for prompts, never inside a CUDA graph capture.
+ * Scratch: the context's, about n_tok*k*(6*d + 10*ff) bytes plus the weight batch (<= 1 GiB). */
+st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w, const int32_t *ids,
+                                  const float *wts, int64_t k, const float *X, int64_t ldx,
+                                  int64_t n_tok, float *out, int64_t ld_out, int accumulate);
+
+/* st_cuda_attention's semantics (st_attn_args; f16 or f32 cache, GQA, causal per row from pos,
+ * scale) on tensor cores, for prompt chunks: per kv head S = Q K^T (cuBLAS, Q rounded to f16, K
+ * read in place from an f16 cache or converted from an f32 one), a causal softmax writing P in
+ * f16 (row max and sum in f32, the sum over the rounded P), O = P V, normalised and permuted into
+ * a->out. Rows go in blocks so that S and P stay under ~1 GiB of scratch. n_tok < 16 (or a
+ * head_dim that is not a multiple of 8) is passed to st_cuda_attention. No host synchronisation. */
+st_status st_cuda_attention_prefill(st_cuda *cu, const st_attn_args *a);
+
+/* Test hooks (process-wide; 0 restores the default): cap the experts dequantized per batch of
+ * st_cuda_moe_ffn_prefill and the tokens per row block of st_cuda_attention_prefill, so that small
+ * harness shapes run the multi-batch / multi-block paths that the model's shapes take. */
+void st_cuda_prefill_test_limits(int64_t moe_experts_per_batch, int64_t attn_tokens_per_block);
+
 #ifdef __cplusplus
 }
 #endif
