@@ -102,6 +102,53 @@ st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float
 /* The last fed position's logits (n_vocab floats), valid until the next feed. */
 const float *st_session_logits(const st_session *s);
 
+/* ---- Session state ------------------------------------------------------------------------- */
+/* A session remembers the ids it was fed, and its state stands for exactly those ids. It can go
+ * back to a prefix of them: attention layers simply forget the later positions, but a recurrent
+ * (Gated DeltaNet) layer cannot run backwards, so a hybrid model returns only to a checkpoint, a
+ * copy of its recurrent state taken with st_session_checkpoint() (take them where a later prompt
+ * may diverge, such as before each message). Nothing here leaves a state that does not match the
+ * ids. After a cut or a load the logits are stale: feed at least one token before sampling.
+ * A session whose state lives on a device answers ST_ERR_UNSUPPORTED to the state functions. */
+#include <stdio.h>
+
+#define ST_SESSION_CHECKPOINTS 4 /* checkpoints kept; taking one more drops the oldest */
+
+/* The ids the session holds, st_session_n_past() of them; valid until the next feed, cut,
+ * reset or load. */
+const int32_t *st_session_ids(const st_session *s);
+/* 1 when the model has recurrent layers (a cut goes back to a checkpoint), 0 for attention only. */
+int st_session_is_recurrent(const st_session *s);
+/* Goes back to the first n held positions, or for a recurrent model to the latest checkpoint at
+ * or before n (n = 0 is always exact); *kept (may be NULL) receives where it went. Checkpoints
+ * past it are dropped. ST_ERR_RANGE, the session untouched, when n is not within the held ids or
+ * no checkpoint is at or before it. */
+st_status st_session_cut(st_session *s, int64_t n, int64_t *kept);
+/* Reuse for a new prompt: keeps the longest prefix of prompt[0..n) that the session holds and can
+ * return to exactly, leaving at least the last prompt token to feed; a fresh sequence when none.
+ * *kept receives the kept count: feed prompt + *kept next. */
+st_status st_session_reuse(st_session *s, const int32_t *prompt, int64_t n, int64_t *kept);
+/* Checkpoints the recurrent state at the current position (nothing to do for attention only; one
+ * already there is kept). */
+st_status st_session_checkpoint(st_session *s);
+/* The positions of the checkpoints held, oldest first (up to cap of them); returns how many. */
+int st_session_checkpoints(const st_session *s, int64_t *pos, int cap);
+
+/* The identity a saved state carries: 16 hex digits of a hash of the architecture, the layer
+ * count, the vocabulary size, the weight bytes and general.name. */
+void st_model_fingerprint(const st_model *m, char out[65]);
+/* The whole state (the held ids, the KV rows of the held positions, the recurrent state and the
+ * checkpoints) as one versioned byte string with the model's fingerprint and a checksum: into a
+ * malloc'd buffer, or written to f. */
+st_status st_session_state_save(const st_session *s, void **buf, size_t *n);
+st_status st_session_state_write(const st_session *s, FILE *f);
+/* Restores a saved state. All of it is checked before anything changes: a string for another
+ * model or another KV type, a truncated, padded or altered one, or one longer than the context is
+ * refused with a message naming which (ST_ERR_FORMAT, ST_ERR_RANGE) and the session is untouched.
+ * st_session_state_read reads exactly one state from f. */
+st_status st_session_state_load(st_session *s, const void *buf, size_t n);
+st_status st_session_state_read(st_session *s, FILE *f);
+
 #ifdef __cplusplus
 }
 #endif

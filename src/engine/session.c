@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/pool.h"
+#include "engine/session_state.h"
 #include "engine/workspace.h"
 #include "model/forward.h"
 #include "quant/types.h"
@@ -21,6 +22,8 @@ struct st_session {
     st_state state;
     st_ws_plan plan;
     st_workspace ws;
+    int32_t *ids;                 /* the ids fed: [n_ctx], the first n_past held (session_state.c) */
+    struct st_checkpoints *ckpt;  /* recurrent-state checkpoints (session_state.c), NULL until one */
 };
 
 st_session_params st_session_default_params(void) {
@@ -62,6 +65,11 @@ st_status st_session_new(st_model *m, const st_session_params *params, st_sessio
     if (s->p.n_ctx <= 0) s->p.n_ctx = 4096;
     s->state.n_ctx = s->p.n_ctx;
     s->state.kv_type = s->p.kv_f32 ? ST_TYPE_F32 : ST_TYPE_F16;
+    if (!(s->ids = malloc((size_t)s->p.n_ctx * sizeof *s->ids))) {
+        int64_t n_ctx = s->p.n_ctx;
+        st_session_free(s);
+        return st_fail(ST_ERR_NOMEM, "session: out of memory for %lld ids", (long long)n_ctx);
+    }
     st_status st = st_pool_create(s->p.n_threads, &s->pool);
     if (st == ST_OK) {
         s->plan = (st_ws_plan){.m = m, .n_threads = st_pool_size(s->pool)};
@@ -81,6 +89,8 @@ st_status st_session_new(st_model *m, const st_session_params *params, st_sessio
 
 void st_session_free(st_session *s) {
     if (!s) return;
+    free(s->ids);
+    st_checkpoints_free(s->ckpt);
     if (s->state.layers) {
         for (int64_t il = 0; il < s->m->hp.n_layer; il++) {
             st_layer_state *L = &s->state.layers[il];
@@ -98,6 +108,7 @@ void st_session_free(st_session *s) {
 
 void st_session_reset(st_session *s) {
     const st_hparams *hp = &s->m->hp;
+    st_checkpoints_clear(s->ckpt);
     for (int64_t il = 0; il < hp->n_layer; il++) {
         st_layer_state *L = &s->state.layers[il];
         if (L->conv) memset(L->conv, 0, (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float));
@@ -134,6 +145,8 @@ st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float
     if (s->state.n_past + n > s->state.n_ctx)
         return st_fail(ST_ERR_RANGE, "context is full: %lld positions + %lld new tokens exceed the context size %lld",
                        (long long)s->state.n_past, (long long)n, (long long)s->state.n_ctx);
+    /* Held once fed (n_past counts them); a failed feed resets, so none is held half-fed. */
+    memcpy(s->ids + s->state.n_past, tokens, (size_t)n * sizeof *tokens);
     for (int64_t off = 0; off < n; off += s->p.n_prefill) {
         int64_t rows = n - off < s->p.n_prefill ? n - off : s->p.n_prefill;
         /* Between chunks: the previous chunk has completed, so growing cannot free a buffer in use. */
@@ -158,3 +171,8 @@ st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float
 st_state *st_session_state(st_session *s) { return &s->state; }
 st_workspace *st_session_workspace(st_session *s) { return &s->ws; }
 st_status st_session_reserve_rows(st_session *s, int64_t rows) { return st_workspace_reserve(&s->ws, rows); }
+
+/* ---- for session_state.c (src/engine/session_state.h) ---- */
+const struct st_model *st_session_model(const st_session *s) { return s->m; }
+int32_t *st_session_id_buffer(st_session *s) { return s->ids; }
+struct st_checkpoints **st_session_checkpoint_slot(st_session *s) { return &s->ckpt; }

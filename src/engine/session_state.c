@@ -1,0 +1,437 @@
+/* session_state.c: strata.h's "Session state": the ids a session holds, cutting it back to a
+ * prefix of them, checkpoints of its recurrent state, and the whole state as one self-checking
+ * byte string (in memory or through a FILE*).
+ *
+ * The invariant everything here keeps: the state stands for exactly the held ids (the first
+ * n_past of session.c's id buffer). Attention layers can forget positions (n_past shrinks; cells
+ * past it are overwritten by the next feed). A Gated DeltaNet layer folds every position into its
+ * conv and delta state and cannot run backwards, so a hybrid model goes back only to a checkpoint:
+ * a copy of every linear layer's recurrent state taken at a position. Checkpoints are kept sorted
+ * by position; the ones past a cut are dropped (they stand for ids about to be overwritten), a
+ * reset clears them (session.c), and at most ST_SESSION_CHECKPOINTS are held, oldest dropped.
+ *
+ * The byte string (host order, little-endian on every machine Strata runs on):
+ *   0    "STRATAST"
+ *   8    u32 version (1), u32 kv_type (ggml type id of the KV cache: f16 or f32)
+ *   16   char[64] the model's fingerprint (st_model_fingerprint), NUL-padded
+ *   80   u32 n_layer, u32 n_ckpt
+ *   88   u64 n_ids, u64 ckpt_floats, u64 bytes (the whole string, checksum included)
+ *   112  i32 ids[n_ids]
+ *        per layer: attention K rows then V rows of positions < n_ids; linear: conv then delta state
+ *        per checkpoint: u64 position, f32[ckpt_floats]
+ *   end  u64 FNV-1a 64 of every byte before it
+ * Loading checks all of it (magic, version, fingerprint, shapes, length, checksum, ids inside the
+ * vocabulary, checkpoints in order) before it changes anything, so a refused string leaves the
+ * session as it was. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "base/status.h"
+#include "engine/session_internal.h"
+#include "engine/session_state.h"
+#include "model/model.h"
+
+#define STATE_MAGIC "STRATAST"
+#define STATE_VERSION 1u
+
+struct st_checkpoints {
+    int n;                                /* held, positions ascending */
+    int64_t pos[ST_SESSION_CHECKPOINTS];
+    float *data[ST_SESSION_CHECKPOINTS];  /* every linear layer's conv then delta state, layer order */
+};
+
+typedef struct state_head {
+    char magic[8];
+    uint32_t version, kv_type;
+    char fingerprint[64];
+    uint32_t n_layer, n_ckpt;
+    uint64_t n_ids, ckpt_floats, bytes;
+} state_head;
+_Static_assert(sizeof(state_head) == 112, "the saved state's header is 112 bytes with no padding");
+
+void st_checkpoints_clear(struct st_checkpoints *c) {
+    if (c) c->n = 0;
+}
+
+void st_checkpoints_free(struct st_checkpoints *c) {
+    if (!c) return;
+    for (int i = 0; i < ST_SESSION_CHECKPOINTS; i++) free(c->data[i]);
+    free(c);
+}
+
+/* The state on the host. A session whose state lives on a device is refused here until the
+ * device keeps checkpoints and copies its state out. */
+static st_status host_state(st_session *s, const char *what, st_state **out) {
+    (void)what;
+    *out = st_session_state(s);
+    return ST_OK;
+}
+
+static const st_hparams *hparams(const st_session *s) { return &st_session_model(s)->hp; }
+
+static int is_linear(const st_hparams *hp, int64_t il) { return st_hp_is_hybrid(hp) && hp->is_linear[il]; }
+static size_t conv_floats(const st_hparams *hp) { return (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)); }
+static size_t ssm_floats(const st_hparams *hp) { return (size_t)(hp->ssm_n_v * hp->ssm_state * hp->ssm_state); }
+
+/* Floats in one checkpoint: every linear layer's conv and delta state. */
+static size_t recurrent_floats(const st_hparams *hp) {
+    size_t n = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if (is_linear(hp, il)) n += conv_floats(hp) + ssm_floats(hp);
+    return n;
+}
+
+/* Bytes of one attention layer's K (or V) rows for n_pos positions. */
+static size_t kv_bytes(const st_hparams *hp, uint32_t kv_type, int64_t il, uint64_t n_pos) {
+    return (size_t)n_pos * st_kv_row_bytes(kv_type, hp->n_head_kv[il] * hp->head_dim);
+}
+
+/* Copies every linear layer's recurrent state into buf (save) or back from it (!save). */
+static void copy_recurrent(const st_hparams *hp, st_state *st, float *buf, int save) {
+    size_t conv = conv_floats(hp), ssm = ssm_floats(hp);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        if (!is_linear(hp, il)) continue;
+        st_layer_state *L = &st->layers[il];
+        if (save) {
+            memcpy(buf, L->conv, conv * sizeof *buf);
+            memcpy(buf + conv, L->ssm, ssm * sizeof *buf);
+        } else {
+            memcpy(L->conv, buf, conv * sizeof *buf);
+            memcpy(L->ssm, buf + conv, ssm * sizeof *buf);
+        }
+        buf += conv + ssm;
+    }
+}
+
+/* ---- ids, cut-back, checkpoints ---- */
+
+const int32_t *st_session_ids(const st_session *s) { return st_session_id_buffer((st_session *)s); }
+
+int st_session_is_recurrent(const st_session *s) { return recurrent_floats(hparams(s)) > 0; }
+
+int st_session_checkpoints(const st_session *s, int64_t *pos, int cap) {
+    const struct st_checkpoints *c = *st_session_checkpoint_slot((st_session *)s);
+    int n = c ? c->n : 0;
+    for (int i = 0; i < n && i < cap; i++) pos[i] = c->pos[i];
+    return n;
+}
+
+st_status st_session_checkpoint(st_session *s) {
+    const st_hparams *hp = hparams(s);
+    size_t nf = recurrent_floats(hp);
+    if (!nf) return ST_OK; /* attention only: a cut needs no checkpoint */
+    st_state *st;
+    ST_TRY(host_state(s, "checkpoint", &st));
+    struct st_checkpoints **slot = st_session_checkpoint_slot(s);
+    if (!*slot && !(*slot = calloc(1, sizeof **slot))) return st_fail(ST_ERR_NOMEM, "checkpoint: out of memory");
+    struct st_checkpoints *c = *slot;
+    if (c->n && c->pos[c->n - 1] == st->n_past) return ST_OK;
+    if (c->n == ST_SESSION_CHECKPOINTS) {
+        float *oldest = c->data[0];
+        memmove(c->pos, c->pos + 1, (ST_SESSION_CHECKPOINTS - 1) * sizeof *c->pos);
+        memmove(c->data, c->data + 1, (ST_SESSION_CHECKPOINTS - 1) * sizeof *c->data);
+        c->n--;
+        c->data[c->n] = oldest;
+    }
+    if (!c->data[c->n] && !(c->data[c->n] = malloc(nf * sizeof(float))))
+        return st_fail(ST_ERR_NOMEM, "checkpoint: out of memory for %zu floats of recurrent state", nf);
+    copy_recurrent(hp, st, c->data[c->n], 1);
+    c->pos[c->n++] = st->n_past;
+    return ST_OK;
+}
+
+st_status st_session_cut(st_session *s, int64_t n, int64_t *kept) {
+    st_state *st;
+    ST_TRY(host_state(s, "cut", &st));
+    if (n < 0 || n > st->n_past)
+        return st_fail(ST_ERR_RANGE, "cut: position %lld is outside the %lld held", (long long)n, (long long)st->n_past);
+    struct st_checkpoints *c = *st_session_checkpoint_slot(s);
+    int64_t to = n;
+    if (n < st->n_past && st_session_is_recurrent(s)) {
+        if (n == 0) {
+            st_session_reset(s);
+            if (kept) *kept = 0;
+            return ST_OK;
+        }
+        int i = c ? c->n - 1 : -1;
+        while (i >= 0 && c->pos[i] > n) i--;
+        if (i < 0)
+            return st_fail(ST_ERR_RANGE,
+                           "cut: no checkpoint at or before position %lld (%d held%s): the recurrent state cannot run backwards",
+                           (long long)n, c ? c->n : 0, c && c->n ? ", all later" : "");
+        to = c->pos[i];
+        copy_recurrent(hparams(s), st, c->data[i], 0);
+    }
+    while (c && c->n && c->pos[c->n - 1] > to) c->n--;
+    st->n_past = to;
+    if (kept) *kept = to;
+    return ST_OK;
+}
+
+st_status st_session_reuse(st_session *s, const int32_t *prompt, int64_t n, int64_t *kept) {
+    if (n <= 0) return st_fail(ST_ERR_INVALID, "reuse: a prompt of %lld tokens", (long long)n);
+    const int32_t *held = st_session_ids(s);
+    int64_t n_held = st_session_n_past(s), p = 0;
+    while (p < n_held && p < n && held[p] == prompt[p]) p++;
+    if (p == n) p = n - 1; /* the last prompt token is fed again: its logits start the reply */
+    *kept = p;
+    if (p == n_held) return ST_OK;
+    if (st_session_cut(s, p, kept) != ST_OK) {
+        /* No exact way back (or a state that cannot be cut): a fresh sequence is always exact. */
+        st_clear_error();
+        st_session_reset(s);
+        *kept = 0;
+    }
+    return ST_OK;
+}
+
+/* ---- the fingerprint ---- */
+
+void st_model_fingerprint(const st_model *m, char out[65]) {
+    const char *name = "";
+    size_t len = 0;
+    if (st_gguf_get_str(m->gguf, "general.name", &name, &len) != ST_OK) name = "", len = 0;
+    char desc[512];
+    snprintf(desc, sizeof desc, "%s|%lld|%d|%llu|%.*s", st_model_arch(m), (long long)st_model_n_layer(m), st_model_n_vocab(m),
+             (unsigned long long)st_model_weight_bytes(m), (int)(len < 300 ? len : 300), name);
+    uint64_t h = 14695981039346656037ULL;
+    for (const char *p = desc; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    snprintf(out, 65, "%016llx", (unsigned long long)h);
+}
+
+/* ---- the byte string ---- */
+
+static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+#define FNV_START 14695981039346656037ULL
+
+/* Bytes of the whole string for these counts. */
+static uint64_t state_bytes(const st_hparams *hp, uint32_t kv_type, uint64_t n_ids, uint64_t n_ckpt, uint64_t ckpt_floats) {
+    uint64_t b = sizeof(state_head) + n_ids * sizeof(int32_t) + 8;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        b += is_linear(hp, il) ? (conv_floats(hp) + ssm_floats(hp)) * sizeof(float) : 2 * kv_bytes(hp, kv_type, il, n_ids);
+    return b + n_ckpt * (sizeof(uint64_t) + ckpt_floats * sizeof(float));
+}
+
+/* Where the string goes: a buffer or a file, hashed on the way. */
+typedef struct sink {
+    unsigned char *buf;
+    FILE *f;
+    uint64_t hash;
+    int failed;
+} sink;
+
+static void put(sink *k, const void *p, size_t n) {
+    if (!n) return;
+    k->hash = fnv1a(k->hash, p, n);
+    if (k->buf) {
+        memcpy(k->buf, p, n);
+        k->buf += n;
+    } else if (!k->failed && fwrite(p, 1, n, k->f) != n) {
+        k->failed = 1;
+    }
+}
+
+static void write_state(st_session *s, st_state *st, const state_head *h, sink *k) {
+    const st_hparams *hp = hparams(s);
+    const struct st_checkpoints *c = *st_session_checkpoint_slot(s);
+    put(k, h, sizeof *h);
+    put(k, st_session_ids(s), (size_t)h->n_ids * sizeof(int32_t));
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const st_layer_state *L = &st->layers[il];
+        if (is_linear(hp, il)) {
+            put(k, L->conv, conv_floats(hp) * sizeof(float));
+            put(k, L->ssm, ssm_floats(hp) * sizeof(float));
+        } else {
+            put(k, L->k_cache, kv_bytes(hp, st->kv_type, il, h->n_ids));
+            put(k, L->v_cache, kv_bytes(hp, st->kv_type, il, h->n_ids));
+        }
+    }
+    for (uint32_t i = 0; i < h->n_ckpt; i++) {
+        uint64_t pos = (uint64_t)c->pos[i];
+        put(k, &pos, sizeof pos);
+        put(k, c->data[i], (size_t)h->ckpt_floats * sizeof(float));
+    }
+    uint64_t sum = k->hash;
+    put(k, &sum, sizeof sum);
+}
+
+static st_status make_head(st_session *s, st_state **st, state_head *h) {
+    ST_TRY(host_state(s, "save", st));
+    const st_hparams *hp = hparams(s);
+    const struct st_checkpoints *c = *st_session_checkpoint_slot(s);
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, STATE_MAGIC, 8);
+    h->version = STATE_VERSION;
+    h->kv_type = (*st)->kv_type;
+    char fp[65];
+    st_model_fingerprint(st_session_model(s), fp);
+    memcpy(h->fingerprint, fp, strlen(fp));
+    h->n_layer = (uint32_t)hp->n_layer;
+    h->n_ckpt = c ? (uint32_t)c->n : 0;
+    h->n_ids = (uint64_t)(*st)->n_past;
+    h->ckpt_floats = recurrent_floats(hp);
+    h->bytes = state_bytes(hp, h->kv_type, h->n_ids, h->n_ckpt, h->ckpt_floats);
+    return ST_OK;
+}
+
+st_status st_session_state_save(const st_session *cs, void **buf, size_t *n) {
+    st_session *s = (st_session *)cs;
+    st_state *st;
+    state_head h;
+    *buf = NULL;
+    *n = 0;
+    ST_TRY(make_head(s, &st, &h));
+    unsigned char *b = malloc((size_t)h.bytes);
+    if (!b) return st_fail(ST_ERR_NOMEM, "save: out of memory for a session state of %llu bytes", (unsigned long long)h.bytes);
+    sink k = {.buf = b, .hash = FNV_START};
+    write_state(s, st, &h, &k);
+    *buf = b;
+    *n = (size_t)h.bytes;
+    return ST_OK;
+}
+
+st_status st_session_state_write(const st_session *cs, FILE *f) {
+    st_session *s = (st_session *)cs;
+    st_state *st;
+    state_head h;
+    ST_TRY(make_head(s, &st, &h));
+    sink k = {.f = f, .hash = FNV_START};
+    write_state(s, st, &h, &k);
+    if (k.failed || fflush(f))
+        return st_fail(ST_ERR_IO, "save: writing %llu bytes of session state failed: %s", (unsigned long long)h.bytes, strerror(errno));
+    return ST_OK;
+}
+
+/* The header's own checks: what it is, for which model and shapes, and how long it must be. */
+static st_status check_head(st_session *s, const st_state *st, const state_head *h) {
+    const st_hparams *hp = hparams(s);
+    if (memcmp(h->magic, STATE_MAGIC, 8)) return st_fail(ST_ERR_FORMAT, "not a Strata session state");
+    if (h->version != STATE_VERSION)
+        return st_fail(ST_ERR_FORMAT, "a version %u session state; this build reads version %u", h->version, STATE_VERSION);
+    char fp[65], mine[65];
+    memcpy(fp, h->fingerprint, 64);
+    fp[64] = 0;
+    st_model_fingerprint(st_session_model(s), mine);
+    if (strcmp(fp, mine)) return st_fail(ST_ERR_FORMAT, "saved for another model (fingerprint %s; this model is %s)", fp, mine);
+    if (h->n_layer != (uint32_t)hp->n_layer || h->kv_type != st->kv_type)
+        return st_fail(ST_ERR_FORMAT, "the state has %u layers and KV type %u; this session has %lld and %u", h->n_layer, h->kv_type,
+                       (long long)hp->n_layer, st->kv_type);
+    if (h->n_ids > (uint64_t)st->n_ctx)
+        return st_fail(ST_ERR_RANGE, "the state holds %llu tokens; this session's context has %lld", (unsigned long long)h->n_ids,
+                       (long long)st->n_ctx);
+    if (h->n_ckpt > ST_SESSION_CHECKPOINTS || (h->n_ckpt && h->ckpt_floats != recurrent_floats(hp)))
+        return st_fail(ST_ERR_FORMAT, "the state has %u checkpoints of %llu floats; this session keeps %d of %zu", h->n_ckpt,
+                       (unsigned long long)h->ckpt_floats, ST_SESSION_CHECKPOINTS, recurrent_floats(hp));
+    uint64_t want = state_bytes(hp, h->kv_type, h->n_ids, h->n_ckpt, h->ckpt_floats);
+    if (h->bytes != want)
+        return st_fail(ST_ERR_FORMAT, "the state's header says %llu bytes where its counts need %llu: altered",
+                       (unsigned long long)h->bytes, (unsigned long long)want);
+    return ST_OK;
+}
+
+/* Everything past the header: length, checksum, ids, checkpoint order. */
+static st_status check_body(st_session *s, const state_head *h, const unsigned char *b, size_t n) {
+    if (n != h->bytes)
+        return st_fail(ST_ERR_FORMAT, "the state is truncated or padded: its header says %llu bytes, there are %zu",
+                       (unsigned long long)h->bytes, n);
+    uint64_t sum;
+    memcpy(&sum, b + n - 8, 8);
+    if (sum != fnv1a(FNV_START, b, n - 8)) return st_fail(ST_ERR_FORMAT, "the state has been altered: its checksum does not match");
+    int32_t n_vocab = st_model_n_vocab(st_session_model(s));
+    for (uint64_t i = 0; i < h->n_ids; i++) {
+        int32_t id;
+        memcpy(&id, b + sizeof *h + i * sizeof id, sizeof id);
+        if (id < 0 || id >= n_vocab)
+            return st_fail(ST_ERR_FORMAT, "the state's id %llu is %d, outside the vocabulary 0..%d", (unsigned long long)i, id, n_vocab - 1);
+    }
+    size_t rec = (size_t)(h->ckpt_floats * sizeof(float)) + sizeof(uint64_t);
+    const unsigned char *ck = b + n - 8 - (size_t)h->n_ckpt * rec;
+    uint64_t last = 0;
+    for (uint32_t i = 0; i < h->n_ckpt; i++) {
+        uint64_t pos;
+        memcpy(&pos, ck + i * rec, sizeof pos);
+        if (pos > h->n_ids || (i && pos <= last))
+            return st_fail(ST_ERR_FORMAT, "the state's checkpoint %u is at %llu: not in order within %llu tokens", i,
+                           (unsigned long long)pos, (unsigned long long)h->n_ids);
+        last = pos;
+    }
+    return ST_OK;
+}
+
+st_status st_session_state_load(st_session *s, const void *buf, size_t n) {
+    st_state *st;
+    ST_TRY(host_state(s, "load", &st));
+    const st_hparams *hp = hparams(s);
+    const unsigned char *b = buf;
+    state_head h;
+    if (n < sizeof h) {
+        if (n >= 8 && memcmp(b, STATE_MAGIC, 8)) return st_fail(ST_ERR_FORMAT, "not a Strata session state");
+        return st_fail(ST_ERR_FORMAT, "the state is truncated: %zu bytes, shorter than its %zu-byte header", n, sizeof h);
+    }
+    memcpy(&h, b, sizeof h);
+    ST_TRY(check_head(s, st, &h));
+    ST_TRY(check_body(s, &h, b, n));
+    /* Buffers first, so that running out of memory leaves the session as it was. */
+    struct st_checkpoints **slot = st_session_checkpoint_slot(s);
+    if (h.n_ckpt && !*slot && !(*slot = calloc(1, sizeof **slot))) return st_fail(ST_ERR_NOMEM, "load: out of memory");
+    for (uint32_t i = 0; i < h.n_ckpt; i++)
+        if (!(*slot)->data[i] && !((*slot)->data[i] = malloc((size_t)h.ckpt_floats * sizeof(float))))
+            return st_fail(ST_ERR_NOMEM, "load: out of memory for checkpoint %u", i);
+
+    /* Everything checked: now the session changes. */
+    size_t off = sizeof h;
+    memcpy(st_session_id_buffer(s), b + off, (size_t)h.n_ids * sizeof(int32_t));
+    off += (size_t)h.n_ids * sizeof(int32_t);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        st_layer_state *L = &st->layers[il];
+        if (is_linear(hp, il)) {
+            memcpy(L->conv, b + off, conv_floats(hp) * sizeof(float));
+            off += conv_floats(hp) * sizeof(float);
+            memcpy(L->ssm, b + off, ssm_floats(hp) * sizeof(float));
+            off += ssm_floats(hp) * sizeof(float);
+        } else {
+            size_t kv = kv_bytes(hp, st->kv_type, il, h.n_ids);
+            memcpy(L->k_cache, b + off, kv);
+            memcpy(L->v_cache, b + off + kv, kv);
+            off += 2 * kv;
+        }
+    }
+    st->n_past = (int64_t)h.n_ids;
+    st_checkpoints_clear(*slot);
+    for (uint32_t i = 0; i < h.n_ckpt; i++) {
+        uint64_t pos;
+        memcpy(&pos, b + off, sizeof pos);
+        memcpy((*slot)->data[i], b + off + sizeof pos, (size_t)h.ckpt_floats * sizeof(float));
+        (*slot)->pos[i] = (int64_t)pos;
+        off += sizeof pos + (size_t)h.ckpt_floats * sizeof(float);
+    }
+    if (*slot) (*slot)->n = (int)h.n_ckpt;
+    return ST_OK;
+}
+
+st_status st_session_state_read(st_session *s, FILE *f) {
+    st_state *st;
+    ST_TRY(host_state(s, "load", &st));
+    state_head h;
+    size_t got = fread(&h, 1, sizeof h, f);
+    if (got < sizeof h) {
+        if (got >= 8 && memcmp(h.magic, STATE_MAGIC, 8)) return st_fail(ST_ERR_FORMAT, "not a Strata session state");
+        return st_fail(ST_ERR_FORMAT, "the state is truncated: %zu bytes, shorter than its %zu-byte header", got, sizeof h);
+    }
+    /* The header decides how much to read: checked before any large allocation. */
+    ST_TRY(check_head(s, st, &h));
+    unsigned char *b = malloc((size_t)h.bytes);
+    if (!b) return st_fail(ST_ERR_NOMEM, "load: out of memory for a session state of %llu bytes", (unsigned long long)h.bytes);
+    memcpy(b, &h, sizeof h);
+    size_t n = sizeof h + fread(b + sizeof h, 1, (size_t)h.bytes - sizeof h, f);
+    st_status r = ferror(f) ? st_fail(ST_ERR_IO, "load: reading the session state failed: %s", strerror(errno))
+                            : st_session_state_load(s, b, n);
+    free(b);
+    return r;
+}

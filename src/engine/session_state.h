@@ -1,0 +1,24 @@
+/* session_state.h: the seam between session.c (which owns the session struct) and
+ * session_state.c (which implements strata.h's "Session state" section on it). Not public.
+ *
+ * session.c records every fed id in a buffer of n_ctx ids and hands session_state.c a slot for
+ * its checkpoint set; it clears the set on reset (a new sequence) and frees it with the session. */
+#ifndef ST_ENGINE_SESSION_STATE_H
+#define ST_ENGINE_SESSION_STATE_H
+
+#include "strata.h"
+
+struct st_model;
+struct st_checkpoints;
+
+/* session_state.c */
+void st_checkpoints_clear(struct st_checkpoints *c);
+void st_checkpoints_free(struct st_checkpoints *c);
+
+/* session.c: the session's model, its id buffer ([n_ctx]; the first n_past are held) and the
+ * slot of its checkpoint set (NULL until the first checkpoint). */
+const struct st_model *st_session_model(const st_session *s);
+int32_t *st_session_id_buffer(st_session *s);
+struct st_checkpoints **st_session_checkpoint_slot(st_session *s);
+
+#endif
