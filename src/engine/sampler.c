@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "engine/json_grammar.h"
 #include "engine/sampler.h"
 
 typedef struct cand { float logit; int32_t id; } cand;
@@ -23,6 +24,8 @@ struct st_sampler {
     int32_t *window_tmp;
     int32_t window_n, window_pos;
     uint64_t rng[4];
+    st_json_constraint *json; /* response_format json_object, or NULL */
+    int64_t json_masks;       /* picks the constraint refused (the mask was applied and the chain rerun) */
 };
 
 st_sampler_params st_sampler_default_params(void) {
@@ -98,10 +101,14 @@ void st_sampler_free(st_sampler *s) {
     if (!s) return;
     free(s->work); free(s->weight); free(s->cands); free(s->out_ids); free(s->out_probs);
     free(s->window); free(s->window_tmp);
+    st_json_constraint_free(s->json);
     free(s);
 }
 
 void st_sampler_reset(st_sampler *s) {
+    st_json_constraint_free(s->json);
+    s->json = NULL;
+    s->json_masks = 0;
     s->window_n = s->window_pos = 0;
     s->n_cands = 0;
     rng_seed(s->rng, s->p.seed);
@@ -110,6 +117,7 @@ void st_sampler_reset(st_sampler *s) {
 st_status st_sampler_accept(st_sampler *s, int32_t token) {
     if (token < 0 || token >= s->n_vocab)
         return st_fail(ST_ERR_RANGE, "sampler: token %d is outside the vocabulary of %d", token, s->n_vocab);
+    if (s->json) ST_TRY(st_json_constraint_accept(s->json, token));
     int32_t cap = s->p.penalty_last_n;
     if (cap <= 0) return ST_OK;
     s->window[s->window_pos] = token;
@@ -161,7 +169,7 @@ static int32_t select_top(st_sampler *s, int32_t k) {
     int32_t n = 0;
     for (int32_t id = 0; id < s->n_vocab; id++) {
         cand c = {s->work[id], id};
-        if (isnan(c.logit)) continue;
+        if (isnan(c.logit) || c.logit == -INFINITY) continue; /* NaN, or masked by the constraint */
         if (n < k) {
             int32_t i = n++;
             while (i > 0) { /* sift up: the root is the worst kept */
@@ -255,11 +263,9 @@ static int32_t argmax(const float *l, int32_t n) {
     return best;
 }
 
-st_status st_sampler_sample(st_sampler *s, const float *logits, int32_t *token) {
+/* The chain on s->work (which it does not modify): greedy, or the filters and a draw. */
+static st_status choose(st_sampler *s, int32_t *token) {
     const st_sampler_params *p = &s->p;
-    memcpy(s->work, logits, sizeof *s->work * (size_t)s->n_vocab);
-    apply_penalties(s);
-
     if (p->temperature <= 0.0f) {
         int32_t id = argmax(s->work, s->n_vocab);
         s->n_cands = 1;
@@ -294,7 +300,7 @@ st_status st_sampler_sample(st_sampler *s, const float *logits, int32_t *token) 
         float min_logit = p->min_p > 0.0f ? top + logf(p->min_p) : -INFINITY;
         n = 0;
         for (int32_t id = 0; id < s->n_vocab; id++)
-            if (s->work[id] >= min_logit) s->cands[n++] = (cand){s->work[id], id};
+            if (s->work[id] >= min_logit && s->work[id] > -INFINITY) s->cands[n++] = (cand){s->work[id], id};
         sorted = 0;
         /* the best first, as everywhere else */
         for (int32_t i = 1; i < n; i++)
@@ -340,3 +346,33 @@ st_status st_sampler_sample(st_sampler *s, const float *logits, int32_t *token) 
     *token = s->cands[pick].id;
     return ST_OK;
 }
+
+/* With a constraint the chain runs first on the plain logits and its pick is checked (one walk of
+ * the token's bytes); only a refused pick costs the mask and a second run on the masked logits.
+ * For greedy this is the masked argmax exactly. For a draw the rerun uses the masked chain, as
+ * llama.cpp's sampler does when its grammar refuses a pick. */
+st_status st_sampler_sample(st_sampler *s, const float *logits, int32_t *token) {
+    memcpy(s->work, logits, sizeof *s->work * (size_t)s->n_vocab);
+    apply_penalties(s);
+    if (!s->json) return choose(s, token);
+    if (choose(s, token) == ST_OK && st_json_constraint_allows(s->json, *token)) return ST_OK;
+    s->json_masks++;
+    if (st_json_constraint_mask(s->json, s->work) == 0)
+        return st_fail(ST_ERR_INVALID, "sampler: no token of the vocabulary can continue the JSON object");
+    return choose(s, token);
+}
+
+st_status st_sampler_constrain_json(st_sampler *s, const st_json_vocab *v, const int32_t *prompt, size_t n_prompt, int64_t max_tokens) {
+    if (st_json_vocab_size(v) != s->n_vocab)
+        return st_fail(ST_ERR_INVALID, "sampler: a JSON vocabulary of %d tokens for a sampler of %d", st_json_vocab_size(v), s->n_vocab);
+    st_json_constraint *c = NULL;
+    ST_TRY(st_json_constraint_new(v, prompt, n_prompt, &c));
+    st_json_constraint_set_budget(c, max_tokens > 0 ? max_tokens : -1);
+    st_json_constraint_free(s->json);
+    s->json = c;
+    s->json_masks = 0;
+    return ST_OK;
+}
+
+int st_sampler_json_complete(const st_sampler *s) { return s->json && st_json_constraint_complete(s->json); }
+int64_t st_sampler_json_masks(const st_sampler *s) { return s->json_masks; }

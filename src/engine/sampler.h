@@ -7,12 +7,19 @@
  *
  * Nothing sorts the whole vocabulary: top-k uses a k-element heap; top-p looks for the nucleus
  * among the best 1024 candidates first and, when the distribution is flatter than that, bins the
- * logits by value and sorts only the bin where the nucleus ends. */
+ * logits by value and sorts only the bin where the nucleus ends.
+ *
+ * A JSON constraint (response_format json_object, engine/json_grammar.h) may be set: the chain then
+ * runs on the plain logits and its pick is checked by a walk of that token's bytes; only a refused
+ * pick costs a mask of the vocabulary and a second run of the chain on the masked logits. */
 #ifndef ST_ENGINE_SAMPLER_H
 #define ST_ENGINE_SAMPLER_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "base/status.h"
+
+typedef struct st_json_vocab st_json_vocab;
 
 typedef struct st_sampler_params {
     float temperature;       /* <= 0: greedy */
@@ -34,13 +41,27 @@ typedef struct st_sampler st_sampler;
 
 st_status st_sampler_new(const st_sampler_params *p, int32_t n_vocab, st_sampler **out);
 void st_sampler_free(st_sampler *s);
-/* Forgets the accepted tokens and restarts the random sequence from the seed. */
+/* Forgets the accepted tokens, drops a JSON constraint and restarts the random sequence from the seed. */
 void st_sampler_reset(st_sampler *s);
-/* Records a token (prompt or generated) in the penalty window. */
+/* Records a token (prompt or generated) in the penalty window, and with a JSON constraint advances
+ * it (ST_ERR_INVALID, nothing recorded, for a token it refuses). */
 st_status st_sampler_accept(st_sampler *s, int32_t token);
 /* Picks a token from logits[0..n_vocab). The logits are not modified. Does not accept the token:
  * the caller does, so prompt tokens and generated ones go through the same door. */
 st_status st_sampler_sample(st_sampler *s, const float *logits, int32_t *token);
+
+/* response_format json_object: from now on st_sampler_sample picks only tokens that continue one
+ * JSON object (engine/json_grammar.h), and end of generation only once it is closed. v is the
+ * model's token table (built once per model, kept by the caller while the sampler lives); the
+ * reply's forced opening is read from the prompt (the text after its last <|im_start|> role line).
+ * max_tokens > 0: the reply's token limit; the object is kept closable within it, so a reply cut
+ * by the limit is still one complete object (when the limit leaves room to close it at all).
+ * Call it after accepting the prompt's tokens: from here on accept advances the constraint. */
+st_status st_sampler_constrain_json(st_sampler *s, const st_json_vocab *v, const int32_t *prompt, size_t n_prompt, int64_t max_tokens);
+/* Whether the constrained reply is a complete object; how many picks the constraint refused (each
+ * cost one mask of the vocabulary). */
+int st_sampler_json_complete(const st_sampler *s);
+int64_t st_sampler_json_masks(const st_sampler *s);
 
 /* The raw generator, exposed for tests: uniform in [0, 1). */
 double st_sampler_uniform(st_sampler *s);

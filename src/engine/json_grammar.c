@@ -1,0 +1,583 @@
+/* json_grammar.c: the JSON object automaton, the per-model token table and the constraint (see
+ * json_grammar.h).
+ *
+ * The automaton is a handful of modes plus a stack of one bit per open container (object or
+ * array), so a state is 24 bytes, copied and compared whole. One step reads one byte. A number has
+ * no closing byte: the byte after it ends it and is then read again as what follows a value.
+ *
+ * The mask. Walking every token's bytes from the current state is exact but costs the whole
+ * vocabulary times the token length. Two things make it cheap:
+ *   - inside a string (no escape or character half read) a token made only of plain string bytes
+ *     and whole UTF-8 characters leaves the state as it is, and inside a think block so does any
+ *     token without '<'; those sets are precomputed, so only the other tokens are walked;
+ *   - the last few masks are kept with the state they were made for (structure repeats: the same
+ *     mask serves every "after a value at depth 2 in an object").
+ * And the sampler asks for the mask only when the token it picked is refused. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine/json_grammar.h"
+#include "text/tokenizer.h"
+
+enum mode {
+    M_PRE,        /* before the reply: whitespace, "<think>" or "{" */
+    M_THINK_OPEN, /* sub bytes of "<think>" read */
+    M_THINK,      /* in the think block; sub bytes of "</think>" read */
+    M_VALUE,      /* a value must come (at depth 0: the object) */
+    M_ARR_FIRST,  /* after '[': a value or ']' */
+    M_OBJ_FIRST,  /* after '{': a key or '}' */
+    M_KEY,        /* after ',' in an object: a key */
+    M_COLON,      /* after a key */
+    M_AFTER,      /* after a value inside a container: ',' or the close */
+    M_DONE,       /* the object is closed */
+    M_STR,        /* in a string */
+    M_STR_ESC,    /* after a backslash */
+    M_STR_HEX,    /* sub hex digits of \uXXXX read; aux says what the first two were */
+    M_STR_UTF8,   /* sub continuation bytes still due; aux the lead byte while the second is due */
+    M_STR_LOW_BS, /* after a high surrogate escape: '\' must come */
+    M_STR_LOW_U,  /* then 'u' */
+    M_LIT,        /* aux which literal, sub bytes read */
+    M_NUM_MINUS,  /* '-' read: a digit must come */
+    M_NUM_ZERO,   /* a leading 0 */
+    M_NUM_INT,    /* integer digits */
+    M_NUM_DOT,    /* '.' read: a digit must come */
+    M_NUM_FRAC,   /* fraction digits */
+    M_NUM_E,      /* 'e' read: a sign or digit */
+    M_NUM_ESIGN,  /* sign read: a digit */
+    M_NUM_EXP,    /* exponent digits */
+};
+
+enum { F_KEY = 1, F_LOW = 2 };
+enum { HEX_PLAIN = 0, HEX_D = 1, HEX_HIGH = 2 }; /* aux of M_STR_HEX */
+
+static const char think_open[] = "<think>", think_close[] = "</think>";
+static const char *const literals[3] = {"true", "false", "null"};
+
+void st_json_init(st_json_state *s) { memset(s, 0, sizeof *s); }
+
+int st_json_complete(const st_json_state *s) { return s->mode == M_DONE; }
+
+static int is_ws(unsigned c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+static int is_digit(unsigned c) { return c >= '0' && c <= '9'; }
+static int is_hex(unsigned c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+static int top_is_array(const st_json_state *s) { return (s->stack >> (s->depth - 1)) & 1; }
+
+/* A value ended: the next byte is what follows it in its container, or the object is done. */
+static void value_done(st_json_state *s) { s->mode = s->depth ? M_AFTER : M_DONE; }
+
+static int push(st_json_state *s, int array) {
+    if (s->depth >= ST_JSON_MAX_DEPTH) return 0;
+    uint64_t bit = 1ull << s->depth;
+    s->stack = array ? s->stack | bit : s->stack & ~bit;
+    s->depth++;
+    s->mode = array ? M_ARR_FIRST : M_OBJ_FIRST;
+    return 1;
+}
+
+static int close_container(st_json_state *s, int array) {
+    if (!s->depth || top_is_array(s) != array) return 0;
+    s->depth--;
+    s->stack &= ~(1ull << s->depth);
+    value_done(s);
+    return 1;
+}
+
+/* The start of a value (not an object or array closing). At depth 0 only the object. */
+static int value_start(st_json_state *s, unsigned c) {
+    if (c == '{') return push(s, 0);
+    if (!s->depth) return 0;
+    switch (c) {
+    case '[': return push(s, 1);
+    case '"': s->mode = M_STR; s->flags = 0; return 1;
+    case '-': s->mode = M_NUM_MINUS; return 1;
+    case '0': s->mode = M_NUM_ZERO; return 1;
+    case 't': case 'f': case 'n':
+        s->mode = M_LIT;
+        s->aux = c == 't' ? 0 : c == 'f' ? 1 : 2;
+        s->sub = 1;
+        return 1;
+    default:
+        if (c >= '1' && c <= '9') { s->mode = M_NUM_INT; return 1; }
+        return 0;
+    }
+}
+
+/* Whitespace between tokens of the grammar: bounded by depth, so indentation fits but endless
+ * padding does not (a newline and four spaces per level, and some slack). */
+static int take_ws(st_json_state *s) {
+    unsigned cap = 8u + 4u * s->depth;
+    if (s->ws >= cap) return 0;
+    s->ws++;
+    return 1;
+}
+
+/* Inside a string: one byte of content, an escape, a UTF-8 lead, or the closing quote. */
+static int string_byte(st_json_state *s, unsigned c) {
+    if (c == '"') {
+        if (s->flags & F_KEY) s->mode = M_COLON;
+        else value_done(s);
+        s->flags = 0;
+        return 1;
+    }
+    if (c == '\\') { s->mode = M_STR_ESC; return 1; }
+    if (c < 0x20) return 0;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) { s->mode = M_STR_UTF8; s->sub = 1; s->aux = 0; return 1; }
+    if (c >= 0xE0 && c <= 0xEF) { s->mode = M_STR_UTF8; s->sub = 2; s->aux = (uint8_t)c; return 1; }
+    if (c >= 0xF0 && c <= 0xF4) { s->mode = M_STR_UTF8; s->sub = 3; s->aux = (uint8_t)c; return 1; }
+    return 0;
+}
+
+/* Overlong forms, surrogates and values past U+10FFFF are decided by the second byte. */
+static int utf8_second_ok(unsigned lead, unsigned b) {
+    if (lead == 0xE0) return b >= 0xA0;
+    if (lead == 0xED) return b < 0xA0;
+    if (lead == 0xF0) return b >= 0x90;
+    if (lead == 0xF4) return b < 0x90;
+    return 1;
+}
+
+/* A hex digit of \uXXXX. The first two decide a surrogate: D800-DBFF must be followed by an
+ * escaped DC00-DFFF, and a DC00-DFFF alone is refused (JSON parsers such as jansson refuse it). */
+static int hex_byte(st_json_state *s, unsigned c) {
+    if (!is_hex(c)) return 0;
+    int low = (s->flags & F_LOW) != 0;
+    int is_d = c == 'd' || c == 'D';
+    if (s->sub == 0) {
+        if (low && !is_d) return 0;
+        s->aux = is_d ? HEX_D : HEX_PLAIN;
+    } else if (s->sub == 1 && (low || s->aux == HEX_D)) {
+        int hi8 = c == '8' || c == '9' || c == 'a' || c == 'b' || c == 'A' || c == 'B';
+        int lo = (c >= 'c' && c <= 'f') || (c >= 'C' && c <= 'F');
+        if (low ? !lo : lo) return 0;
+        s->aux = !low && hi8 ? HEX_HIGH : HEX_PLAIN;
+    }
+    if (++s->sub < 4) return 1;
+    if (s->aux == HEX_HIGH) {
+        s->mode = M_STR_LOW_BS;
+        s->flags |= F_LOW;
+    } else {
+        s->mode = M_STR;
+        s->flags &= (uint8_t)~F_LOW;
+    }
+    s->sub = 0;
+    s->aux = 0;
+    return 1;
+}
+
+/* The byte after a number's last digit ends the number; it is then read as what follows a value. */
+static int after_value_byte(st_json_state *s, unsigned c);
+
+static int number_byte(st_json_state *s, unsigned c) {
+    switch (s->mode) {
+    case M_NUM_MINUS:
+        if (c == '0') { s->mode = M_NUM_ZERO; return 1; }
+        if (c >= '1' && c <= '9') { s->mode = M_NUM_INT; return 1; }
+        return 0;
+    case M_NUM_ZERO:
+    case M_NUM_INT:
+        if (is_digit(c) && s->mode == M_NUM_INT) return 1;
+        if (c == '.') { s->mode = M_NUM_DOT; return 1; }
+        if (c == 'e' || c == 'E') { s->mode = M_NUM_E; return 1; }
+        break;
+    case M_NUM_DOT:
+        if (is_digit(c)) { s->mode = M_NUM_FRAC; return 1; }
+        return 0;
+    case M_NUM_FRAC:
+        if (is_digit(c)) return 1;
+        if (c == 'e' || c == 'E') { s->mode = M_NUM_E; return 1; }
+        break;
+    case M_NUM_E:
+        if (c == '+' || c == '-') { s->mode = M_NUM_ESIGN; return 1; }
+        if (is_digit(c)) { s->mode = M_NUM_EXP; return 1; }
+        return 0;
+    case M_NUM_ESIGN:
+        if (is_digit(c)) { s->mode = M_NUM_EXP; return 1; }
+        return 0;
+    case M_NUM_EXP:
+        if (is_digit(c)) return 1;
+        break;
+    }
+    value_done(s); /* depth > 0: a number is never the top-level value */
+    return after_value_byte(s, c);
+}
+
+static int after_value_byte(st_json_state *s, unsigned c) {
+    if (is_ws(c)) return take_ws(s);
+    s->ws = 0;
+    if (c == ',') { s->mode = top_is_array(s) ? M_VALUE : M_KEY; return 1; }
+    if (c == '}' || c == ']') return close_container(s, c == ']');
+    return 0;
+}
+
+/* One byte; 1 if it continues a valid prefix (s advanced), 0 if not (s may be clobbered). */
+static int step(st_json_state *s, unsigned c) {
+    switch (s->mode) {
+    case M_PRE:
+        if (is_ws(c)) return take_ws(s);
+        s->ws = 0;
+        if (c == '<') { s->mode = M_THINK_OPEN; s->sub = 1; return 1; }
+        return value_start(s, c);
+    case M_THINK_OPEN:
+        if (c != (unsigned char)think_open[s->sub]) return 0;
+        if (++s->sub == sizeof think_open - 1) { s->mode = M_THINK; s->sub = 0; }
+        return 1;
+    case M_THINK:
+        if (c == (unsigned char)think_close[s->sub]) {
+            if (++s->sub == sizeof think_close - 1) { s->mode = M_VALUE; s->sub = 0; s->ws = 0; }
+        } else {
+            s->sub = c == '<'; /* '<' occurs only first in "</think>" */
+        }
+        return 1;
+    case M_VALUE:
+    case M_ARR_FIRST:
+        if (is_ws(c)) return take_ws(s);
+        s->ws = 0;
+        if (c == ']' && s->mode == M_ARR_FIRST) return close_container(s, 1);
+        return value_start(s, c);
+    case M_OBJ_FIRST:
+    case M_KEY:
+        if (is_ws(c)) return take_ws(s);
+        s->ws = 0;
+        if (c == '"') { s->mode = M_STR; s->flags = F_KEY; return 1; }
+        if (c == '}' && s->mode == M_OBJ_FIRST) return close_container(s, 0);
+        return 0;
+    case M_COLON:
+        if (is_ws(c)) return take_ws(s);
+        s->ws = 0;
+        if (c == ':') { s->mode = M_VALUE; return 1; }
+        return 0;
+    case M_AFTER:
+        return after_value_byte(s, c);
+    case M_DONE:
+        return is_ws(c) && take_ws(s);
+    case M_STR:
+        return string_byte(s, c);
+    case M_STR_ESC:
+        if (c == 'u') { s->mode = M_STR_HEX; s->sub = 0; return 1; }
+        if (!strchr("\"\\/bfnrt", (int)c) || !c) return 0;
+        s->mode = M_STR;
+        return 1;
+    case M_STR_HEX:
+        return hex_byte(s, c);
+    case M_STR_UTF8:
+        if ((c & 0xC0) != 0x80 || (s->aux && !utf8_second_ok(s->aux, c))) return 0;
+        s->aux = 0;
+        if (--s->sub == 0) s->mode = M_STR;
+        return 1;
+    case M_STR_LOW_BS:
+        if (c != '\\') return 0;
+        s->mode = M_STR_LOW_U;
+        return 1;
+    case M_STR_LOW_U:
+        if (c != 'u') return 0;
+        s->mode = M_STR_HEX;
+        s->sub = 0;
+        return 1;
+    case M_LIT: {
+        const char *lit = literals[s->aux];
+        if (c != (unsigned char)lit[s->sub]) return 0;
+        if (!lit[++s->sub]) { s->sub = 0; s->aux = 0; value_done(s); }
+        return 1;
+    }
+    default:
+        return number_byte(s, c);
+    }
+}
+
+int st_json_feed(st_json_state *s, const char *bytes, size_t n) {
+    st_json_state t = *s;
+    for (size_t i = 0; i < n; i++)
+        if (!step(&t, (unsigned char)bytes[i])) return 0;
+    *s = t;
+    return 1;
+}
+
+/* The length of one fixed way to finish from s ('"' to end a string, "0" for a missing value,
+ * "\"\":0" for a missing member, then the closers). Every state but M_DONE has a byte that
+ * lowers it by exactly one (the first byte of that way), so a reply with k tokens left and a cost
+ * of at most k can always be finished with single-byte tokens. */
+int st_json_close_cost(const st_json_state *s) {
+    int d = s->depth, str = 1 + ((s->flags & F_KEY) ? 2 : 0); /* '"', and ":0" after a key */
+    switch (s->mode) {
+    case M_PRE: return 2;
+    case M_THINK_OPEN: return (int)(sizeof think_open - 1 - s->sub) + (int)(sizeof think_close - 1) + 2;
+    case M_THINK: return (int)(sizeof think_close - 1 - s->sub) + 2;
+    case M_VALUE: return d ? 1 + d : 2;
+    case M_ARR_FIRST: case M_OBJ_FIRST: case M_AFTER: return d;
+    case M_KEY: return 4 + d;
+    case M_COLON: return 2 + d;
+    case M_DONE: return 0;
+    case M_STR: return str + d;
+    case M_STR_ESC: return 1 + str + d;
+    case M_STR_HEX: return (4 - s->sub) + (s->aux == HEX_HIGH ? 6 : 0) + str + d;
+    case M_STR_UTF8: return s->sub + str + d;
+    case M_STR_LOW_BS: return 6 + str + d;
+    case M_STR_LOW_U: return 5 + str + d;
+    case M_LIT: return (int)strlen(literals[s->aux]) - s->sub + d;
+    case M_NUM_MINUS: case M_NUM_DOT: case M_NUM_E: case M_NUM_ESIGN: return 1 + d;
+    default: return d; /* a number that may end here */
+    }
+}
+
+/* ---- the vocabulary ---- */
+
+enum kind {
+    K_TEXT,    /* normal and byte tokens: their bytes go through the automaton */
+    K_THINK,   /* a control or user-defined token whose text is <think> or </think> */
+    K_EOG,     /* end of generation: allowed only once the object is closed */
+    K_NEVER,   /* other special tokens, empty tokens, ids past the tokenizer */
+};
+
+struct st_json_vocab {
+    int32_t n;
+    const char **bytes;
+    uint32_t *len;
+    uint8_t *kind;
+    uint64_t *str_loop;   /* bit set: the token leaves a plain string state unchanged */
+    uint64_t *think_loop; /* bit set: the token leaves a think block (nothing of </think> read) unchanged */
+    int32_t *str_rest;    /* the other tokens a string state must walk */
+    int32_t n_str_rest;
+    int32_t *think_rest;
+    int32_t n_think_rest;
+    uint32_t max_len;     /* the longest token's bytes */
+};
+
+static size_t bitset_words(int32_t n) { return ((size_t)n + 63) / 64; }
+static void bit_set(uint64_t *b, int32_t i) { b[i >> 6] |= 1ull << (i & 63); }
+static int bit_get(const uint64_t *b, int32_t i) { return (int)((b[i >> 6] >> (i & 63)) & 1); }
+
+/* Whether bytes are plain string content: printable ASCII but '"' and '\', and whole UTF-8. */
+static int plain_string(const char *p, size_t n) {
+    st_json_state s = {.mode = M_STR, .depth = 1};
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = (unsigned char)p[i];
+        if (c == '"' || c == '\\' || !step(&s, c)) return 0;
+    }
+    return s.mode == M_STR;
+}
+
+void st_json_vocab_free(st_json_vocab *v) {
+    if (!v) return;
+    free(v->bytes); free(v->len); free(v->kind);
+    free(v->str_loop); free(v->think_loop); free(v->str_rest); free(v->think_rest);
+    free(v);
+}
+
+int32_t st_json_vocab_size(const st_json_vocab *v) { return v->n; }
+
+st_status st_json_vocab_new(const st_tokenizer *tok, int32_t n_vocab, st_json_vocab **out) {
+    *out = NULL;
+    if (n_vocab <= 0) return st_fail(ST_ERR_INVALID, "json vocabulary: size %d", n_vocab);
+    st_json_vocab *v = calloc(1, sizeof *v);
+    size_t words = bitset_words(n_vocab);
+    if (v) {
+        v->n = n_vocab;
+        v->bytes = calloc((size_t)n_vocab, sizeof *v->bytes);
+        v->len = calloc((size_t)n_vocab, sizeof *v->len);
+        v->kind = calloc((size_t)n_vocab, 1);
+        v->str_loop = calloc(words, sizeof *v->str_loop);
+        v->think_loop = calloc(words, sizeof *v->think_loop);
+        v->str_rest = malloc(sizeof *v->str_rest * (size_t)n_vocab);
+        v->think_rest = malloc(sizeof *v->think_rest * (size_t)n_vocab);
+    }
+    if (!v || !v->bytes || !v->len || !v->kind || !v->str_loop || !v->think_loop || !v->str_rest || !v->think_rest) {
+        st_json_vocab_free(v);
+        return st_fail(ST_ERR_NOMEM, "json vocabulary: out of memory for %d tokens", n_vocab);
+    }
+    int32_t n_tok = st_tokenizer_n_vocab(tok);
+    for (int32_t id = 0; id < n_vocab; id++) {
+        size_t len = 0;
+        const char *p = id < n_tok ? st_token_piece(tok, id, 1, &len) : NULL;
+        st_token_type type = id < n_tok ? st_tokenizer_token_type(tok, id) : ST_TOKEN_UNUSED;
+        enum kind k = K_NEVER;
+        if (id < n_tok && st_tokenizer_is_eog(tok, id)) k = K_EOG;
+        else if (p && len && (type == ST_TOKEN_NORMAL || type == ST_TOKEN_BYTE || type == ST_TOKEN_UNDEFINED)) k = K_TEXT;
+        else if (p && ((len == 7 && !memcmp(p, think_open, 7)) || (len == 8 && !memcmp(p, think_close, 8)))) k = K_THINK;
+        v->kind[id] = (uint8_t)k;
+        v->bytes[id] = p ? p : "";
+        v->len[id] = (uint32_t)len;
+        if (len > v->max_len) v->max_len = (uint32_t)len;
+        if (k == K_TEXT && plain_string(p, len)) bit_set(v->str_loop, id);
+        else v->str_rest[v->n_str_rest++] = id;
+        if (k == K_TEXT && !memchr(p, '<', len)) bit_set(v->think_loop, id);
+        else v->think_rest[v->n_think_rest++] = id;
+    }
+    *out = v;
+    return ST_OK;
+}
+
+/* ---- the constraint ---- */
+
+#define MASK_CACHE 4
+
+typedef struct mask_entry {
+    st_json_state key;
+    uint64_t *allowed;
+    int32_t n_allowed;
+    int valid;
+} mask_entry;
+
+struct st_json_constraint {
+    const st_json_vocab *v;
+    st_json_state s;
+    int64_t left;  /* tokens the reply may still have, or -1: no bound */
+    mask_entry cache[MASK_CACHE];
+    int next_evict;
+};
+
+/* Whether a token may follow state s; on 1, *after is the state after it. limit: the most the
+ * closing cost may be after it (INT32_MAX: no bound). */
+static int token_step(const st_json_vocab *v, const st_json_state *s, int32_t id, int32_t limit, st_json_state *after) {
+    if (id < 0 || id >= v->n) return 0;
+    *after = *s;
+    switch (v->kind[id]) {
+    case K_EOG: return st_json_complete(s);
+    case K_NEVER: return 0;
+    case K_THINK: /* a tag, never text inside the answer */
+        if (s->mode != M_PRE && s->mode != M_THINK) return 0;
+        break;
+    default: break;
+    }
+    return st_json_feed(after, v->bytes[id], v->len[id]) && (limit == INT32_MAX || st_json_close_cost(after) <= limit);
+}
+
+/* With k tokens left (this one included) the state after this token must cost at most k - 1 to
+ * finish; when even that is out of reach, each token must at least come one byte closer. */
+static int32_t close_limit(const st_json_constraint *c) {
+    if (c->left < 0) return INT32_MAX;
+    int64_t room = c->left - 1, progress = st_json_close_cost(&c->s) - 1;
+    int64_t lim = room > progress ? room : progress;
+    return lim < INT32_MAX ? (int32_t)lim : INT32_MAX - 1;
+}
+
+int st_json_constraint_allows(const st_json_constraint *c, int32_t token) {
+    st_json_state after;
+    return token_step(c->v, &c->s, token, close_limit(c), &after);
+}
+
+st_status st_json_constraint_accept(st_json_constraint *c, int32_t token) {
+    st_json_state after;
+    if (!token_step(c->v, &c->s, token, close_limit(c), &after))
+        return st_fail(ST_ERR_INVALID, "json constraint: token %d cannot continue the JSON object here", token);
+    c->s = after;
+    if (c->left > 0) c->left--;
+    return ST_OK;
+}
+
+void st_json_constraint_set_budget(st_json_constraint *c, int64_t tokens) { c->left = tokens < 0 ? -1 : tokens; }
+
+int st_json_constraint_complete(const st_json_constraint *c) { return st_json_complete(&c->s); }
+const st_json_state *st_json_constraint_state(const st_json_constraint *c) { return &c->s; }
+
+/* The set of tokens allowed in state s under limit, into a zeroed bitset; returns its size. */
+static int32_t compute_mask(const st_json_vocab *v, const st_json_state *s, int32_t limit, uint64_t *allowed) {
+    int32_t n = 0;
+    const int32_t *rest = NULL;
+    int32_t n_rest = v->n;
+    const uint64_t *loop = NULL;
+    if (s->mode == M_STR) { loop = v->str_loop; rest = v->str_rest; n_rest = v->n_str_rest; }
+    else if (s->mode == M_THINK && s->sub == 0) { loop = v->think_loop; rest = v->think_rest; n_rest = v->n_think_rest; }
+    /* the loop tokens keep the state, so the limit takes all of them or none */
+    if (loop && (limit == INT32_MAX || st_json_close_cost(s) <= limit)) {
+        size_t words = bitset_words(v->n);
+        memcpy(allowed, loop, words * sizeof *allowed);
+        for (size_t w = 0; w < words; w++) n += __builtin_popcountll(loop[w]);
+    }
+    st_json_state after;
+    for (int32_t i = 0; i < n_rest; i++) {
+        int32_t id = rest ? rest[i] : i;
+        if (token_step(v, s, id, limit, &after)) { bit_set(allowed, id); n++; }
+    }
+    return n;
+}
+
+/* A mask depends on the state alone while the token budget cannot bind: a byte raises the closing
+ * cost by at most 7 (a byte that breaks a half-read "</think>"), or 14 for the '<' that opens
+ * "<think>" at the very start, so with room for that after the longest token the limit refuses
+ * nothing (test_json_grammar checks the bound on every byte of random walks). Such masks are cached; near the end of
+ * the budget they are computed afresh (one slot, never matched). */
+static mask_entry *cached_mask(st_json_constraint *c) {
+    int32_t limit = close_limit(c);
+    int loose = limit == INT32_MAX || (int64_t)limit >= (int64_t)st_json_close_cost(&c->s) + 14 + 7 * (int64_t)c->v->max_len;
+    if (loose)
+        for (int i = 0; i < MASK_CACHE; i++)
+            if (c->cache[i].valid && !memcmp(&c->cache[i].key, &c->s, sizeof c->s)) return &c->cache[i];
+    mask_entry *e = &c->cache[c->next_evict];
+    c->next_evict = (c->next_evict + 1) % MASK_CACHE;
+    memset(e->allowed, 0, bitset_words(c->v->n) * sizeof *e->allowed);
+    e->key = c->s;
+    e->n_allowed = compute_mask(c->v, &c->s, loose ? INT32_MAX : limit, e->allowed);
+    e->valid = loose;
+    return e;
+}
+
+int32_t st_json_constraint_mask(st_json_constraint *c, float *logits) {
+    const mask_entry *e = cached_mask(c);
+    for (int32_t w = 0; w < (int32_t)bitset_words(c->v->n); w++) {
+        uint64_t bits = e->allowed[w];
+        if (bits == ~0ull) continue;
+        int32_t end = (w + 1) * 64 < c->v->n ? (w + 1) * 64 : c->v->n;
+        for (int32_t id = w * 64; id < end; id++)
+            if (!bit_get(e->allowed, id)) logits[id] = -INFINITY;
+    }
+    return e->n_allowed;
+}
+
+void st_json_constraint_free(st_json_constraint *c) {
+    if (!c) return;
+    for (int i = 0; i < MASK_CACHE; i++) free(c->cache[i].allowed);
+    free(c);
+}
+
+/* The bytes after the last "<|im_start|>" and its role line: what the prompt already wrote of the
+ * reply. Returns 0 with nothing to feed when there is no <|im_start|>. */
+static int reply_start(const st_json_vocab *v, const int32_t *prompt, size_t n, size_t *from) {
+    size_t i = n;
+    while (i > 0) {
+        int32_t id = prompt[i - 1];
+        if (id >= 0 && id < v->n && v->len[id] == 12 && !memcmp(v->bytes[id], "<|im_start|>", 12)) break;
+        i--;
+    }
+    if (i == 0) return 0;
+    *from = i;
+    return 1;
+}
+
+st_status st_json_constraint_new(const st_json_vocab *v, const int32_t *prompt, size_t n_prompt, st_json_constraint **out) {
+    *out = NULL;
+    st_json_constraint *c = calloc(1, sizeof *c);
+    if (!c) return st_fail(ST_ERR_NOMEM, "json constraint: out of memory");
+    c->v = v;
+    c->left = -1;
+    st_json_init(&c->s);
+    for (int i = 0; i < MASK_CACHE; i++)
+        if (!(c->cache[i].allowed = malloc(bitset_words(v->n) * sizeof(uint64_t)))) {
+            st_json_constraint_free(c);
+            return st_fail(ST_ERR_NOMEM, "json constraint: out of memory for masks of %d tokens", v->n);
+        }
+    size_t from = 0;
+    if (prompt && reply_start(v, prompt, n_prompt, &from)) {
+        int in_role = 1; /* "assistant\n" is the role line, not the reply */
+        for (size_t i = from; i < n_prompt; i++) {
+            int32_t id = prompt[i];
+            const char *p = id >= 0 && id < v->n ? v->bytes[id] : "";
+            size_t len = id >= 0 && id < v->n ? v->len[id] : 0;
+            if (in_role) {
+                const char *nl = memchr(p, '\n', len);
+                if (!nl) continue;
+                in_role = 0;
+                len -= (size_t)(nl + 1 - p);
+                p = nl + 1;
+            }
+            if (!st_json_feed(&c->s, p, len)) {
+                st_json_constraint_free(c);
+                return st_fail(ST_ERR_INVALID, "json constraint: the reply the prompt opens (token %zu, id %d) is not the start of a JSON object",
+                               i, id);
+            }
+        }
+    }
+    *out = c;
+    return ST_OK;
+}

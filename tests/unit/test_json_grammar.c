@@ -1,0 +1,530 @@
+/* test_json_grammar.c: the JSON object constraint (engine/json_grammar.h) and the sampler under it.
+ *   - the automaton: whole documents and every prefix of them accepted, whole or byte by byte;
+ *     invalid texts refused at exactly the first bad byte (top-level not an object, bad numbers,
+ *     literals, escapes, lone or broken surrogates, raw control bytes, invalid UTF-8, trailing
+ *     text, wrong closes, the nesting and whitespace bounds); completion only once closed; a refused
+ *     feed leaves the state as it was;
+ *   - the constraint on a small byte-level vocabulary with merged, control, think and end tokens:
+ *     the mask equals a walk of every token in every state along a document (so the precomputed
+ *     string and think sets and the mask cache are exact), end of generation only when complete,
+ *     the reply's opening read from a ChatML prompt;
+ *   - the sampler: a refused greedy pick becomes the best allowed token; random logits at any
+ *     temperature give a valid prefix at every step, and an end only after a complete object. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "test.h"
+#include "engine/json_grammar.h"
+#include "engine/sampler.h"
+#include "text/tokenizer.h"
+#include "text/utf8.h"
+
+/* ---- the automaton ---- */
+
+/* The length of the longest accepted prefix of text (fed byte by byte), or n when all is. */
+static size_t accepted_len(const char *text, size_t n, st_json_state *end) {
+    st_json_state s;
+    st_json_init(&s);
+    size_t i = 0;
+    for (; i < n; i++)
+        if (!st_json_feed(&s, text + i, 1)) break;
+    if (end) *end = s;
+    return i;
+}
+
+static void valid_doc(const char *doc) {
+    size_t n = strlen(doc);
+    st_json_state s, whole;
+    CHECKF(accepted_len(doc, n, &s) == n, "%s: refused at byte %zu", doc, accepted_len(doc, n, NULL));
+    CHECKF(st_json_complete(&s), "%s: not complete", doc);
+    st_json_init(&whole);
+    CHECK(st_json_feed(&whole, doc, n) && !memcmp(&whole, &s, sizeof s));
+    /* every proper prefix ending before the closing brace is accepted and not complete */
+    const char *close = strrchr(doc, '}');
+    for (size_t k = 0; close && k < (size_t)(close - doc); k++) {
+        st_json_init(&whole);
+        int ok = st_json_feed(&whole, doc, k);
+        CHECKF(ok && !st_json_complete(&whole), "%s: prefix of %zu", doc, k);
+    }
+}
+
+static void invalid_doc(const char *doc, size_t bad_at) {
+    size_t got = accepted_len(doc, strlen(doc), NULL);
+    CHECKF(got == bad_at, "%s: refused at byte %zu, expected %zu", doc, got, bad_at);
+}
+
+static void test_automaton(void) {
+    valid_doc("{}");
+    valid_doc("{\"a\":1}");
+    valid_doc(" \n{ \"a\" : [ 1 , -2.5e+3 , 0 , true , false , null , \"x\" , [ ] , { } ] , \"b\" : { \"c\" : { } } }\n");
+    valid_doc("{\"n\":[0,-0,1.5,10,1e5,1E-5,-12.34e+10,0.0e0,9876543210]}");
+    valid_doc("{\"k\":\"a\\\"b\\\\c\\/\\b\\f\\n\\r\\t\\u00e9\\uD83D\\uDE00\\u0000\"}");
+    valid_doc("{\"\xC3\xA9\":\"\xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x98\x80 \xEF\xBF\xBD \x7F\"}");
+    valid_doc("<think>\nhmm { not json \" here < </thin\n</think>\n\n{\"a\":1}");
+    valid_doc("<think></think>{\"deep\":[[[{\"x\":[true]}]]]}");
+    valid_doc("{\"a\":{\"b\":{\"c\":[1,{\"d\":null}]}},\"e\":\"\"}");
+
+    invalid_doc("[1]", 0);
+    invalid_doc("\"x\"", 0);
+    invalid_doc("1", 0);
+    invalid_doc("x{}", 0);
+    invalid_doc("{\"a\" 1}", 5);
+    invalid_doc("{'a':1}", 1);
+    invalid_doc("{a:1}", 1);
+    invalid_doc("{\"a\":01}", 6);
+    invalid_doc("{\"a\":1.}", 7);
+    invalid_doc("{\"a\":1.e5}", 7);
+    invalid_doc("{\"a\":-}", 6);
+    invalid_doc("{\"a\":+1}", 5);
+    invalid_doc("{\"a\":1e}", 7);
+    invalid_doc("{\"a\":1e+}", 8);
+    invalid_doc("{\"a\":.5}", 5);
+    invalid_doc("{\"a\":tru}", 8);
+    invalid_doc("{\"a\":nul1}", 8);
+    invalid_doc("{\"a\":True}", 5);
+    invalid_doc("{\"a\":\"\\x\"}", 7);
+    invalid_doc("{\"a\":\"\\u12g4\"}", 10);
+    invalid_doc("{\"a\":\"\\uDE00\"}", 9);      /* a lone low surrogate */
+    invalid_doc("{\"a\":\"\\uD83Dx\"}", 12);    /* a high one not followed by an escape */
+    invalid_doc("{\"a\":\"\\uD83D\\n\"}", 13);  /* ... nor by \u */
+    invalid_doc("{\"a\":\"\\uD83D\\u0041\"}", 14); /* ... nor by a low one */
+    invalid_doc("{\"a\":\"\\uD83D\\uD83D\"}", 15);
+    invalid_doc("{\"a\":\"\n\"}", 6);
+    invalid_doc("{\"a\":\"\t\"}", 6);
+    invalid_doc("{\"a\":\"\xC0\x80\"}", 6);     /* overlong */
+    invalid_doc("{\"a\":\"\xE0\x80\x80\"}", 7);
+    invalid_doc("{\"a\":\"\xED\xA0\x80\"}", 7); /* a surrogate in UTF-8 */
+    invalid_doc("{\"a\":\"\xF4\x90\x80\x80\"}", 7);
+    invalid_doc("{\"a\":\"\xF5\"}", 6);
+    invalid_doc("{\"a\":\"\xC3x\"}", 7);
+    invalid_doc("{\"a\":\"\x80\"}", 6);
+    invalid_doc("{\xC3\xA9:1}", 1);
+    invalid_doc("{\"a\":1,}", 7);
+    invalid_doc("{\"a\":1]", 6);
+    invalid_doc("{\"a\":[1}", 7);
+    invalid_doc("{\"a\":[1,]}", 8);
+    invalid_doc("{,}", 1);
+    invalid_doc("{\"a\"::1}", 5);
+    invalid_doc("{\"a\":1 2}", 7);
+    invalid_doc("{} x", 3);
+    invalid_doc("{}{}", 2);
+    invalid_doc("{}}", 2);
+    invalid_doc("<thinx>", 5);
+    invalid_doc("<think></think>[]", 15);
+    invalid_doc("<think></think><think>", 15);
+
+    /* completion */
+    st_json_state s;
+    const char *incomplete[] = {"", "  ", "<think>", "<think>a</think>", "{", "{\"a\"", "{\"a\":1", "{\"a\":[]", "{\"a\":\"}\""};
+    for (size_t i = 0; i < sizeof incomplete / sizeof *incomplete; i++) {
+        size_t n = strlen(incomplete[i]);
+        CHECKF(accepted_len(incomplete[i], n, &s) == n && !st_json_complete(&s), "'%s'", incomplete[i]);
+    }
+    CHECK(accepted_len("{} \n", 4, &s) == 4 && st_json_complete(&s));
+
+    /* nesting: 64 open containers, not 65 */
+    char deep[300];
+    size_t n = 0;
+    deep[n++] = '{';
+    memcpy(deep + n, "\"a\":", 4);
+    n += 4;
+    for (int i = 1; i < ST_JSON_MAX_DEPTH; i++) deep[n++] = '[';
+    deep[n] = 0;
+    CHECK(accepted_len(deep, n, &s) == n && s.depth == ST_JSON_MAX_DEPTH);
+    CHECK(!st_json_feed(&s, "[", 1) && !st_json_feed(&s, "{", 1) && st_json_feed(&s, "1", 1));
+    for (int i = 1; i < ST_JSON_MAX_DEPTH; i++) deep[n++] = ']';
+    deep[n++] = '}';
+    deep[n] = 0;
+    valid_doc(deep);
+
+    /* whitespace is bounded: indentation fits, endless padding does not */
+    char pad[200] = "{";
+    memset(pad + 1, ' ', 100);
+    pad[101] = 0;
+    size_t got = accepted_len(pad, 101, NULL);
+    CHECKF(got > 8 && got < 30, "padding accepted to %zu", got);
+    valid_doc("{\n    \"a\": {\n        \"b\": [\n            1,\n            2\n        ]\n    }\n}");
+
+    /* a refused feed changes nothing */
+    st_json_init(&s);
+    CHECK(st_json_feed(&s, "{\"a\":[1,", 8));
+    st_json_state before = s;
+    CHECK(!st_json_feed(&s, "2}", 2));
+    CHECK(!memcmp(&before, &s, sizeof s));
+    CHECK(st_json_feed(&s, "2]}", 3) && st_json_complete(&s));
+}
+
+/* The closing cost along random walks over valid bytes: every unfinished state has a byte that
+ * lowers it by exactly one (so a budget of k single-byte tokens can always close a cost of k), and
+ * a byte raises it by at most 7 (14 for the '<' that opens "<think>" first), the bound the mask
+ * cache relies on. Walking the lowering bytes from anywhere reaches a complete object. */
+static uint64_t walk_rng = 99;
+static unsigned next_byte(void) {
+    walk_rng = walk_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)(walk_rng >> 56);
+}
+
+static void test_close_cost(void) {
+    /* bytes a model writes often, so walks reach escapes, numbers, literals and nesting */
+    static const char common[] = "{}[]\":,\\u0123456789abcdefDE-+.eEtrufalsn <>/think\n \xC3\xA9\xE6\x97\xA5\xF0\x9F\x98\x80";
+    int lowers = 1, bounded = 1, closes = 1;
+    for (int walk = 0; walk < 400; walk++) {
+        st_json_state s;
+        st_json_init(&s);
+        for (int step = 0; step < 300 && !st_json_complete(&s); step++) {
+            int cost = st_json_close_cost(&s), found = 0;
+            st_json_state t;
+            for (unsigned b = 0; b < 256 && !found; b++) {
+                t = s;
+                char c = (char)b;
+                found = st_json_feed(&t, &c, 1) && st_json_close_cost(&t) == cost - 1;
+            }
+            lowers &= found;
+            /* finish from here by always taking a lowering byte */
+            st_json_state f = s;
+            for (int k = 0; k < cost; k++)
+                for (unsigned b = 0; b < 256; b++) {
+                    t = f;
+                    char c = (char)b;
+                    if (st_json_feed(&t, &c, 1) && st_json_close_cost(&t) == st_json_close_cost(&f) - 1) { f = t; break; }
+                }
+            closes &= st_json_complete(&f);
+            /* a random valid byte, mostly from the common ones */
+            for (int tries = 0; tries < 64; tries++) {
+                unsigned b = tries < 48 && (next_byte() & 3) ? (unsigned char)common[next_byte() % (sizeof common - 1)] : next_byte();
+                t = s;
+                char c = (char)b;
+                if (!st_json_feed(&t, &c, 1)) continue;
+                int rise = st_json_close_cost(&t) - cost;
+                bounded &= rise <= (s.mode == 0 ? 14 : 7);
+                s = t;
+                break;
+            }
+        }
+    }
+    CHECK(lowers);
+    CHECK(bounded);
+    CHECK(closes);
+}
+
+/* ---- a small vocabulary ---- */
+
+#define MAX_TOK 400
+static char tok_text[MAX_TOK][48];
+static const char *toks[MAX_TOK];
+static size_t tok_lens[MAX_TOK];
+static int32_t types[MAX_TOK];
+static int n_tok;
+static char byte_char[256][4];
+static char raw[MAX_TOK][24]; /* the bytes each token stands for */
+static size_t raw_len[MAX_TOK];
+
+/* GPT-2's byte-to-unicode map */
+static void make_byte_chars(void) {
+    uint32_t next = 256;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+        uint8_t u[4] = {0};
+        size_t k = st_utf8_encode(printable ? (uint32_t)b : next++, u);
+        memcpy(byte_char[b], u, k);
+        byte_char[b][k] = 0;
+    }
+}
+
+static int add_text(const char *bytes) {
+    tok_text[n_tok][0] = 0;
+    for (const unsigned char *p = (const unsigned char *)bytes; *p; p++) strcat(tok_text[n_tok], byte_char[*p]);
+    snprintf(raw[n_tok], sizeof raw[n_tok], "%s", bytes);
+    raw_len[n_tok] = strlen(bytes);
+    toks[n_tok] = tok_text[n_tok];
+    tok_lens[n_tok] = strlen(tok_text[n_tok]);
+    types[n_tok] = ST_TOKEN_NORMAL;
+    return n_tok++;
+}
+
+static int add_special(const char *text, int type) {
+    snprintf(tok_text[n_tok], sizeof tok_text[n_tok], "%s", text);
+    snprintf(raw[n_tok], sizeof raw[n_tok], "%s", text);
+    raw_len[n_tok] = strlen(text);
+    toks[n_tok] = tok_text[n_tok];
+    tok_lens[n_tok] = strlen(text);
+    types[n_tok] = type;
+    return n_tok++;
+}
+
+static int im_start, im_end, think_open, think_close, endoftext;
+
+static st_tokenizer *make_tokenizer(void) {
+    make_byte_chars();
+    for (int b = 0; b < 256; b++) {
+        types[n_tok] = ST_TOKEN_NORMAL;
+        memcpy(tok_text[n_tok], byte_char[b], sizeof byte_char[b]);
+        raw[n_tok][0] = (char)b;
+        raw[n_tok][1] = 0;
+        raw_len[n_tok] = 1;
+        toks[n_tok] = tok_text[n_tok];
+        tok_lens[n_tok] = strlen(tok_text[n_tok]);
+        n_tok++;
+    }
+    const char *merged[] = {"{\"", "\":", "\",", "\"}", "}\n", "},", "}}", "]}", "[{", " the", "hello", "assistant",
+                            "\\u", "\\n", "\\\"", "\\uD83D", "\xC3\xA9", "\xE6\x97\xA5\xE6\x9C\xAC", "\xE6\x97",
+                            "true", "false", "null", "123", ".5", "e+", "  ", "\n\n", "\n  ", "<tool", "</", "<|"};
+    for (size_t i = 0; i < sizeof merged / sizeof *merged; i++) add_text(merged[i]);
+    im_start = add_special("<|im_start|>", ST_TOKEN_CONTROL);
+    im_end = add_special("<|im_end|>", ST_TOKEN_CONTROL);
+    endoftext = add_special("<|endoftext|>", ST_TOKEN_CONTROL);
+    think_open = add_special("<think>", ST_TOKEN_USER_DEFINED);
+    think_close = add_special("</think>", ST_TOKEN_USER_DEFINED);
+    add_special("<tool_call>", ST_TOKEN_USER_DEFINED);
+    add_special("<|unused|>", ST_TOKEN_UNUSED);
+    st_vocab_desc d = {0};
+    d.n_tokens = n_tok; d.tokens = toks; d.token_lens = tok_lens; d.token_types = types;
+    d.pre = ST_PRETOK_QWEN2;
+    d.bos = -1; d.eos = im_end; d.eot = -1; d.eom = -1; d.pad = -1; d.unk = -1;
+    st_tokenizer *t = NULL;
+    CHECK(st_tokenizer_build(&d, &t) == ST_OK);
+    return t;
+}
+
+static int id_of_raw(const char *bytes) {
+    for (int i = 0; i < n_tok; i++) if (raw_len[i] && !strcmp(raw[i], bytes)) return i;
+    return -1;
+}
+
+/* The mask against a walk of every token, in the constraint's current state. */
+static int mask_exact(st_json_constraint *c, int32_t n_vocab, float *logits) {
+    for (int32_t i = 0; i < n_vocab; i++) logits[i] = 0.0f;
+    int32_t n_allowed = st_json_constraint_mask(c, logits), count = 0, bad = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        int allowed = st_json_constraint_allows(c, i);
+        count += allowed;
+        if (allowed != (logits[i] == 0.0f)) bad++;
+    }
+    return !bad && count == n_allowed && n_allowed > 0;
+}
+
+/* Feeds doc token by token (longest known token first) checking the mask before each. */
+static void walk_doc(const st_json_vocab *v, int32_t n_vocab, const char *doc, float *logits) {
+    st_json_constraint *c = NULL;
+    CHECK(st_json_constraint_new(v, NULL, 0, &c) == ST_OK);
+    int all_exact = 1, all_fed = 1;
+    size_t close = (size_t)(strrchr(doc, '}') - doc);
+    for (size_t i = 0; doc[i];) {
+        all_exact &= mask_exact(c, n_vocab, logits);
+        int best = -1;
+        size_t best_len = 0;
+        for (int t = 0; t < n_tok; t++) {
+            size_t l = raw_len[t];
+            if (types[t] == ST_TOKEN_NORMAL && l > best_len && !strncmp(doc + i, raw[t], l)) { best = t; best_len = l; }
+        }
+        if (!strncmp(doc + i, "<think>", 7)) { best = think_open; best_len = 7; }
+        if (!strncmp(doc + i, "</think>", 8)) { best = think_close; best_len = 8; }
+        if (i <= close) {
+            CHECKF(!st_json_constraint_complete(c), "complete before the end at %zu", i);
+            CHECK(!st_json_constraint_allows(c, im_end) && !st_json_constraint_allows(c, endoftext));
+        }
+        all_fed &= best >= 0 && st_json_constraint_accept(c, best) == ST_OK;
+        if (!all_fed) break;
+        i += best_len;
+    }
+    CHECKF(all_exact && all_fed, "%s: masks exact %d, fed %d", doc, all_exact, all_fed);
+    CHECK(st_json_constraint_complete(c) && st_json_constraint_allows(c, im_end) && st_json_constraint_allows(c, endoftext));
+    CHECK(!st_json_constraint_allows(c, im_start) && !st_json_constraint_allows(c, think_open));
+    CHECK(mask_exact(c, n_vocab, logits));
+    /* the same states again come from the cache and must still be exact */
+    st_json_constraint_free(c);
+}
+
+static void test_constraint(void) {
+    st_tokenizer *t = make_tokenizer();
+    if (!t) return;
+    int32_t n_vocab = n_tok + 5; /* a model's padded vocabulary: the extra ids are never allowed */
+    st_json_vocab *v = NULL;
+    CHECK(st_json_vocab_new(t, n_vocab, &v) == ST_OK && st_json_vocab_size(v) == n_vocab);
+    float *logits = malloc(sizeof *logits * (size_t)n_vocab);
+
+    const char *docs[] = {
+        "{\"a\":1}",
+        "<think>\nthe <tool hello </ x</think>\n\n{\"hello\": [true, false, null, 123.5e+2, {\"x\": \"\\uD83D\\uDE00\\n\"}]}\n",
+        "{\n  \"\xC3\xA9\": \"\xE6\x97\xA5\xE6\x9C\xAC \\\"the\\\"\",\n  \"b\": [{\"c\": {}}]}",
+        "{\"a\":{\"a\":{\"a\":{}}},\"b\":[[],[{}],\"\"]}",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
+        walk_doc(v, n_vocab, docs[i], logits);
+        walk_doc(v, n_vocab, docs[i], logits);
+    }
+
+    st_json_constraint *c = NULL;
+    CHECK(st_json_constraint_new(v, NULL, 0, &c) == ST_OK);
+    CHECK(st_json_constraint_allows(c, think_open) && !st_json_constraint_allows(c, think_close));
+    CHECK(!st_json_constraint_allows(c, im_end) && !st_json_constraint_allows(c, im_start));
+    CHECK(!st_json_constraint_allows(c, id_of_raw("hello")) && st_json_constraint_allows(c, id_of_raw("{\"")));
+    CHECK(!st_json_constraint_allows(c, n_tok) && !st_json_constraint_allows(c, n_vocab) && !st_json_constraint_allows(c, -1));
+    CHECK(!st_json_constraint_allows(c, id_of_raw("<|unused|>")) && !st_json_constraint_allows(c, id_of_raw("<tool_call>")));
+    CHECK(st_json_constraint_accept(c, id_of_raw("hello")) == ST_ERR_INVALID);
+    CHECK(st_json_constraint_accept(c, id_of_raw("{\"")) == ST_OK);
+    /* in a string: text and the closing quote, no special token */
+    CHECK(st_json_constraint_allows(c, id_of_raw("hello")) && st_json_constraint_allows(c, id_of_raw("\":")));
+    CHECK(st_json_constraint_allows(c, id_of_raw("\xE6\x97")) && !st_json_constraint_allows(c, id_of_raw("\n\n")));
+    CHECK(!st_json_constraint_allows(c, think_open) && !st_json_constraint_allows(c, id_of_raw("<tool_call>")));
+    st_json_constraint_free(c);
+
+    /* the reply's opening from a ChatML prompt: "<|im_start|>assistant\n" then what it forces */
+    int32_t prompt[64];
+    size_t np = 0;
+    prompt[np++] = im_start;
+    prompt[np++] = id_of_raw("u");
+    prompt[np++] = id_of_raw("\n");
+    prompt[np++] = id_of_raw("x");
+    prompt[np++] = id_of_raw("{\"");   /* in the user's turn: not the reply */
+    prompt[np++] = im_end;
+    prompt[np++] = id_of_raw("\n");
+    prompt[np++] = im_start;
+    prompt[np++] = id_of_raw("assistant");
+    prompt[np++] = id_of_raw("\n");
+    size_t bare = np;
+    prompt[np++] = think_open;
+    prompt[np++] = id_of_raw("\n\n");
+    prompt[np++] = think_close;
+    prompt[np++] = id_of_raw("\n\n");
+    prompt[np++] = id_of_raw("{");
+    CHECK(st_json_constraint_new(v, prompt, np, &c) == ST_OK);
+    CHECK(c && st_json_constraint_allows(c, id_of_raw("}")) && st_json_constraint_allows(c, id_of_raw("\"")) &&
+          !st_json_constraint_allows(c, id_of_raw("{")) && !st_json_constraint_allows(c, think_open));
+    st_json_constraint_free(c);
+    CHECK(st_json_constraint_new(v, prompt, bare, &c) == ST_OK); /* nothing forced: thinking or the object */
+    CHECK(c && st_json_constraint_allows(c, think_open) && st_json_constraint_allows(c, id_of_raw("{")));
+    st_json_constraint_free(c);
+    CHECK(st_json_constraint_new(v, prompt, bare + 2, &c) == ST_OK); /* an open think block (Qwen 3.5) */
+    CHECK(c && st_json_constraint_allows(c, id_of_raw("hello")) && st_json_constraint_allows(c, think_close) &&
+          !st_json_constraint_allows(c, im_end));
+    st_json_constraint_free(c);
+    prompt[bare] = id_of_raw("x");
+    c = NULL;
+    CHECK(st_json_constraint_new(v, prompt, bare + 1, &c) == ST_ERR_INVALID && !c);
+
+    free(logits);
+    st_json_vocab_free(v);
+    st_tokenizer_free(t);
+}
+
+/* ---- the sampler under the constraint ---- */
+
+static uint64_t lcg = 12345;
+static float frand(void) {
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((lcg >> 40) & 0xFFFFFF) / (float)0x1000000;
+}
+
+static void test_sampler(void) {
+    n_tok = 0;
+    st_tokenizer *t = make_tokenizer();
+    if (!t) return;
+    int32_t n_vocab = n_tok;
+    st_json_vocab *v = NULL;
+    CHECK(st_json_vocab_new(t, n_vocab, &v) == ST_OK);
+    float *logits = malloc(sizeof *logits * (size_t)n_vocab);
+
+    /* greedy: the best token is refused, the best allowed one comes */
+    st_sampler_params p = st_sampler_default_params();
+    p.temperature = 0.0f;
+    st_sampler *s = NULL;
+    CHECK(st_sampler_new(&p, n_vocab, &s) == ST_OK);
+    CHECK(st_sampler_constrain_json(s, v, NULL, 0, 0) == ST_OK);
+    for (int32_t i = 0; i < n_vocab; i++) logits[i] = 0.0f;
+    logits[id_of_raw("hello")] = 9.0f;
+    logits[im_end] = 8.0f;
+    logits[id_of_raw("{\"")] = 3.0f;
+    logits[id_of_raw("{")] = 2.0f;
+    int32_t tok = -1;
+    CHECK(st_sampler_sample(s, logits, &tok) == ST_OK && tok == id_of_raw("{\""));
+    CHECK(st_sampler_json_masks(s) == 1);
+    CHECK(st_sampler_accept(s, tok) == ST_OK);
+    CHECK(st_sampler_accept(s, im_end) == ST_ERR_INVALID);
+    logits[id_of_raw("hello")] = 0.0f;
+    logits[id_of_raw("\":")] = 9.0f;
+    CHECK(st_sampler_sample(s, logits, &tok) == ST_OK && tok == id_of_raw("\":"));
+    CHECK(st_sampler_json_masks(s) == 1); /* an allowed pick costs no mask */
+    CHECK(st_sampler_accept(s, tok) == ST_OK && !st_sampler_json_complete(s));
+    const char *rest[] = {"1", "}"};
+    for (int i = 0; i < 2; i++) CHECK(st_sampler_accept(s, id_of_raw(rest[i])) == ST_OK);
+    CHECK(st_sampler_json_complete(s));
+    CHECK(st_sampler_sample(s, logits, &tok) == ST_OK && tok == im_end);
+    st_sampler_reset(s); /* drops the constraint */
+    CHECK(st_sampler_sample(s, logits, &tok) == ST_OK && tok == id_of_raw("\":") && !st_sampler_json_complete(s));
+    st_sampler_free(s);
+
+    /* random logits at several temperatures and filters: every step stays a valid prefix, and an
+     * end comes only after a complete object */
+    int runs_ok = 1, completed = 0;
+    for (int run = 0; run < 24; run++) {
+        p = st_sampler_default_params();
+        p.temperature = run % 4 == 0 ? 0.0f : 0.5f + 0.25f * (float)(run % 4);
+        p.top_k = run % 3 == 0 ? 0 : 20;
+        p.top_p = run % 2 ? 0.9f : 1.0f;
+        p.min_p = run % 5 == 0 ? 0.0f : 0.05f;
+        p.seed = (uint64_t)run;
+        CHECK(st_sampler_new(&p, n_vocab, &s) == ST_OK);
+        CHECK(st_sampler_constrain_json(s, v, NULL, 0, 0) == ST_OK);
+        st_json_state js;
+        st_json_init(&js);
+        int ended = 0;
+        for (int step = 0; step < 400 && !ended; step++) {
+            for (int32_t i = 0; i < n_vocab; i++) logits[i] = 4.0f * frand();
+            /* pull towards closing after a while, so some runs complete */
+            if (step > 40) { logits[id_of_raw("}")] += 6.0f; logits[id_of_raw("]")] += 6.0f; logits[id_of_raw("\"")] += 5.0f;
+                             logits[im_end] += 8.0f; logits[id_of_raw("1")] += 3.0f; }
+            if (st_sampler_sample(s, logits, &tok) != ST_OK) { runs_ok = 0; break; }
+            if (tok == im_end || tok == endoftext) {
+                ended = 1;
+                runs_ok &= st_json_complete(&js);
+                break;
+            }
+            runs_ok &= st_json_feed(&js, raw[tok], raw_len[tok]);
+            runs_ok &= st_sampler_accept(s, tok) == ST_OK;
+        }
+        completed += ended;
+        st_sampler_free(s);
+    }
+    CHECK(runs_ok);
+    CHECKF(completed > 0, "no run completed an object");
+
+    /* a token budget: logits that would stay in strings and open containers forever still end in
+     * a complete object within max_tokens, for every budget that leaves room to close */
+    int budget_ok = 1;
+    for (int max_tokens = 2; max_tokens <= 80; max_tokens += 3) {
+        p = st_sampler_default_params();
+        p.temperature = max_tokens % 2 ? 0.0f : 1.0f;
+        p.seed = (uint64_t)max_tokens;
+        CHECK(st_sampler_new(&p, n_vocab, &s) == ST_OK);
+        CHECK(st_sampler_constrain_json(s, v, NULL, 0, max_tokens) == ST_OK);
+        st_json_state js;
+        st_json_init(&js);
+        int n = 0;
+        for (; n < max_tokens; n++) {
+            for (int32_t i = 0; i < n_vocab; i++) logits[i] = 2.0f * frand();
+            logits[id_of_raw("hello")] += 9.0f;
+            logits[id_of_raw("[{")] += 8.0f;
+            logits[id_of_raw("{\"")] += 8.0f;
+            logits[think_open] += 10.0f;
+            logits[id_of_raw("\\u")] += 7.0f;
+            if (st_sampler_sample(s, logits, &tok) != ST_OK) { budget_ok = 0; break; }
+            if (tok == im_end || tok == endoftext) break;
+            budget_ok &= st_json_feed(&js, raw[tok], raw_len[tok]) && st_sampler_accept(s, tok) == ST_OK;
+        }
+        CHECKF(st_json_complete(&js), "max_tokens %d: not complete after %d tokens", max_tokens, n);
+        st_sampler_free(s);
+    }
+    CHECK(budget_ok);
+    free(logits);
+    st_json_vocab_free(v);
+    st_tokenizer_free(t);
+}
+
+int main(void) {
+    test_automaton();
+    test_close_cost();
+    test_constraint();
+    test_sampler();
+    return test_report("test_json_grammar");
+}
