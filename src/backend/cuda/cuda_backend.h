@@ -165,9 +165,10 @@ typedef struct st_cuda_moe_w {
  * formed in slot order j = 0..k-1 and then added to out when accumulate, as src/model/ffn.c).
  * The slots are counting-sorted by expert on the device, X rows gathered in that order as f16,
  * each used expert's three matrices dequantized to f16 (in batches of <= 1 GiB), and the products
- * run as grouped cuBLAS GEMMs (f16 in, f32 accumulate). SYNCHRONIZES once per call (the per-expert
- * counts come to the host to size the GEMMs): for prompts, never inside a CUDA graph capture.
- * Scratch: the context's, about n_tok*k*(6*d + 10*ff) bytes plus the weight batch (<= 1 GiB). */
+ * run as grouped cuBLAS GEMMs (f16 in, f32 accumulate, f16 out: the expert outputs and the
+ * SwiGLU product must stay below 65504). SYNCHRONIZES once per call (the per-expert counts come
+ * to the host to size the GEMMs): for prompts, never inside a CUDA graph capture.
+ * Scratch: the context's, about n_tok*k*(4*d + 6*ff) bytes plus the weight batch (<= 1 GiB). */
 st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w, const int32_t *ids,
                                   const float *wts, int64_t k, const float *X, int64_t ldx,
                                   int64_t n_tok, float *out, int64_t ld_out, int accumulate);

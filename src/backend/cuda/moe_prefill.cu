@@ -9,8 +9,8 @@
  *   2. gather the X rows into expert order as f16;
  *   3. for batches of used experts (<= 1 GiB of f16 weights): dequantize their gate|up (one
  *      [2ff][d] matrix per expert, so gate and up are one GEMM) and down to f16, run the gate|up
- *      GEMMs as one grouped cuBLAS call (an expert per group), SwiGLU into f16, the down GEMMs
- *      likewise;
+ *      GEMMs as one grouped cuBLAS call (an expert per group; f16 in and out, f32 accumulation),
+ *      SwiGLU into f16, the down GEMMs likewise;
  *   4. combine per token in slot order j = 0..k-1 (the CPU's order), then add to out.
  * The dequantizer is this file's own (8 consecutive elements per thread, one 16-byte store), so
  * that matmul.cu stays untouched; it follows the block layouts of src/quant/types.h.
@@ -167,15 +167,15 @@ __global__ void mp_gather_kernel(const float *X, int64_t ldx, int64_t d, int64_t
 }
 
 /* act[p][i] = f16(silu(H[p][i]) * H[p][ff + i]) for rows [p0, p1) */
-__global__ void mp_swiglu_kernel(const float *H, int64_t ff, int64_t p0, int64_t p1, __half *act) {
+__global__ void mp_swiglu_kernel(const __half *H, int64_t ff, int64_t p0, int64_t p1, __half *act) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (p1 - p0) * ff) return;
     const int64_t p = p0 + i / ff, c = i % ff;
-    const float g = H[p * 2 * ff + c], u = H[p * 2 * ff + ff + c];
+    const float g = __half2float(H[p * 2 * ff + c]), u = __half2float(H[p * 2 * ff + ff + c]);
     act[p * ff + c] = __float2half_rn(g / (1.0f + expf(-g)) * u);
 }
 
-__global__ void mp_combine_kernel(const float *Y, int64_t d, const int32_t *ids, const int32_t *inv,
+__global__ void mp_combine_kernel(const __half *Y, int64_t d, const int32_t *ids, const int32_t *inv,
                                   const float *wts, int64_t n_tok, int64_t k, int64_t E, float *out,
                                   int64_t ld_out, int accumulate) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -186,7 +186,7 @@ __global__ void mp_combine_kernel(const float *Y, int64_t d, const int32_t *ids,
         const int64_t s = t * k + j;
         const int32_t e = ids[s];
         if (e < 0 || e >= E) continue;
-        acc += wts[s] * Y[(int64_t)inv[s] * d + c];
+        acc += wts[s] * __half2float(Y[(int64_t)inv[s] * d + c]);
     }
     float *o = out + t * ld_out + c;
     *o = accumulate ? *o + acc : acc;
@@ -230,7 +230,9 @@ st_status mp_dequant(st_cuda *cu, uint32_t type, const void *W, int64_t rows, in
 }
 
 /* One product per expert of the batch: C_b (m x n_b, ldc) = A_b^T (A_b: k x m, lda = k) * B_b
- * (k x n_b, ldb = k), f16 in, f32 out. dev_ptrs: device room for 3*nb pointers (A, B, C). */
+ * (k x n_b, ldb = k), f16 in, f32 accumulation, f16 out (cuBLAS 13.1's grouped GEMM refuses f32
+ * out for f16 in: CUBLAS_STATUS_NOT_SUPPORTED, measured on the H200). dev_ptrs: device room for
+ * 3*nb pointers (A, B, C). */
 struct mp_gemms {
     int nb;
     int m, k;
@@ -248,7 +250,7 @@ st_status mp_gemm_loop(st_cuda *cu, const mp_gemms &g) {
     for (int b = 0; b < g.nb; b++) {
         const cublasStatus_t bs = cublasGemmEx(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, g.m, g.n[b], g.k, &one,
                                                g.A[b], CUDA_R_16F, g.k, g.B[b], CUDA_R_16F, g.k, &zero,
-                                               g.C[b], CUDA_R_32F, g.m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                                               g.C[b], CUDA_R_16F, g.m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         if (bs != CUBLAS_STATUS_SUCCESS)
             return st_fail(ST_ERR_IO, "cuda moe_ffn_prefill: cublasGemmEx %dx%dx%d failed (%d)", g.m, g.n[b],
                            g.k, (int)bs);
@@ -284,7 +286,7 @@ st_status mp_gemm(st_cuda *cu, const mp_gemms &g, void **dev_ptrs, void **host_p
         const cublasStatus_t bs = cublasGemmGroupedBatchedEx(
             cu->blas, ops, ops + g.nb, m, g.n, k, ab, (const void *const *)dev_ptrs, CUDA_R_16F, ld_a,
             (const void *const *)(dev_ptrs + g.nb), CUDA_R_16F, ld_a, ab + g.nb, dev_ptrs + 2 * g.nb,
-            CUDA_R_32F, ld_c, g.nb, gs, CUBLAS_COMPUTE_32F);
+            CUDA_R_16F, ld_c, g.nb, gs, CUBLAS_COMPUTE_32F);
         free(ip); free(ops); free(ab);
         if (bs == CUBLAS_STATUS_SUCCESS) { g_grouped_ok = 1; return ST_OK; }
         if (g_grouped_ok == 1)
@@ -328,8 +330,8 @@ extern "C" st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w
 
     /* scratch: everything at once (a later growth would drop what the sort wrote) */
     const size_t s_cnt = mp_al((size_t)(E + 1) * 4), s_idx = mp_al((size_t)n_slots * 4);
-    const size_t s_xg = mp_al((size_t)(n_slots * d) * 2), s_h = mp_al((size_t)(n_slots * 2 * ff) * 4);
-    const size_t s_act = mp_al((size_t)(n_slots * ff) * 2), s_y = mp_al((size_t)(n_slots * d) * 4);
+    const size_t s_xg = mp_al((size_t)(n_slots * d) * 2), s_h = mp_al((size_t)(n_slots * 2 * ff) * 2);
+    const size_t s_act = mp_al((size_t)(n_slots * ff) * 2), s_y = mp_al((size_t)(n_slots * d) * 2);
     const size_t s_eid = mp_al((size_t)b_max * 4), s_ptr = mp_al((size_t)(6 * b_max) * sizeof(void *));
     const size_t s_w = mp_al(per_expert * (size_t)b_max);
     void *scr;
@@ -339,9 +341,9 @@ extern "C" st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w
     int32_t *d_perm = (int32_t *)p; p += s_idx;
     int32_t *d_inv = (int32_t *)p; p += s_idx;
     __half *xg = (__half *)p; p += s_xg;
-    float *H = (float *)p; p += s_h;
+    __half *H = (__half *)p; p += s_h;
     __half *act = (__half *)p; p += s_act;
-    float *Y = (float *)p; p += s_y;
+    __half *Y = (__half *)p; p += s_y;
     int32_t *d_eid = (int32_t *)p; p += s_eid;
     void **d_ptr = (void **)p; p += s_ptr;
     __half *Wgu = (__half *)p;
