@@ -3,6 +3,8 @@
 #ifndef ST_CLI_H
 #define ST_CLI_H
 
+#include <stddef.h>
+
 int cmd_info(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
@@ -24,5 +26,23 @@ struct st_model;
 int cli_load_model(const char *path, struct st_model **out);
 /* Set by --copy-weights: cli_load_model copies the weights out of the file mapping. */
 extern int cli_copy_weights;
+
+/* One reply (generate.c): samples from the session's last logits, passes each piece of text to
+ * on_text as it comes, and feeds each token back, until an end-of-generation token, max_tokens or
+ * a full context. On a failure prints "strata: WHAT: reason" and returns 1. */
+struct st_session;
+struct st_sampler;
+struct st_detok;
+typedef struct cli_generation {
+    struct st_model *model;
+    struct st_session *session;
+    struct st_sampler *sampler;
+    struct st_detok *detok;
+    void (*on_text)(void *ctx, const char *text, size_t len);
+    void *ctx;
+    const char *what; /* names the command in messages: "run", "chat" */
+    int feed_last;    /* 1: feed the budget's last token too, so the session holds the whole reply */
+} cli_generation;
+int cli_generate(const cli_generation *g, int max_tokens, int *generated);
 
 #endif

@@ -1,17 +1,28 @@
 /* cmd_chat.c: `strata chat -m MODEL`: an interactive conversation in Qwen's ChatML, streamed.
  *
  * Each turn renders the whole conversation with the chat template (src/text/chat.h), tokenizes
- * it, and feeds only what the session does not hold yet. When the new prompt does not extend the
- * held tokens (the template drops earlier reasoning, or a reply re-tokenizes differently), the
- * session is reset and the conversation fed again: the Gated DeltaNet state cannot be cut back,
- * so that is the only exact choice. Commands: /reset, /think on|off, /quit. */
+ * it, and lets the session keep what it can (strata.h's st_session_reuse): all of it when the new
+ * prompt extends what the session holds; otherwise the KV cache is cut back, and a hybrid model's
+ * recurrent state returns to the checkpoint taken before the message where the prompt diverges
+ * (the template drops earlier reasoning, so a reply is fed again without it). The prompt is fed in
+ * pieces that end before each <|im_start|>, with a checkpoint after each.
+ *
+ * The reply is parsed as it streams (st_chat_parser): the answer goes to stdout, the reasoning
+ * (<think>...</think>) is folded: hidden by default (a dim "(thinking...)" note on a terminal
+ * while it lasts), shown on stderr with --show-thinking, dimmed on a terminal.
+ *
+ * /save NAME and /load NAME keep the session in STATE_DIR/NAME.session, the file `strata serve`
+ * uses (server/session_file.h): same folder rules, format and refusals. A loaded session brings
+ * its conversation back: the messages are read from the held ids. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "engine/sampler.h"
 #include "model/model.h"
+#include "server/session_file.h"
 #include "strata.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
@@ -19,14 +30,31 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: strata chat [-m MODEL] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
-            "                   [--system TEXT] [--no-think] [--prefill N] [-t THREADS] [--ctx N]\n"
+            "                   [--system TEXT] [--no-think] [--show-thinking] [--state-dir DIR]\n"
+            "                   [--prefill N] [-t THREADS] [--ctx N]\n"
             "  An interactive chat (Qwen ChatML), streaming the replies. Type a message and Enter.\n"
-            "  Commands: /reset (new conversation), /think on|off (reasoning), /quit.\n"
-            "  -m MODEL      a GGUF file (default: the demo model, models/strata-demo-q8_0.gguf)\n"
-            "  -n N          at most N tokens per reply (default 2048)\n"
-            "  --system TEXT a system prompt\n"
-            "  --no-think    start with reasoning off\n"
+            "  Commands: /reset (new conversation), /think on|off (reasoning), /save NAME, /load NAME,\n"
+            "  /help, /quit.\n"
+            "  -m MODEL        a GGUF file (default: the demo model, models/strata-demo-q8_0.gguf)\n"
+            "  -n N            at most N tokens per reply (default 2048)\n"
+            "  --system TEXT   a system prompt\n"
+            "  --no-think      start with reasoning off\n"
+            "  --show-thinking print the model's reasoning (on stderr, dimmed on a terminal); by default\n"
+            "                  it is hidden and only the answer is printed\n"
+            "  --state-dir DIR where /save and /load keep sessions (default " SV_STATE_DIR_DEFAULT ", as for\n"
+            "                  `strata serve`)\n"
             "  --temp, --top-k, --top-p, --min-p, --seed, --prefill, -t, --ctx: as for `strata run`\n");
+}
+
+static void help(void) {
+    fprintf(stderr,
+            "  /reset       start a new conversation\n"
+            "  /think on|off  let the model reason before answering, or not\n"
+            "  /save NAME   save the session (ids, KV cache, recurrent state) to STATE_DIR/NAME.session\n"
+            "  /load NAME   restore a saved session and its conversation\n"
+            "  /help        this list\n"
+            "  /quit        leave (also /exit, or end of input)\n"
+            "  NAME is 1-64 letters, digits, '.', '_' or '-', not starting with '.'.\n");
 }
 
 typedef struct conversation {
@@ -60,42 +88,198 @@ static void conv_clear(conversation *c, size_t keep) {
     while (c->n > keep) free(c->texts[--c->n]);
 }
 
-typedef struct held {
-    int32_t *ids;
-    size_t n, cap;
-} held;
-
-static int held_push(held *h, int32_t id) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? 2 * h->cap : 1024;
-        int32_t *g = realloc(h->ids, cap * sizeof *g);
-        if (!g) return 0;
-        h->ids = g;
-        h->cap = cap;
+/* The conversation as it stands in ChatML ids (a loaded session's): each
+ * <|im_start|>ROLE\n...<|im_end|> is a message; the last may be an unfinished reply. */
+static int conv_from_ids(conversation *c, const st_model *m, const int32_t *ids, size_t n) {
+    char *text;
+    size_t len;
+    if (st_detokenize(m->tok, ids, n, 1, &text, &len) != ST_OK) return 0;
+    static const char open[] = "<|im_start|>", close[] = "<|im_end|>";
+    int ok = 1;
+    for (const char *p = strstr(text, open); p && ok; p = strstr(p, open)) {
+        p += sizeof open - 1;
+        const char *nl = strchr(p, '\n');
+        if (!nl) break;
+        const char *end = strstr(nl + 1, close);
+        if (!end) end = text + len;
+        size_t rl = (size_t)(nl - p);
+        st_chat_role role = rl == 6 && !memcmp(p, "system", 6) ? ST_ROLE_SYSTEM
+                            : rl == 9 && !memcmp(p, "assistant", 9) ? ST_ROLE_ASSISTANT
+                                                                    : ST_ROLE_USER;
+        ok = conv_add(c, role, nl + 1, (size_t)(end - (nl + 1)));
+        p = end;
     }
-    h->ids[h->n++] = id;
-    return 1;
+    free(text);
+    return ok;
 }
 
-/* Feeds the prompt, reusing the session when it already holds a prefix of it. */
-static int feed_prompt(st_session *s, held *h, const int32_t *ids, size_t n) {
-    size_t common = 0;
-    while (common < h->n && common < n && h->ids[common] == ids[common]) common++;
-    if (common < h->n || common == n) {
-        /* Not an extension (or nothing new to feed, which leaves no fresh logits): start over. */
-        st_session_reset(s);
-        h->n = 0;
-        common = 0;
+/* Feeds the prompt, keeping what the session holds of it; checkpoints before each message. */
+static int feed_prompt(st_session *s, const int32_t *ids, size_t n, int32_t im_start) {
+    int64_t done;
+    if (st_session_reuse(s, ids, (int64_t)n, &done) != ST_OK) return cli_fail("chat");
+    while ((size_t)done < n) {
+        size_t end = (size_t)done + 1;
+        while (end < n && ids[end] != im_start) end++;
+        if (st_session_feed(s, ids + done, (int64_t)(end - (size_t)done), NULL) != ST_OK) return cli_fail("chat");
+        done = (int64_t)end;
+        if ((size_t)done < n && st_session_checkpoint(s) != ST_OK) return cli_fail("chat");
     }
-    if (st_session_feed(s, ids + common, (int64_t)(n - common), NULL) != ST_OK) return cli_fail("chat");
-    for (size_t i = common; i < n; i++)
-        if (!held_push(h, ids[i])) return 1;
     return 0;
 }
 
+/* ---- one reply: the raw text for the conversation, the answer to stdout, reasoning folded ---- */
+
+typedef struct reply {
+    char *text;
+    size_t len, cap;
+    st_chat_parser *parser;
+    int show_thinking, tty;   /* tty: stderr is a terminal (the dim note and the dimming) */
+    int answering;            /* the answer's first visible character is out */
+    int reasoning;            /* shown reasoning has started (its leading blank lines skipped) */
+    int note;                 /* the "(thinking...)" note is on the screen */
+    int failed;
+} reply;
+
+/* Drops the blank start of a part (the model writes "<think>\n\n</think>\n\n" before an answer);
+ * 1 when nothing is left of this piece. */
+static int blank_start(int started, const char **t, size_t *len) {
+    if (started) return 0;
+    while (*len && (**t == ' ' || **t == '\n' || **t == '\r' || **t == '\t')) (*t)++, (*len)--;
+    return *len == 0;
+}
+
+static st_status on_event(void *ctx, const st_chat_event *e) {
+    reply *r = ctx;
+    const char *t = e->text;
+    size_t len = e->len;
+    int reasoning = e->part == ST_CHAT_REASONING;
+    if (blank_start(reasoning ? r->reasoning : r->answering, &t, &len)) return ST_OK;
+    if (reasoning) {
+        if (!r->reasoning && r->tty) {
+            fputs(r->show_thinking ? "\033[2m" : "\033[2m(thinking...)\033[0m", stderr);
+            r->note = !r->show_thinking;
+        }
+        r->reasoning = 1;
+        if (r->show_thinking) fwrite(t, 1, len, stderr);
+        fflush(stderr);
+        return ST_OK;
+    }
+    if (!r->answering) {
+        r->answering = 1;
+        if (r->note) fputs("\r\033[K", stderr);
+        else if (r->reasoning && r->show_thinking) fputs(r->tty ? "\033[0m\n" : "\n", stderr);
+        r->note = 0;
+        fflush(stderr);
+    }
+    fwrite(t, 1, len, stdout);
+    fflush(stdout);
+    return ST_OK;
+}
+
+static void on_text(void *ctx, const char *text, size_t len) {
+    reply *r = ctx;
+    if (r->len + len + 1 > r->cap) {
+        size_t cap = 2 * (r->len + len + 1);
+        char *g = realloc(r->text, cap);
+        if (!g) {
+            r->failed = 1;
+            return;
+        }
+        r->text = g;
+        r->cap = cap;
+    }
+    memcpy(r->text + r->len, text, len);
+    r->len += len;
+    st_chat_parser_feed(r->parser, text, len, on_event, r);
+}
+
+/* Ends the reply's output: the parser's held-back text, an open dim span, the line. */
+static void reply_end(reply *r) {
+    st_chat_parser_finish(r->parser, on_event, r);
+    if (r->note) fputs("\r\033[K", stderr);
+    else if (r->reasoning && r->show_thinking && !r->answering) fputs(r->tty ? "\033[0m\n" : "\n", stderr);
+    fflush(stderr);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+/* ---- /save and /load ---- */
+
+typedef struct chat {
+    st_model *m;
+    st_session *s;
+    conversation conv;
+    const char *system;
+    const char *state_dir;
+    char fingerprint[65];
+} chat;
+
+static void chat_reset(chat *c) {
+    conv_clear(&c->conv, 0);
+    if (c->system) conv_add(&c->conv, ST_ROLE_SYSTEM, c->system, strlen(c->system));
+    st_session_reset(c->s);
+}
+
+static int name_of(const char *line, const char *cmd, const char **name) {
+    *name = line + strlen(cmd);
+    while (**name == ' ') (*name)++;
+    if (!sv_session_name_ok(*name)) {
+        fprintf(stderr, "strata: chat: %s '%s': %s\n", cmd, *name, SV_SESSION_NAME_RULE);
+        return 0;
+    }
+    return 1;
+}
+
+static void chat_save(chat *c, const char *line) {
+    const char *name;
+    if (!name_of(line, "/save", &name)) return;
+    void *blob = NULL;
+    size_t n = 0, bytes = 0;
+    if (st_session_state_save(c->s, &blob, &n) != ST_OK ||
+        sv_session_file_write(c->state_dir, name, c->fingerprint, blob, n, &bytes) != ST_OK)
+        cli_fail("chat: /save");
+    else
+        fprintf(stderr, "(saved '%s': %lld tokens, %zu bytes, in %s/%s.session)\n", name, (long long)st_session_n_past(c->s), bytes,
+                c->state_dir, name);
+    free(blob);
+}
+
+/* Refusals leave the session and the conversation as they were. */
+static void chat_load(chat *c, const char *line) {
+    const char *name;
+    if (!name_of(line, "/load", &name)) return;
+    void *file = NULL;
+    const void *blob = NULL;
+    size_t n = 0;
+    int missing = 0;
+    if (sv_session_file_read(c->state_dir, name, c->fingerprint, &file, &blob, &n, &missing) != ST_OK) {
+        cli_fail("chat: /load");
+        return;
+    }
+    conversation loaded = {0};
+    if (st_session_state_load(c->s, blob, n) != ST_OK) {
+        fprintf(stderr, "strata: chat: /load: '%s' does not fit this session: %s\n", name, st_last_error());
+    } else if (!conv_from_ids(&loaded, c->m, (const int32_t *)st_session_ids(c->s), (size_t)st_session_n_past(c->s))) {
+        /* The state is in; without its messages it cannot be continued: start over instead. */
+        fprintf(stderr, "strata: chat: /load: '%s': out of memory for its conversation; new conversation\n", name);
+        conv_clear(&loaded, 0);
+        chat_reset(c);
+    } else {
+        conv_clear(&c->conv, 0);
+        free(c->conv.msgs);
+        free(c->conv.texts);
+        c->conv = loaded;
+        loaded = (conversation){0};
+        fprintf(stderr, "(loaded '%s': %lld tokens, %zu messages)\n", name, (long long)st_session_n_past(c->s), c->conv.n);
+    }
+    free(loaded.msgs);
+    free(loaded.texts);
+    free(file);
+}
+
 int cmd_chat(int argc, char **argv) {
-    const char *model = NULL, *system = NULL;
-    int n_reply = 2048, think = 1;
+    const char *model = NULL, *system = NULL, *state_dir = SV_STATE_DIR_DEFAULT;
+    int n_reply = 2048, think = 1, show_thinking = 0;
     st_session_params sp = st_session_default_params();
     st_sampler_params sa = st_sampler_default_params();
     for (int i = 1; i < argc; i++) {
@@ -108,6 +292,8 @@ int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "-n") && has) n_reply = atoi(argv[++i]);
         else if (!strcmp(a, "--system") && has) system = argv[++i];
         else if (!strcmp(a, "--no-think")) think = 0;
+        else if (!strcmp(a, "--show-thinking")) show_thinking = 1;
+        else if (!strcmp(a, "--state-dir") && has) state_dir = argv[++i];
         else if (!strcmp(a, "--temp") && has) sa.temperature = (float)atof(argv[++i]);
         else if (!strcmp(a, "--top-k") && has) sa.top_k = atoi(argv[++i]);
         else if (!strcmp(a, "--top-p") && has) sa.top_p = (float)atof(argv[++i]);
@@ -130,11 +316,10 @@ int cmd_chat(int argc, char **argv) {
     st_model *m;
     if (cli_load_model(model, &m)) return 1;
     int rc = 1;
-    st_session *s = NULL;
+    chat c = {.m = m, .system = system, .state_dir = state_dir};
     st_sampler *smp = NULL;
     st_detok *dt = NULL;
-    conversation conv = {0};
-    held h = {0};
+    reply r = {.show_thinking = show_thinking, .tty = isatty(STDERR_FILENO)};
     char *line = NULL;
     size_t line_cap = 0;
     if (!st_model_has_tokenizer(m)) {
@@ -155,14 +340,18 @@ int cmd_chat(int argc, char **argv) {
         }
     }
     st_clear_error();
-    if (st_session_new(m, &sp, &s) != ST_OK || st_sampler_new(&sa, st_model_n_vocab(m), &smp) != ST_OK ||
+    if (st_session_new(m, &sp, &c.s) != ST_OK || st_sampler_new(&sa, st_model_n_vocab(m), &smp) != ST_OK ||
         st_detok_new(m->tok, 0, &dt) != ST_OK) {
         cli_fail("chat");
         goto done;
     }
-    if (system && !conv_add(&conv, ST_ROLE_SYSTEM, system, strlen(system))) goto done;
-    size_t n_fixed = conv.n;
-    fprintf(stderr, "strata chat: %s. /reset, /think on|off, /quit. Reasoning is %s.\n", st_model_arch(m), think ? "on" : "off");
+    st_model_fingerprint(m, c.fingerprint);
+    int32_t im_start = st_tokenizer_find(m->tok, "<|im_start|>", 12);
+    chat_reset(&c);
+    cli_generation g = {.model = m, .session = c.s, .sampler = smp, .detok = dt, .on_text = on_text, .ctx = &r, .what = "chat",
+                        .feed_last = 1};
+    fprintf(stderr, "strata chat: %s. /help for commands. Reasoning is %s%s.\n", st_model_arch(m), think ? "on" : "off",
+            think && !show_thinking ? " (hidden; --show-thinking shows it)" : "");
     for (;;) {
         fprintf(stderr, "> ");
         fflush(stderr);
@@ -171,10 +360,12 @@ int cmd_chat(int argc, char **argv) {
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
         if (got == 0) continue;
         if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
+        if (!strcmp(line, "/help")) {
+            help();
+            continue;
+        }
         if (!strcmp(line, "/reset")) {
-            conv_clear(&conv, n_fixed);
-            st_session_reset(s);
-            h.n = 0;
+            chat_reset(&c);
             fprintf(stderr, "(new conversation)\n");
             continue;
         }
@@ -185,15 +376,23 @@ int cmd_chat(int argc, char **argv) {
             fprintf(stderr, "(reasoning %s)\n", think ? "on" : "off");
             continue;
         }
-        if (!conv_add(&conv, ST_ROLE_USER, line, (size_t)got)) goto done;
+        if (!strncmp(line, "/save", 5) && (line[5] == ' ' || !line[5])) {
+            chat_save(&c, line);
+            continue;
+        }
+        if (!strncmp(line, "/load", 5) && (line[5] == ' ' || !line[5])) {
+            chat_load(&c, line);
+            continue;
+        }
+        if (!conv_add(&c.conv, ST_ROLE_USER, line, (size_t)got)) goto done;
         opt.enable_thinking = think;
         char *prompt;
         size_t prompt_len;
         int32_t *ids;
         size_t n_ids;
-        if (st_chat_render(conv.msgs, conv.n, &opt, &prompt, &prompt_len) != ST_OK) {
+        if (st_chat_render(c.conv.msgs, c.conv.n, &opt, &prompt, &prompt_len) != ST_OK) {
             cli_fail("chat: template");
-            conv_clear(&conv, conv.n - 1);
+            conv_clear(&c.conv, c.conv.n - 1);
             continue;
         }
         st_status ts = st_model_tokenize(m, prompt, prompt_len, 0, 1, &ids, &n_ids);
@@ -202,66 +401,45 @@ int cmd_chat(int argc, char **argv) {
             cli_fail("chat: tokenize");
             goto done;
         }
-        if (h.n + (n_ids > h.n ? n_ids - h.n : n_ids) + (size_t)n_reply > (size_t)st_session_n_ctx(s) &&
-            n_ids + (size_t)n_reply > (size_t)st_session_n_ctx(s)) {
-            fprintf(stderr, "strata: chat: the conversation no longer fits the context (%lld tokens); /reset\n",
-                    (long long)st_session_n_ctx(s));
+        if (n_ids + (size_t)n_reply > (size_t)st_session_n_ctx(c.s)) {
+            fprintf(stderr, "strata: chat: the conversation and a reply of %d tokens no longer fit the context (%lld tokens); /reset\n",
+                    n_reply, (long long)st_session_n_ctx(c.s));
             free(ids);
-            conv_clear(&conv, conv.n - 1);
+            conv_clear(&c.conv, c.conv.n - 1);
             continue;
         }
-        int fail = feed_prompt(s, &h, ids, n_ids);
+        int fail = feed_prompt(c.s, ids, n_ids, im_start);
         free(ids);
-        if (fail) goto done;
-
-        /* Generate and stream the reply; keep its text for the next render. */
-        char *reply = NULL;
-        size_t reply_len = 0, reply_cap = 0;
-        st_detok_reset(dt);
-        for (int i = 0; i < n_reply; i++) {
-            int32_t tok;
-            if (st_sampler_sample(smp, st_session_logits(s), &tok) != ST_OK) {
-                cli_fail("chat: sample");
-                goto done;
-            }
-            if (st_model_is_eog(m, tok)) break;
-            st_sampler_accept(smp, tok);
-            const char *text;
-            size_t len;
-            if (st_detok_push(dt, tok, &text, &len) == ST_OK && len) {
-                fwrite(text, 1, len, stdout);
-                fflush(stdout);
-                if (reply_len + len + 1 > reply_cap) {
-                    reply_cap = 2 * (reply_len + len + 1);
-                    char *g = realloc(reply, reply_cap);
-                    if (!g) goto done;
-                    reply = g;
-                }
-                memcpy(reply + reply_len, text, len);
-                reply_len += len;
-            }
-            if (st_session_n_past(s) >= st_session_n_ctx(s) || st_session_feed(s, &tok, 1, NULL) != ST_OK) break;
-            held_push(&h, tok);
+        if (fail) {
+            /* A failed feed resets the session; the conversation stays, to be fed again. */
+            conv_clear(&c.conv, c.conv.n - 1);
+            continue;
         }
-        const char *tail;
-        size_t tail_len;
-        st_detok_flush(dt, &tail, &tail_len);
-        fwrite(tail, 1, tail_len, stdout);
-        fputc('\n', stdout);
-        fflush(stdout);
-        conv_add(&conv, ST_ROLE_ASSISTANT, reply ? reply : "", reply_len);
-        free(reply);
+
+        r.len = 0;
+        r.answering = r.reasoning = r.note = 0;
+        if (st_chat_parser_new(st_chat_opens_reasoning(&opt), &r.parser) != ST_OK) {
+            cli_fail("chat");
+            goto done;
+        }
+        int generated;
+        cli_generate(&g, n_reply, &generated);
+        reply_end(&r);
+        st_chat_parser_free(r.parser);
+        r.parser = NULL;
+        if (r.failed) goto done;
+        conv_add(&c.conv, ST_ROLE_ASSISTANT, r.text ? r.text : "", r.len);
     }
     rc = 0;
 done:
     free(line);
-    conv_clear(&conv, 0);
-    free(conv.msgs);
-    free(conv.texts);
-    free(h.ids);
+    free(r.text);
+    conv_clear(&c.conv, 0);
+    free(c.conv.msgs);
+    free(c.conv.texts);
     st_detok_free(dt);
     st_sampler_free(smp);
-    st_session_free(s);
+    st_session_free(c.s);
     st_model_free(m);
     return rc;
 }

@@ -1,7 +1,7 @@
 /* cmd_run.c: `strata run -m MODEL -p TEXT [-n N] [sampling options]`: tokenizes the prompt, feeds
  * it through the prompt chain, then samples and streams the continuation to stdout until N tokens
- * or an end-of-generation token. Timings go to stderr. Also cli_load_model, shared by the engine
- * commands (run, eval, bench, chat). */
+ * or an end-of-generation token (cli_generate, generate.c). Timings go to stderr. Also
+ * cli_load_model, shared by the engine commands (run, eval, bench, chat). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +46,12 @@ static void usage(FILE *f) {
             "                copy the weights out of the file mapping into RAM (about twice the decode\n"
             "                speed per core), or read them in place; default: copy when the model\n"
             "                takes at most half of the available memory\n");
+}
+
+static void print_text(void *ctx, const char *text, size_t len) {
+    (void)ctx;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -129,33 +135,8 @@ int cmd_run(int argc, char **argv) {
     }
     double t1 = st_now();
     int generated = 0;
-    for (; generated < n_predict; generated++) {
-        int32_t tok;
-        if (st_sampler_sample(smp, st_session_logits(s), &tok) != ST_OK) {
-            cli_fail("run: sample");
-            goto done;
-        }
-        if (st_model_is_eog(m, tok)) break;
-        st_sampler_accept(smp, tok);
-        const char *text;
-        size_t len;
-        if (st_detok_push(dt, tok, &text, &len) == ST_OK && len) {
-            fwrite(text, 1, len, stdout);
-            fflush(stdout);
-        }
-        if (generated + 1 == n_predict || st_session_n_past(s) >= st_session_n_ctx(s)) {
-            generated++;
-            break;
-        }
-        if (st_session_feed(s, &tok, 1, NULL) != ST_OK) {
-            cli_fail("run: decode");
-            goto done;
-        }
-    }
-    const char *tail;
-    size_t tail_len;
-    st_detok_flush(dt, &tail, &tail_len);
-    fwrite(tail, 1, tail_len, stdout);
+    cli_generation g = {.model = m, .session = s, .sampler = smp, .detok = dt, .on_text = print_text, .what = "run"};
+    if (cli_generate(&g, n_predict, &generated)) goto done;
     fputc('\n', stdout);
     double t2 = st_now();
     fprintf(stderr, "strata: prompt %zu tokens in %.2f s (%.1f tok/s), generated %d tokens in %.2f s (%.1f tok/s)\n",

@@ -8,12 +8,14 @@
  *   8   u32 version (1), u32 0
  *   16  char[64] fingerprint  the model's (sv_model_info.fingerprint), NUL-padded
  *   80  u64 n                 payload bytes
- *   88  payload               the engine's blob (engine_port.h state_save)
+ *   88  payload               the engine's blob (engine_port.h state_save; for the real engine
+ *                             strata.h's st_session_state_save, which checks its own again)
  *   88+n u64 checksum         FNV-1a 64 of every byte before it
  * It is written to a temporary file in the same folder, flushed, and renamed over the name, so a
  * crash leaves the old file or the new one, never half of one. Restoring refuses (and leaves the
  * session as it was) a name that is not a plain file name, a file of another version or model, a
- * truncated or altered file, and a payload the engine does not accept. */
+ * truncated or altered file, and a payload the engine does not accept.
+ * The file functions (session_file.h) serve `strata chat`'s /save and /load too. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -25,20 +27,21 @@
 
 #include "base/status.h"
 #include "server/internal.h"
+#include "server/session_file.h"
 
 #define SESSION_MAGIC "STRATASS"
 #define SESSION_VERSION 1u
 #define SESSION_HEADER 88
 #define SESSION_MAX_BYTES (64ull << 30)
 
-static uint64_t fnv1a(const unsigned char *p, size_t n) {
-    uint64_t h = 14695981039346656037ULL;
+#define FNV_START 14695981039346656037ULL
+
+static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
     return h;
 }
 
-/* A plain file name: letters, digits, '.', '_', '-', not starting with '.', at most 64 bytes. */
-static int name_ok(const char *name) {
+int sv_session_name_ok(const char *name) {
     size_t n = strlen(name);
     if (n == 0 || n > 64 || name[0] == '.') return 0;
     for (size_t i = 0; i < n; i++) {
@@ -73,54 +76,50 @@ static int write_all(int fd, const void *p, size_t n) {
     return 0;
 }
 
-static int save_file(sv_server *s, const char *name, size_t *tokens, size_t *bytes, sv_error *e) {
-    sv_engine *g = s->engine;
-    void *blob = NULL;
-    size_t n = 0;
-    if (g->ops->state_save(g, &blob, &n, tokens) != ST_OK)
-        return sv_error_set(e, 500, "server_error", NULL, NULL, "saving the session state failed: %s", st_last_error());
-    unsigned char *head = calloc(1, SESSION_HEADER);
+st_status sv_session_file_write(const char *dir, const char *name, const char *fingerprint, const void *blob, size_t n,
+                                size_t *bytes) {
+    unsigned char head[SESSION_HEADER] = {0};
     memcpy(head, SESSION_MAGIC, 8);
     uint32_t version = SESSION_VERSION;
     memcpy(head + 8, &version, 4);
-    memcpy(head + 16, s->info.fingerprint, strnlen(s->info.fingerprint, 64));
+    memcpy(head + 16, fingerprint, strnlen(fingerprint, 64));
     uint64_t len = n;
     memcpy(head + 80, &len, 8);
-    uint64_t h = 14695981039346656037ULL;
-    for (size_t i = 0; i < SESSION_HEADER; i++) h = (h ^ head[i]) * 1099511628211ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ ((unsigned char *)blob)[i]) * 1099511628211ULL;
+    uint64_t h = fnv1a(fnv1a(FNV_START, head, SESSION_HEADER), blob, n);
 
     char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/%s.session", s->cfg.state_dir, name);
-    snprintf(tmp, sizeof tmp, "%s/.%s.session.%ld.tmp", s->cfg.state_dir, name, (long)getpid());
-    int rc = -1;
-    int fd = -1;
-    if (make_dirs(s->cfg.state_dir) == 0) fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    snprintf(path, sizeof path, "%s/%s.session", dir, name);
+    snprintf(tmp, sizeof tmp, "%s/.%s.session.%ld.tmp", dir, name, (long)getpid());
+    int ok = 0, fd = -1;
+    if (make_dirs(dir) == 0) fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd >= 0 && !write_all(fd, head, SESSION_HEADER) && !write_all(fd, blob, n) && !write_all(fd, &h, 8) && !fsync(fd)) {
         close(fd);
         fd = -1;
         if (!rename(tmp, path)) {
-            int dfd = open(s->cfg.state_dir, O_RDONLY | O_DIRECTORY);
+            int dfd = open(dir, O_RDONLY | O_DIRECTORY);
             if (dfd >= 0) { fsync(dfd); close(dfd); }
-            rc = 0;
+            ok = 1;
         }
     }
+    int err = errno;
     if (fd >= 0) close(fd);
-    if (rc) {
-        sv_error_set(e, 500, "server_error", NULL, NULL, "could not write %s: %s", path, strerror(errno));
-        unlink(tmp);
-    }
     *bytes = SESSION_HEADER + n + 8;
-    free(head);
-    free(blob);
-    return rc;
+    if (ok) return ST_OK;
+    unlink(tmp);
+    return st_fail(ST_ERR_IO, "could not write %s: %s", path, strerror(err));
 }
 
-static int restore_file(sv_server *s, const char *name, size_t *tokens, sv_error *e) {
+st_status sv_session_file_read(const char *dir, const char *name, const char *fingerprint, void **file, const void **blob,
+                               size_t *n, int *missing) {
+    *file = NULL;
+    *missing = 0;
     char path[4200];
-    snprintf(path, sizeof path, "%s/%s.session", s->cfg.state_dir, name);
+    snprintf(path, sizeof path, "%s/%s.session", dir, name);
     FILE *f = fopen(path, "rb");
-    if (!f) return sv_error_set(e, 404, "not_found_error", "session_not_found", "name", "no saved session '%s'", name);
+    if (!f) {
+        *missing = errno == ENOENT;
+        return st_fail(ST_ERR_IO, *missing ? "no saved session '%s'" : "could not open %s: %s", *missing ? name : path, strerror(errno));
+    }
     struct stat st;
     unsigned char *buf = NULL;
     size_t size = 0;
@@ -130,31 +129,60 @@ static int restore_file(sv_server *s, const char *name, size_t *tokens, sv_error
         if (buf && fread(buf, 1, size, f) != size) { free(buf); buf = NULL; }
     }
     fclose(f);
-    if (!buf) return sv_error_set(e, 500, "server_error", NULL, NULL, "could not read %s", path);
-    int rc = -1;
+    if (!buf) return st_fail(ST_ERR_IO, "could not read %s", path);
     uint32_t version = 0;
     uint64_t len = 0, want = 0;
     char fp[65] = {0};
+    st_status r = ST_ERR_FORMAT;
     if (size < SESSION_HEADER + 8 || memcmp(buf, SESSION_MAGIC, 8)) {
-        sv_error_set(e, 400, "invalid_request_error", "invalid_session", "name", "'%s' is not a Strata session file (%zu bytes)", name, size);
+        st_fail(r, "'%s' is not a Strata session file (%zu bytes)", name, size);
     } else if (memcpy(&version, buf + 8, 4), version != SESSION_VERSION) {
-        sv_error_set(e, 400, "invalid_request_error", "invalid_session", "name", "'%s' is a version %u session; this server reads version %u",
-                     name, version, SESSION_VERSION);
-    } else if (memcpy(fp, buf + 16, 64), strcmp(fp, s->info.fingerprint)) {
-        sv_error_set(e, 400, "invalid_request_error", "invalid_session", "name",
-                     "'%s' was saved for another model (fingerprint %s; this model is %s)", name, fp, s->info.fingerprint);
+        st_fail(r, "'%s' is a version %u session; this build reads version %u", name, version, SESSION_VERSION);
+    } else if (memcpy(fp, buf + 16, 64), strcmp(fp, fingerprint)) {
+        st_fail(r, "'%s' was saved for another model (fingerprint %s; this model is %s)", name, fp, fingerprint);
     } else if (memcpy(&len, buf + 80, 8), len != size - SESSION_HEADER - 8) {
-        sv_error_set(e, 400, "invalid_request_error", "invalid_session", "name",
-                     "'%s' is truncated or padded: its header says %llu payload bytes, the file holds %zu", name,
-                     (unsigned long long)len, size - SESSION_HEADER - 8);
-    } else if (memcpy(&want, buf + size - 8, 8), want != fnv1a(buf, size - 8)) {
-        sv_error_set(e, 400, "invalid_request_error", "invalid_session", "name", "'%s' has been altered: its checksum does not match", name);
-    } else if (s->engine->ops->state_load(s->engine, buf + SESSION_HEADER, (size_t)len, tokens) != ST_OK) {
-        sv_error_set(e, 400, "invalid_request_error", "invalid_session", "name", "'%s' does not fit this engine: %s", name, st_last_error());
+        st_fail(r, "'%s' is truncated or padded: its header says %llu payload bytes, the file holds %zu", name, (unsigned long long)len,
+                size - SESSION_HEADER - 8);
+    } else if (memcpy(&want, buf + size - 8, 8), want != fnv1a(FNV_START, buf, size - 8)) {
+        st_fail(r, "'%s' has been altered: its checksum does not match", name);
     } else {
-        rc = 0;
+        r = ST_OK;
     }
-    free(buf);
+    if (r != ST_OK) {
+        free(buf);
+        return r;
+    }
+    *file = buf;
+    *blob = buf + SESSION_HEADER;
+    *n = (size_t)len;
+    return ST_OK;
+}
+
+static int save_file(sv_server *s, const char *name, size_t *tokens, size_t *bytes, sv_error *e) {
+    sv_engine *g = s->engine;
+    void *blob = NULL;
+    size_t n = 0;
+    if (g->ops->state_save(g, &blob, &n, tokens) != ST_OK)
+        return sv_error_set(e, 500, "server_error", NULL, NULL, "saving the session state failed: %s", st_last_error());
+    st_status st = sv_session_file_write(s->cfg.state_dir, name, s->info.fingerprint, blob, n, bytes);
+    free(blob);
+    return st == ST_OK ? 0 : sv_error_set(e, 500, "server_error", NULL, NULL, "%s", st_last_error());
+}
+
+static int restore_file(sv_server *s, const char *name, size_t *tokens, sv_error *e) {
+    void *file = NULL;
+    const void *blob = NULL;
+    size_t n = 0;
+    int missing = 0;
+    st_status st = sv_session_file_read(s->cfg.state_dir, name, s->info.fingerprint, &file, &blob, &n, &missing);
+    if (missing) return sv_error_set(e, 404, "not_found_error", "session_not_found", "name", "%s", st_last_error());
+    if (st == ST_ERR_FORMAT) return sv_error_set(e, 400, "invalid_request_error", "invalid_session", "name", "%s", st_last_error());
+    if (st != ST_OK) return sv_error_set(e, 500, "server_error", NULL, NULL, "%s", st_last_error());
+    int rc = 0;
+    if (s->engine->ops->state_load(s->engine, blob, n, tokens) != ST_OK)
+        rc = sv_error_set(e, 400, "invalid_request_error", "invalid_session", "name", "'%s' does not fit this engine: %s", name,
+                          st_last_error());
+    free(file);
     return rc;
 }
 
@@ -191,9 +219,8 @@ static void session_op_request(sv_server *s, json_t *req, sv_http_reply *out, sv
     }
     if (sv_get_string(req, "name", &name, e) < 0) return;
     if (!name) { sv_error_set(e, 400, "invalid_request_error", "missing_required_parameter", "name", "'name' is required"); return; }
-    if (!name_ok(name)) {
-        sv_error_set(e, 400, "invalid_request_error", "invalid_value", "name",
-                     "'name' must be 1-64 letters, digits, '.', '_' or '-', not starting with '.': a plain name inside the state folder");
+    if (!sv_session_name_ok(name)) {
+        sv_error_set(e, 400, "invalid_request_error", "invalid_value", "name", "'name': %s", SV_SESSION_NAME_RULE);
         return;
     }
     sv_job *j = sv_job_new();
