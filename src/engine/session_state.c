@@ -62,11 +62,13 @@ void st_checkpoints_free(struct st_checkpoints *c) {
     free(c);
 }
 
-/* The state on the host. A session whose state lives on a device is refused here until the
- * device keeps checkpoints and copies its state out. */
+/* The state on the host. A session whose state lives on a device (its host st_state then has no
+ * layers) is refused here until the device keeps checkpoints and copies its state out. */
 static st_status host_state(st_session *s, const char *what, st_state **out) {
-    (void)what;
     *out = st_session_state(s);
+    if (!(*out)->layers)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: the session's state is on a device; cut-back, checkpoints and saving are not available there yet",
+                       what);
     return ST_OK;
 }
 

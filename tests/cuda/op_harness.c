@@ -549,7 +549,7 @@ static void route_random(int64_t n_tok, int64_t E, int64_t k, int32_t *ids, floa
  * over j in order, as src/model/ffn.c). invalid: slot 1 of token 0 gets id -1 (contributes
  * nothing). batch: experts dequantized per batch (0 = by the budget: one batch here). */
 static void test_moe_prefill(uint32_t tg, uint32_t tu, uint32_t td, int64_t E, int64_t k, int64_t d,
-                             int64_t ff, int64_t n_tok, int accumulate, int invalid, int64_t batch) {
+                             int64_t ff, int64_t n_tok, int accumulate, int invalid, int64_t batch, int cached) {
     float *wg = rand_vec(E * ff * d, 1.0f), *wu = rand_vec(E * ff * d, 1.0f), *wd = rand_vec(E * d * ff, 1.0f);
     size_t bg, bu, bd;
     void *Gq = quantize_matrix(tg, wg, E * ff, d, &bg), *Uq = quantize_matrix(tu, wu, E * ff, d, &bu);
@@ -583,12 +583,21 @@ static void test_moe_prefill(uint32_t tg, uint32_t tu, uint32_t td, int64_t E, i
     float *dw = dev_from(wts, (size_t)(n_tok * k) * 4), *dX = dev_from(X, (size_t)(n_tok * ldx) * 4);
     float *dout = dev_from(out0, (size_t)(n_tok * ldo) * 4);
     const st_cuda_moe_w mw = { tg, tu, td, dG, dU, dD, E, d, ff };
-    st_cuda_prefill_test_limits(batch, 0);
-    GPU(st_cuda_moe_ffn_prefill(cu, &mw, dids, dw, k, dX, ldx, n_tok, dout, ldo, accumulate));
-    st_cuda_prefill_test_limits(0, 0);
+    void *gu16 = NULL, *dn16 = NULL;
+    if (cached) {   /* the f16 copies made at load, read instead of dequantizing per call */
+        gu16 = dev_from(NULL, (size_t)(E * 2 * ff * d) * 2);
+        dn16 = dev_from(NULL, (size_t)(E * d * ff) * 2);
+        GPU(st_cuda_moe_dequant_f16(cu, &mw, gu16, dn16));
+        GPU(st_cuda_moe_ffn_prefill_f16(cu, &mw, gu16, dn16, dids, dw, k, dX, ldx, n_tok, dout, ldo, accumulate));
+        st_cuda_free(cu, gu16); st_cuda_free(cu, dn16);
+    } else {
+        st_cuda_prefill_test_limits(batch, 0);
+        GPU(st_cuda_moe_ffn_prefill(cu, &mw, dids, dw, k, dX, ldx, n_tok, dout, ldo, accumulate));
+        st_cuda_prefill_test_limits(0, 0);
+    }
     float *og = to_host(dout, (size_t)(n_tok * ldo));
     char name[128];
-    snprintf(name, sizeof name, "moe_ffn_prefill %s/%s/%s E=%lld k=%lld %lldx%lld n=%lld%s%s%s",
+    snprintf(name, sizeof name, "moe_ffn_prefill%s %s/%s/%s E=%lld k=%lld %lldx%lld n=%lld%s%s%s", cached ? "_f16" : "",
              st_type_get(tg)->name, st_type_get(tu)->name, st_type_get(td)->name, (long long)E, (long long)k,
              (long long)d, (long long)ff, (long long)n_tok, accumulate ? " acc" : "", invalid ? " bad-id" : "",
              batch ? " batched" : "");
@@ -640,13 +649,15 @@ static void test_attention_prefill(int64_t n_tok, int64_t n_kv, int64_t hd, int6
 
 static void test_prefill_paths(void) {
     const int64_t E = 16, k = 4;
-    test_moe_prefill(ST_TYPE_Q4_K, ST_TYPE_Q4_K, ST_TYPE_Q4_K, E, k, 512, 256, 1, 0, 0, 0);
-    test_moe_prefill(ST_TYPE_Q4_K, ST_TYPE_Q4_K, ST_TYPE_Q6_K, E, k, 256, 256, 37, 1, 1, 0);
-    test_moe_prefill(ST_TYPE_Q6_K, ST_TYPE_Q6_K, ST_TYPE_Q6_K, E, k, 512, 256, 300, 0, 0, 0);
-    test_moe_prefill(ST_TYPE_Q4_K, ST_TYPE_Q4_K, ST_TYPE_Q4_K, E, k, 256, 256, 300, 1, 0, 5);
-    test_moe_prefill(ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q8_0, E, k, 512, 160, 300, 0, 0, 0);
-    test_moe_prefill(ST_TYPE_Q8_0, ST_TYPE_Q8_0, ST_TYPE_Q8_0, E, k, 256, 128, 37, 0, 0, 3);
-    test_moe_prefill(ST_TYPE_F16, ST_TYPE_BF16, ST_TYPE_F32, E, k, 256, 192, 37, 1, 0, 0);
+    test_moe_prefill(ST_TYPE_Q4_K, ST_TYPE_Q4_K, ST_TYPE_Q4_K, E, k, 512, 256, 1, 0, 0, 0, 0);
+    test_moe_prefill(ST_TYPE_Q4_K, ST_TYPE_Q4_K, ST_TYPE_Q6_K, E, k, 256, 256, 37, 1, 1, 0, 0);
+    test_moe_prefill(ST_TYPE_Q6_K, ST_TYPE_Q6_K, ST_TYPE_Q6_K, E, k, 512, 256, 300, 0, 0, 0, 0);
+    test_moe_prefill(ST_TYPE_Q4_K, ST_TYPE_Q4_K, ST_TYPE_Q4_K, E, k, 256, 256, 300, 1, 0, 5, 0);
+    test_moe_prefill(ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q8_0, E, k, 512, 160, 300, 0, 0, 0, 0);
+    test_moe_prefill(ST_TYPE_Q8_0, ST_TYPE_Q8_0, ST_TYPE_Q8_0, E, k, 256, 128, 37, 0, 0, 3, 0);
+    test_moe_prefill(ST_TYPE_F16, ST_TYPE_BF16, ST_TYPE_F32, E, k, 256, 192, 37, 1, 0, 0, 0);
+    test_moe_prefill(ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, E, k, 512, 256, 300, 1, 1, 0, 1);
+    test_moe_prefill(ST_TYPE_Q8_0, ST_TYPE_Q8_0, ST_TYPE_Q8_0, 70, 8, 256, 128, 37, 0, 0, 0, 1);
     test_attention_prefill(16, 16, 128, 16, 2, ST_TYPE_F16, 0);
     test_attention_prefill(16, 500, 256, 16, 2, ST_TYPE_F16, 0);
     test_attention_prefill(77, 1000, 128, 8, 8, ST_TYPE_F32, 0);
@@ -883,6 +894,20 @@ static void perf_moe_prefill(int64_t n_tok) {
     printf("perf moe_ffn_prefill 35B-A3B layer (256 experts top-8, Q4_K) n_tok=%-5lld %8.2f ms  %9.0f tok/s per layer"
            "  %6.1f TFLOP/s  (40 layers: %.0f tok/s FFN-only)\n", (long long)n_tok, ms, 1000.0 * n_tok / ms,
            flop / (ms * 1e9), 1000.0 * n_tok / (ms * 40));
+    {   /* with the f16 copies of the experts made at load */
+        void *gu16 = dev_from(NULL, (size_t)(E * 2 * F * D) * 2), *dn16 = dev_from(NULL, (size_t)(E * D * F) * 2);
+        GPU(st_cuda_moe_dequant_f16(cu, &mw, gu16, dn16));
+        GPU(st_cuda_moe_ffn_prefill_f16(cu, &mw, gu16, dn16, dids, dw, k, dX, D, n_tok, dout, D, 1));
+        GPU(st_cuda_timer_start(cu));
+        for (int i = 0; i < iters; i++)
+            GPU(st_cuda_moe_ffn_prefill_f16(cu, &mw, gu16, dn16, dids, dw, k, dX, D, n_tok, dout, D, 1));
+        GPU(st_cuda_timer_stop(cu, &ms));
+        ms /= (float)iters;
+        printf("perf moe_ffn_prefill_f16 (f16 expert copies)      n_tok=%-5lld %8.2f ms  %9.0f tok/s per layer"
+               "  %6.1f TFLOP/s  (40 layers: %.0f tok/s FFN-only)\n", (long long)n_tok, ms, 1000.0 * n_tok / ms,
+               flop / (ms * 1e9), 1000.0 * n_tok / (ms * 40));
+        st_cuda_free(cu, gu16); st_cuda_free(cu, dn16);
+    }
     if (n_tok <= 512) {   /* the matvec path it replaces, once */
         float *g = dev_from(NULL, (size_t)(n_tok * k * F) * 4), *u = dev_from(NULL, (size_t)(n_tok * k * F) * 4);
         float *yd = dev_from(NULL, (size_t)(n_tok * k * D) * 4);

@@ -173,6 +173,18 @@ st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w, const int
                                   const float *wts, int64_t k, const float *X, int64_t ldx,
                                   int64_t n_tok, float *out, int64_t ld_out, int accumulate);
 
+/* Optional f16 copies of every expert of a layer, made once at load: gate_up_f16 [n_expert][2ff][d]
+ * (per expert its gate rows, then its up rows) and down_f16 [n_expert][d][ff], 6*d*ff bytes per
+ * expert (64 GB for the 35B-A3B's 40 layers: fits an H200 beside its 18 GB of Q4_K weights).
+ * st_cuda_moe_dequant_f16 fills them (waits); st_cuda_moe_ffn_prefill_f16 is
+ * st_cuda_moe_ffn_prefill reading them instead of dequantizing the used experts on every call
+ * (H200, 35B-A3B layer, 4096 tokens: 1.42 ms against 2.39 ms; 512 tokens: 0.57 against 1.53). */
+st_status st_cuda_moe_dequant_f16(st_cuda *cu, const st_cuda_moe_w *w, void *gate_up_f16, void *down_f16);
+st_status st_cuda_moe_ffn_prefill_f16(st_cuda *cu, const st_cuda_moe_w *w, const void *gate_up_f16,
+                                      const void *down_f16, const int32_t *ids, const float *wts,
+                                      int64_t k, const float *X, int64_t ldx, int64_t n_tok,
+                                      float *out, int64_t ld_out, int accumulate);
+
 /* st_cuda_attention's semantics (st_attn_args; f16 or f32 cache, GQA, causal per row from pos,
  * scale) on tensor cores, for prompt chunks: per kv head S = Q K^T (cuBLAS, Q rounded to f16, K
  * read in place from an f16 cache or converted from an f32 one), a causal softmax writing P in

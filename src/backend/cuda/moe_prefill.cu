@@ -304,9 +304,10 @@ size_t mp_al(size_t b) { return (b + 255) / 256 * 256; }
 /* st_cuda_prefill_test_limits (attn_prefill.cu defines it): experts per batch, 0 = by budget */
 int64_t cu_moe_prefill_test_batch = 0;
 
-extern "C" st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w, const int32_t *ids,
-                                             const float *wts, int64_t k, const float *X, int64_t ldx,
-                                             int64_t n_tok, float *out, int64_t ld_out, int accumulate) {
+/* The common body: gu16/dn16 the f16 copies of every expert, or NULL to dequantize per call. */
+static st_status moe_prefill_run(st_cuda *cu, const st_cuda_moe_w *w, const void *gu16, const void *dn16,
+                                 const int32_t *ids, const float *wts, int64_t k, const float *X, int64_t ldx,
+                                 int64_t n_tok, float *out, int64_t ld_out, int accumulate) {
     const int64_t E = w->n_expert, d = w->d, ff = w->ff;
     if (n_tok <= 0) return ST_OK;
     if (k < 1 || E < 1 || E > MP_MAX_E || d < 1 || ff < 1)
@@ -322,7 +323,8 @@ extern "C" st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w
 
     /* batch of experts whose f16 gate|up and down fit the budget */
     const size_t per_expert = (size_t)(3 * ff * d) * sizeof(__half);
-    int64_t b_max = (int64_t)(MP_W_BUDGET / per_expert);
+    const int cached = gu16 && dn16;   /* f16 copies made at load: no dequantization */
+    int64_t b_max = cached ? E : (int64_t)(MP_W_BUDGET / per_expert);
     if (b_max < 1) b_max = 1;
     if (b_max > E) b_max = E;
     if (b_max > n_slots) b_max = n_slots;
@@ -333,7 +335,7 @@ extern "C" st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w
     const size_t s_xg = mp_al((size_t)(n_slots * d) * 2), s_h = mp_al((size_t)(n_slots * 2 * ff) * 2);
     const size_t s_act = mp_al((size_t)(n_slots * ff) * 2), s_y = mp_al((size_t)(n_slots * d) * 2);
     const size_t s_eid = mp_al((size_t)b_max * 4), s_ptr = mp_al((size_t)(6 * b_max) * sizeof(void *));
-    const size_t s_w = mp_al(per_expert * (size_t)b_max);
+    const size_t s_w = cached ? 0 : mp_al(per_expert * (size_t)b_max);
     void *scr;
     ST_TRY(cu_scratch(cu, s_cnt + 2 * s_idx + s_xg + s_h + s_act + s_y + s_eid + s_ptr + s_w, &scr));
     char *p = (char *)scr;
@@ -346,8 +348,9 @@ extern "C" st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w
     __half *Y = (__half *)p; p += s_y;
     int32_t *d_eid = (int32_t *)p; p += s_eid;
     void **d_ptr = (void **)p; p += s_ptr;
-    __half *Wgu = (__half *)p;
-    __half *Wd = Wgu + (size_t)(2 * ff * d) * (size_t)b_max;
+    const __half *Wgu = cached ? (const __half *)gu16 : (const __half *)p;
+    const __half *Wd = cached ? (const __half *)dn16 : Wgu + (size_t)(2 * ff * d) * (size_t)b_max;
+    __half *Wgu_scr = (__half *)p, *Wd_scr = Wgu_scr + (size_t)(2 * ff * d) * (size_t)b_max;
 
     mp_sort_kernel<<<1, 1024, 0, cu->stream>>>(ids, n_slots, E, d_cnt, d_perm, d_inv);
     ST_TRY(cu_launched("moe_prefill sort"));
@@ -379,21 +382,24 @@ extern "C" st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w
             const int b = nb++;
             eid[b] = (int32_t)e;
             nrow[b] = cnt[e];
-            A1[b] = Wgu + (size_t)b * (size_t)(2 * ff * d);
+            const size_t wi = cached ? (size_t)e : (size_t)b;   /* the cache is indexed by expert */
+            A1[b] = Wgu + wi * (size_t)(2 * ff * d);
             B1[b] = xg + (size_t)off[e] * (size_t)d;
             C1[b] = H + (size_t)off[e] * (size_t)(2 * ff);
-            A2[b] = Wd + (size_t)b * (size_t)(d * ff);
+            A2[b] = Wd + wi * (size_t)(d * ff);
             B2[b] = act + (size_t)off[e] * (size_t)ff;
             C2[b] = Y + (size_t)off[e] * (size_t)d;
         }
         e0 = e;
         if (nb == 0) break;
         const int64_t p0 = off[eid[0]], p1 = off[eid[nb - 1]] + cnt[eid[nb - 1]];
-        s = cu_check(cudaMemcpyAsync(d_eid, eid, (size_t)nb * 4, cudaMemcpyHostToDevice, cu->stream),
-                     "moe_prefill expert ids");
-        if (s == ST_OK) s = mp_dequant(cu, w->type_gate, w->gate, ff, d, d_eid, nb, Wgu, 2 * ff * d);
-        if (s == ST_OK) s = mp_dequant(cu, w->type_up, w->up, ff, d, d_eid, nb, Wgu + ff * d, 2 * ff * d);
-        if (s == ST_OK) s = mp_dequant(cu, w->type_down, w->down, d, ff, d_eid, nb, Wd, d * ff);
+        if (!cached) {
+            s = cu_check(cudaMemcpyAsync(d_eid, eid, (size_t)nb * 4, cudaMemcpyHostToDevice, cu->stream),
+                         "moe_prefill expert ids");
+            if (s == ST_OK) s = mp_dequant(cu, w->type_gate, w->gate, ff, d, d_eid, nb, Wgu_scr, 2 * ff * d);
+            if (s == ST_OK) s = mp_dequant(cu, w->type_up, w->up, ff, d, d_eid, nb, Wgu_scr + ff * d, 2 * ff * d);
+            if (s == ST_OK) s = mp_dequant(cu, w->type_down, w->down, d, ff, d_eid, nb, Wd_scr, d * ff);
+        }
         const mp_gemms g1 = { nb, (int)(2 * ff), (int)d, nrow, A1, B1, C1 };
         if (s == ST_OK) s = mp_gemm(cu, g1, d_ptr, hptr);
         if (s == ST_OK) {
@@ -411,4 +417,45 @@ extern "C" st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w
     }
     free(hmem);
     return s;
+}
+
+extern "C" st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w, const int32_t *ids,
+                                             const float *wts, int64_t k, const float *X, int64_t ldx,
+                                             int64_t n_tok, float *out, int64_t ld_out, int accumulate) {
+    return moe_prefill_run(cu, w, NULL, NULL, ids, wts, k, X, ldx, n_tok, out, ld_out, accumulate);
+}
+
+extern "C" st_status st_cuda_moe_ffn_prefill_f16(st_cuda *cu, const st_cuda_moe_w *w, const void *gate_up_f16,
+                                                 const void *down_f16, const int32_t *ids, const float *wts,
+                                                 int64_t k, const float *X, int64_t ldx, int64_t n_tok,
+                                                 float *out, int64_t ld_out, int accumulate) {
+    if (!gate_up_f16 || !down_f16)
+        return st_fail(ST_ERR_INVALID, "cuda moe_ffn_prefill_f16: no f16 expert copies (st_cuda_moe_dequant_f16)");
+    return moe_prefill_run(cu, w, gate_up_f16, down_f16, ids, wts, k, X, ldx, n_tok, out, ld_out, accumulate);
+}
+
+/* The f16 copies of every expert for st_cuda_moe_ffn_prefill_f16, made once at load: experts
+ * dequantized in batches of 64 through a small id table in scratch. */
+extern "C" st_status st_cuda_moe_dequant_f16(st_cuda *cu, const st_cuda_moe_w *w, void *gate_up_f16, void *down_f16) {
+    const int64_t E = w->n_expert, d = w->d, ff = w->ff;
+    ST_TRY(mp_check("gate", w->type_gate, d));
+    ST_TRY(mp_check("up", w->type_up, d));
+    ST_TRY(mp_check("down", w->type_down, ff));
+    const int64_t B = 64;
+    int32_t ids[64];
+    void *scr;
+    ST_TRY(cu_scratch(cu, sizeof ids, &scr));
+    __half *gu = (__half *)gate_up_f16, *dn = (__half *)down_f16;
+    for (int64_t e0 = 0; e0 < E; e0 += B) {
+        const int64_t nb = E - e0 < B ? E - e0 : B;
+        for (int64_t b = 0; b < nb; b++) ids[b] = (int32_t)(e0 + b);
+        /* waits: the next batch rewrites the table (this runs once, at load) */
+        ST_TRY(st_cuda_upload(cu, scr, ids, (size_t)nb * 4));
+        __half *g0 = gu + (size_t)e0 * (size_t)(2 * ff * d), *d0 = dn + (size_t)e0 * (size_t)(d * ff);
+        ST_TRY(mp_dequant(cu, w->type_gate, w->gate, ff, d, (const int32_t *)scr, nb, g0, 2 * ff * d));
+        ST_TRY(mp_dequant(cu, w->type_up, w->up, ff, d, (const int32_t *)scr, nb, g0 + ff * d, 2 * ff * d));
+        ST_TRY(mp_dequant(cu, w->type_down, w->down, d, ff, (const int32_t *)scr, nb, d0, d * ff));
+        ST_TRY(st_cuda_sync(cu));
+    }
+    return ST_OK;
 }
