@@ -5,15 +5,14 @@
  *      character become U+FFFD, so every event is valid UTF-8 (JSON needs it).
  *   2. Stop strings: the text after the longest suffix that is a prefix of a stop string is safe;
  *      at a match, the text before it goes on and generation stops.
- *   3. Tags: a small state machine over <think>, </think>, <tool_call>, </tool_call>. */
+ *   3. Tags: the chat parser of src/text (st_chat_parser, the one `strata chat` uses too) splits
+ *      reasoning, content and tool calls; raw completions skip it (all of it is content). */
 #include "server/reply.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
-typedef enum { P_START, P_REASONING, P_CONTENT_START, P_CONTENT, P_TOOL } parse_state;
+#include "text/chat.h"
 
 typedef struct text {
     char *p;
@@ -23,15 +22,12 @@ typedef struct text {
 struct sv_reply {
     char **stops;
     size_t n_stops;
-    int parse_tools;
     sv_reply_emit emit;
     void *ctx;
     unsigned char utf8[4];
     size_t n_utf8;
-    text held;   /* stage 2: text that may start a stop string */
-    text parse;  /* stage 3: text not yet emitted */
-    parse_state state;
-    int reasoning_fresh; /* no reasoning emitted since <think>: leading newlines are dropped */
+    text held;              /* stage 2: text that may start a stop string */
+    st_chat_parser *parser; /* stage 3; NULL: everything is content */
     int tool_calls;
     const char *matched;
 };
@@ -60,12 +56,14 @@ sv_reply *sv_reply_new(const char *const *stops, int flags, sv_reply_emit emit, 
     while (stops && stops[r->n_stops]) r->n_stops++;
     r->stops = calloc(r->n_stops + 1, sizeof *r->stops);
     for (size_t i = 0; i < r->n_stops; i++) r->stops[i] = strdup(stops[i]);
-    r->parse_tools = (flags & SV_REPLY_TOOLS) != 0;
-    r->state = (flags & SV_REPLY_REASONING) ? P_START : P_CONTENT;
     r->emit = emit;
     r->ctx = ctx;
     text_add(&r->held, "", 0);
-    text_add(&r->parse, "", 0);
+    st_chat_parser_options o = {.reasoning = (flags & SV_REPLY_REASONING) != 0, .tools = (flags & SV_REPLY_TOOLS) != 0};
+    if (flags && st_chat_parser_new_with(&o, &r->parser) != ST_OK) {
+        sv_reply_free(r);
+        return NULL;
+    }
     return r;
 }
 
@@ -74,7 +72,7 @@ void sv_reply_free(sv_reply *r) {
     for (size_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->stops);
     free(r->held.p);
-    free(r->parse.p);
+    st_chat_parser_free(r->parser);
     free(r);
 }
 
@@ -89,184 +87,28 @@ static size_t partial_suffix(const char *s, size_t n, const char *tag) {
     return 0;
 }
 
-static int is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
-static size_t trailing_space(const char *s, size_t n) {
-    size_t k = 0;
-    while (k < n && is_space(s[n - 1 - k])) k++;
-    return k;
-}
-
-static void emit_text(sv_reply *r, sv_event kind, const char *s, size_t n) {
-    if (n) r->emit(r->ctx, kind, s, n, NULL);
-}
-
-static void emit_reasoning(sv_reply *r, const char *s, size_t n) {
-    if (r->reasoning_fresh) {
-        while (n && (*s == '\n' || *s == '\r')) { s++; n--; }
-        if (n) r->reasoning_fresh = 0;
-    }
-    emit_text(r, SV_EVENT_REASONING, s, n);
-}
-
-/* Qwen 3.5's form: <function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>...</function>. */
-static json_t *parse_xml_call(const char *body, char **name) {
-    const char *p = body + 10, *e = strchr(p, '>');
-    if (!e) return NULL;
-    *name = strndup(p, (size_t)(e - p));
-    json_t *args = json_object();
-    for (p = e + 1; (p = strstr(p, "<parameter=")); ) {
-        p += 11;
-        const char *ke = strchr(p, '>');
-        if (!ke) break;
-        char *key = strndup(p, (size_t)(ke - p));
-        const char *v = ke + 1, *ve = strstr(v, "</parameter>");
-        if (!ve) { free(key); break; }
-        if (*v == '\n') v++;
-        size_t vn = (size_t)(ve - v);
-        if (vn && v[vn - 1] == '\n') vn--;
-        json_t *val = json_loadb(v, vn, JSON_DECODE_ANY, NULL);
-        if (!val) val = json_stringn(v, vn);
-        json_object_set_new(args, key, val);
-        free(key);
-        p = ve + 12;
-    }
-    return args;
-}
-
-/* A tool call's body (between the tags). Returns 1 and emits the call, or 0 when it is malformed. */
-static int emit_tool_call(sv_reply *r, const char *body, size_t n) {
-    while (n && is_space(*body)) { body++; n--; }
-    while (n && is_space(body[n - 1])) n--;
-    char *s = strndup(body, n), *name = NULL;
-    json_t *args = NULL;
-    if (*s == '{') {
-        json_t *call = json_loads(s, 0, NULL);
-        const char *nm = call ? json_string_value(json_object_get(call, "name")) : NULL;
-        json_t *a = call ? json_object_get(call, "arguments") : NULL;
-        if (nm) {
-            name = strdup(nm);
-            if (json_is_object(a)) args = json_incref(a);
-            else if (json_is_string(a)) args = json_loads(json_string_value(a), 0, NULL);
-            else if (!a) args = json_object();
-        }
-        json_decref(call);
-    } else if (!strncmp(s, "<function=", 10)) {
-        args = parse_xml_call(s, &name);
-    }
-    free(s);
-    int ok = name && *name && json_is_object(args);
-    if (ok) {
-        char *arguments = json_dumps(args, JSON_COMPACT);
-        sv_tool_call call = {.id = NULL, .name = name, .arguments = arguments};
+/* Stage 3: the chat parser's events as the server's. */
+static st_status on_chat_event(void *ctx, const st_chat_event *e) {
+    sv_reply *r = ctx;
+    if (e->part == ST_CHAT_TOOL_CALL) {
+        sv_tool_call call = {.id = NULL, .name = e->name, .arguments = e->arguments};
         r->tool_calls++;
         r->emit(r->ctx, SV_EVENT_TOOL_CALL, NULL, 0, &call);
-        free(arguments);
+    } else if (e->len) {
+        r->emit(r->ctx, e->part == ST_CHAT_REASONING ? SV_EVENT_REASONING : SV_EVENT_CONTENT, e->text, e->len, NULL);
     }
-    free(name);
-    json_decref(args);
-    return ok;
+    return ST_OK;
 }
 
-/* Stage 3: consumes what it can decide from r->parse. final: no more text will come. */
-static void parse_run(sv_reply *r, int final) {
-    text *t = &r->parse;
-    for (;;) {
-        switch (r->state) {
-        case P_START: {
-            size_t ws = 0;
-            while (ws < t->n && is_space(t->p[ws])) ws++;
-            size_t rest = t->n - ws;
-            if (rest >= 7 && !memcmp(t->p + ws, "<think>", 7)) {
-                text_drop(t, ws + 7);
-                r->state = P_REASONING;
-                r->reasoning_fresh = 1;
-                continue;
-            }
-            if (!final && (rest == 0 || (rest < 7 && !memcmp("<think>", t->p + ws, rest)))) return;
-            r->state = P_CONTENT;
-            continue;
-        }
-        case P_REASONING: {
-            char *end = strstr(t->p, "</think>");
-            if (end) {
-                size_t k = (size_t)(end - t->p);
-                emit_reasoning(r, t->p, k - trailing_space(t->p, k));
-                text_drop(t, k + 8);
-                r->state = P_CONTENT_START;
-                continue;
-            }
-            size_t keep = final ? 0 : partial_suffix(t->p, t->n, "</think>");
-            size_t k = t->n - keep;
-            k -= trailing_space(t->p, k); /* the newline before </think> is not reasoning */
-            if (final) k = t->n - trailing_space(t->p, t->n);
-            emit_reasoning(r, t->p, k);
-            text_drop(t, final ? t->n : k);
-            return;
-        }
-        case P_CONTENT_START: {
-            size_t ws = 0;
-            while (ws < t->n && is_space(t->p[ws])) ws++;
-            text_drop(t, ws);
-            if (!t->n) return;
-            r->state = P_CONTENT;
-            continue;
-        }
-        case P_CONTENT: {
-            if (!r->parse_tools) {
-                emit_text(r, SV_EVENT_CONTENT, t->p, t->n);
-                text_drop(t, t->n);
-                return;
-            }
-            char *tag = strstr(t->p, "<tool_call>");
-            if (tag) {
-                size_t k = (size_t)(tag - t->p);
-                emit_text(r, SV_EVENT_CONTENT, t->p, k - trailing_space(t->p, k));
-                text_drop(t, k + 11);
-                r->state = P_TOOL;
-                continue;
-            }
-            size_t k = t->n;
-            if (!final) {
-                k -= partial_suffix(t->p, t->n, "<tool_call>");
-                k -= trailing_space(t->p, k); /* whitespace before a tool call is dropped */
-            }
-            emit_text(r, SV_EVENT_CONTENT, t->p, k);
-            text_drop(t, k);
-            return;
-        }
-        case P_TOOL: {
-            char *end = strstr(t->p, "</tool_call>");
-            if (end) {
-                size_t k = (size_t)(end - t->p);
-                if (!emit_tool_call(r, t->p, k)) {
-                    emit_text(r, SV_EVENT_CONTENT, "<tool_call>", 11);
-                    emit_text(r, SV_EVENT_CONTENT, t->p, k + 12);
-                }
-                text_drop(t, k + 12);
-                r->state = P_CONTENT_START;
-                continue;
-            }
-            if (final) {
-                /* Unclosed: a complete call still counts (the model may stop right after it). */
-                if (!t->n || !emit_tool_call(r, t->p, t->n)) {
-                    emit_text(r, SV_EVENT_CONTENT, "<tool_call>", 11);
-                    emit_text(r, SV_EVENT_CONTENT, t->p, t->n);
-                }
-                text_drop(t, t->n);
-            }
-            return;
-        }
-        }
+static void parse_add(sv_reply *r, const char *s, size_t n) {
+    if (!r->parser) {
+        if (n) r->emit(r->ctx, SV_EVENT_CONTENT, s, n, NULL);
+        return;
     }
+    st_chat_parser_feed(r->parser, s, n, on_chat_event, r);
 }
 
-static void parse_add(sv_reply *r, const char *s, size_t n, int final) {
-    text_add(&r->parse, s, n);
-    parse_run(r, final);
-}
-
-void sv_reply_prefix(sv_reply *r, const char *s) { parse_add(r, s, strlen(s), 0); }
+void sv_reply_prefix(sv_reply *r, const char *s) { parse_add(r, s, strlen(s)); }
 
 /* Stage 1: appends the complete characters of s to out; keeps an incomplete tail in r->utf8. */
 static size_t utf8_need(unsigned char c) {
@@ -328,7 +170,7 @@ static int stops_run(sv_reply *r, int final) {
         }
     }
     if (r->matched) {
-        parse_add(r, h->p, best, 0);
+        parse_add(r, h->p, best);
         text_drop(h, h->n);
         return 1;
     }
@@ -337,7 +179,7 @@ static int stops_run(sv_reply *r, int final) {
         size_t k = *r->stops[i] ? partial_suffix(h->p, h->n, r->stops[i]) : 0;
         if (k > keep) keep = k;
     }
-    parse_add(r, h->p, h->n - keep, 0);
+    parse_add(r, h->p, h->n - keep);
     text_drop(h, h->n - keep);
     return 0;
 }
@@ -353,5 +195,5 @@ void sv_reply_finish(sv_reply *r) {
         utf8_take(r, "", 0, &r->held, 1);
         stops_run(r, 1);
     }
-    parse_run(r, 1);
+    if (r->parser) st_chat_parser_finish(r->parser, on_chat_event, r);
 }

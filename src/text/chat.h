@@ -10,7 +10,8 @@
  * st_chat_parser reads generated text in pieces of any size (a tag may be split across pieces)
  * and reports reasoning and content as they come, and each tool call once complete: Qwen3's
  * <tool_call>{json}</tool_call> and Qwen3.5's <tool_call><function=f><parameter=p>v</parameter>
- * </function></tool_call> alike. */
+ * </function></tool_call> alike. It is the one parser of replies: `strata serve` streams its
+ * events as deltas (src/server/reply.c adds UTF-8 joining and stop strings in front of it). */
 #ifndef ST_TEXT_CHAT_H
 #define ST_TEXT_CHAT_H
 
@@ -68,8 +69,8 @@ typedef struct st_chat_event {
     st_chat_part part;
     const char *text;       /* content / reasoning delta; for a tool call, the raw JSON inside the tags */
     size_t len;
-    const char *name;       /* tool call: the function name (NULL if the JSON had none) */
-    const char *arguments;  /* tool call: "arguments" re-serialized as compact JSON text, or NULL */
+    const char *name;       /* tool call: the function name */
+    const char *arguments;  /* tool call: the arguments object as compact JSON text */
 } st_chat_event;
 
 typedef st_status (*st_chat_event_fn)(void *ctx, const st_chat_event *e);
@@ -79,13 +80,25 @@ typedef struct st_chat_parser st_chat_parser;
  * (Qwen3.5 with thinking on), so the parser must start in reasoning. */
 int st_chat_opens_reasoning(const st_chat_options *o);
 
-/* in_reasoning: the prompt already opened a <think> block (the model's first words are
- * reasoning); st_chat_opens_reasoning says when. */
+typedef struct st_chat_parser_options {
+    int in_reasoning; /* the prompt already opened a <think> block: the first words are reasoning */
+    int reasoning;    /* a <think>...</think> at the start of the reply is reasoning (else content) */
+    int tools;        /* <tool_call> blocks are tool calls (else content) */
+} st_chat_parser_options;
+
+/* Events: reasoning (leading newlines and the whitespace before </think> dropped), content
+ * (leading whitespace dropped, and with tools the whitespace before a tool call), and tool calls
+ * with a name and an arguments object (written compact); a tool block that is not such a call is
+ * content, tags included. A <think> is reasoning only at the start of the reply. */
+st_status st_chat_parser_new_with(const st_chat_parser_options *o, st_chat_parser **out);
+/* Reasoning and tools on; in_reasoning: the prompt already opened a <think> block (the model's
+ * first words are reasoning); st_chat_opens_reasoning says when. */
 st_status st_chat_parser_new(int in_reasoning, st_chat_parser **out);
 void st_chat_parser_free(st_chat_parser *p);
 st_status st_chat_parser_feed(st_chat_parser *p, const char *text, size_t len, st_chat_event_fn fn, void *ctx);
 /* End of generation: releases text held back as a possible tag start; an unterminated tool call
- * is reported as a tool call if its JSON is complete, else as content. */
+ * is reported as a tool call if its body is a complete call, else as content. The parser is then
+ * ready for a new reply. */
 st_status st_chat_parser_finish(st_chat_parser *p, st_chat_event_fn fn, void *ctx);
 
 #endif

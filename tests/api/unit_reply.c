@@ -1,6 +1,6 @@
 /* unit_reply.c: the server's text plumbing without HTTP (ctest server_reply, label unit, so the
  * sanitizer run covers it): src/server/reply.c (UTF-8 joined across pieces, stop strings held back
- * and cut, <think> / <tool_call> split whatever the piece boundaries) and src/server/json_check.c
+ * and cut, <think> / <tool_call> split by src/text's chat parser whatever the piece boundaries) and src/server/json_check.c
  * (field paths for invalid UTF-8 and deep nesting). Every case is fed twice: whole, and one byte
  * per piece, which must give the same events. */
 #include <stdio.h>
@@ -78,6 +78,14 @@ static void test_reply(void) {
     expect("malformed call is content", "", "<tool_call>{oops}</tool_call>", none, tools, "", "<tool_call>{oops}</tool_call>", "", 0);
     expect("unclosed complete call", "", "<tool_call>{\"name\":\"a\",\"arguments\":{}}", none, tools, "", "", "a{}", 0);
     expect("tools off: tag is content", "", "<tool_call>{\"name\":\"a\"}</tool_call>", none, chat, "", "<tool_call>{\"name\":\"a\"}</tool_call>", "", 0);
+    expect("a later think is text", "", "Quote: <think>x</think> ok", none, chat, "", "Quote: <think>x</think> ok", "", 0);
+    expect("think after whitespace", "", "\n <think>r</think>  a", none, chat, "r", "a", "", 0);
+    expect("call without a name is content", "", "a <tool_call>{\"arguments\":{}}</tool_call>\n b", none, tools, "",
+           "a<tool_call>{\"arguments\":{}}</tool_call>b", "", 0);
+    expect("arguments not an object", "", "<tool_call>{\"name\":\"f\",\"arguments\":[1]}</tool_call>", none, tools, "",
+           "<tool_call>{\"name\":\"f\",\"arguments\":[1]}</tool_call>", "", 0);
+    expect("trailing space kept at the end", "", "x \n", none, tools, "", "x \n", "", 0);
+    expect("json object answer", "<think>\n\n</think>\n\n{", "\"a\": \"<think>\"}", none, chat, "", "{\"a\": \"<think>\"}", "", 0);
 }
 
 static void test_json_check(void) {
