@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h> /* FILE, for saving a session state */
 
 #ifdef __cplusplus
 extern "C" {
@@ -110,7 +111,6 @@ const float *st_session_logits(const st_session *s);
  * may diverge, such as before each message). Nothing here leaves a state that does not match the
  * ids. After a cut or a load the logits are stale: feed at least one token before sampling.
  * A session whose state lives on a device answers ST_ERR_UNSUPPORTED to the state functions. */
-#include <stdio.h>
 
 #define ST_SESSION_CHECKPOINTS 4 /* checkpoints kept; taking one more drops the oldest */
 
