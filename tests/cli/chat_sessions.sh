@@ -18,7 +18,8 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/strata-chat-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fail=0
 check() { if eval "$1"; then :; else echo "FAILED: $2"; fail=1; fi; }
-chat() { "$bin" chat -m "$model" --temp 0 -n 24 -t 1 --state-dir "$dir/state" "$@"; }
+# Each chat runs in a pipeline (a subshell): a failed exit is noted in a file.
+chat() { "$bin" chat -m "$model" --temp 0 -n 24 -t 1 --state-dir "$dir/state" "$@" || echo "strata chat exited $?" >>"$dir/exits"; }
 
 printf 'Define happy.\n/save good\nWhat is an ocean?\n' | chat >"$dir/a.out" 2>"$dir/a.err"
 check '[ $(wc -l <"$dir/a.out") -eq 2 ]' "two replies from the saving run: $(cat "$dir/a.out" "$dir/a.err")"
@@ -51,4 +52,5 @@ printf '/help\n' | chat >/dev/null 2>"$dir/d.err"
 check 'grep -q "/save NAME" "$dir/d.err" && grep -q "/load NAME" "$dir/d.err"' "/help lists /save and /load"
 "$bin" chat --help >"$dir/help.txt"
 check 'grep -q "/save NAME" "$dir/help.txt" && grep -q -- "--show-thinking" "$dir/help.txt"' "--help lists /save and --show-thinking"
+check '[ ! -e "$dir/exits" ]' "every chat exits 0: $(cat "$dir/exits" 2>/dev/null)"
 exit $fail
