@@ -1,7 +1,20 @@
-// server.mjs: starts `strata serve --engine echo` on a free loopback port for a test file, and
-// small helpers the tests share. STRATA_BIN names the binary (set by run.sh).
+// server.mjs: starts `strata serve --engine echo` (or the real engine with -m) on a free loopback
+// port for a test file, and small helpers the tests share. STRATA_BIN names the binary (set by run.sh).
 import { spawn } from 'node:child_process';
 import http from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+// Where a browser test saves a screenshot: docs/ only when asked (STRATA_UPDATE_SCREENSHOT=1, to
+// refresh the picture in docs/server.md), else the build directory (STRATA_BUILD_DIR, which run.sh
+// sets to the directory of the binary under test), so a test run never changes the source tree.
+export function screenshotPath(name) {
+  if (process.env.STRATA_UPDATE_SCREENSHOT === '1') return path.join(root, 'docs', name);
+  const dir = process.env.STRATA_BUILD_DIR ?? path.dirname(process.env.STRATA_BIN ?? path.join(root, 'build', 'strata'));
+  return path.join(dir, name);
+}
 
 export async function startServer(args = [], env = {}) {
   const bin = process.env.STRATA_BIN;
