@@ -76,10 +76,16 @@ int main(int argc, char **argv) {
     st_tokenizer *t = load_tokenizer(json, "/tmp/bench_json_mask.gguf");
     if (!t) return 1;
 
-    double t0 = st_now();
+    /* the table, best of 3 builds */
     st_json_vocab *v = NULL;
-    if (st_json_vocab_new(t, N_VOCAB, &v) != ST_OK) { fprintf(stderr, "%s\n", st_last_error()); return 1; }
-    double build_ms = (st_now() - t0) * 1e3;
+    double build_ms = 1e9;
+    for (int rep = 0; rep < 3; rep++) {
+        st_json_vocab_free(v);
+        double t0 = st_now();
+        if (st_json_vocab_new(t, N_VOCAB, &v) != ST_OK) { fprintf(stderr, "%s\n", st_last_error()); return 1; }
+        double ms = (st_now() - t0) * 1e3;
+        if (ms < build_ms) build_ms = ms;
+    }
     printf("# bench_json_mask\n\nVocabulary: %s, %d ids. Token table: %.2f ms (once per model).\n\n", json, N_VOCAB, build_ms);
 
     float *logits = malloc(sizeof *logits * N_VOCAB), *work = malloc(sizeof *work * N_VOCAB);

@@ -6,7 +6,10 @@
  * no closing byte: the byte after it ends it and is then read again as what follows a value.
  *
  * The mask. Walking every token's bytes from the current state is exact but costs the whole
- * vocabulary times the token length. Two things make it cheap:
+ * vocabulary times the token length. Three things make it cheap:
+ *   - the tokens are walked in byte order, as a trie: a token starts from the state its common
+ *     prefix with the one before reached, and a refused prefix skips every token that starts with
+ *     it (after '{' most of a vocabulary is refused at its first or second byte);
  *   - inside a string (no escape or character half read) a token made only of plain string bytes
  *     and whole UTF-8 characters leaves the state as it is, and inside a think block so does any
  *     token without '<'; those sets are precomputed, so only the other tokens are walked;
@@ -330,6 +333,15 @@ enum kind {
     K_NEVER,   /* other special tokens, empty tokens, ids past the tokenizer */
 };
 
+/* Text tokens in byte order, so a walk shares the states of common prefixes and skips every token
+ * that starts with a refused prefix (a trie walked over a sorted array). */
+typedef struct walk_list {
+    int32_t *ids;
+    uint32_t *lcp;    /* bytes in common with the token before */
+    int32_t *run_end; /* the end of the run of tokens with this one's first byte */
+    int32_t n;
+} walk_list;
+
 struct st_json_vocab {
     int32_t n;
     const char **bytes;
@@ -337,10 +349,11 @@ struct st_json_vocab {
     uint8_t *kind;
     uint64_t *str_loop;   /* bit set: the token leaves a plain string state unchanged */
     uint64_t *think_loop; /* bit set: the token leaves a think block (nothing of </think> read) unchanged */
-    int32_t *str_rest;    /* the other tokens a string state must walk */
-    int32_t n_str_rest;
-    int32_t *think_rest;
-    int32_t n_think_rest;
+    walk_list all;        /* every text token */
+    walk_list str_rest;   /* the text tokens a string state must walk (not in str_loop) */
+    walk_list think_rest; /* the text tokens a think block must walk (not in think_loop) */
+    int32_t *special;     /* think tags and end-of-generation tokens, checked one by one */
+    int32_t n_special;
     uint32_t max_len;     /* the longest token's bytes */
 };
 
@@ -358,12 +371,83 @@ static int plain_string(const char *p, size_t n) {
     return s.mode == M_STR;
 }
 
+static void list_free(walk_list *w) { free(w->ids); free(w->lcp); free(w->run_end); }
+
 void st_json_vocab_free(st_json_vocab *v) {
     if (!v) return;
     free(v->bytes); free(v->len); free(v->kind);
-    free(v->str_loop); free(v->think_loop); free(v->str_rest); free(v->think_rest);
+    free(v->str_loop); free(v->think_loop);
+    list_free(&v->all); list_free(&v->str_rest); list_free(&v->think_rest);
+    free(v->special);
     free(v);
 }
+
+typedef struct sort_key { const char *p; uint32_t len; int32_t id; } sort_key;
+
+static int cmp_bytes(const void *pa, const void *pb) {
+    const sort_key *a = pa, *b = pb;
+    int c = memcmp(a->p, b->p, a->len < b->len ? a->len : b->len);
+    return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+static int list_alloc(walk_list *w, int32_t n) {
+    size_t m = (size_t)(n ? n : 1);
+    w->ids = malloc(sizeof *w->ids * m);
+    w->lcp = malloc(sizeof *w->lcp * m);
+    w->run_end = malloc(sizeof *w->run_end * m);
+    return w->ids && w->lcp && w->run_end;
+}
+
+static void list_runs(walk_list *w) {
+    for (int32_t i = w->n - 1; i >= 0; i--) w->run_end[i] = i + 1 < w->n && w->lcp[i + 1] > 0 ? w->run_end[i + 1] : i + 1;
+}
+
+/* Every text token of v, sorted by bytes, with the common prefixes of neighbours. */
+static int list_build_all(walk_list *w, const st_json_vocab *v) {
+    int32_t n = 0;
+    for (int32_t id = 0; id < v->n; id++) n += v->kind[id] == K_TEXT;
+    sort_key *k = malloc(sizeof *k * (size_t)(n ? n : 1));
+    if (!k || !list_alloc(w, n)) { free(k); return 0; }
+    n = 0;
+    for (int32_t id = 0; id < v->n; id++)
+        if (v->kind[id] == K_TEXT) k[n++] = (sort_key){v->bytes[id], v->len[id], id};
+    qsort(k, (size_t)n, sizeof *k, cmp_bytes);
+    for (int32_t i = 0; i < n; i++) {
+        w->ids[i] = k[i].id;
+        uint32_t l = 0;
+        if (i) {
+            uint32_t m = k[i].len < k[i - 1].len ? k[i].len : k[i - 1].len;
+            while (l < m && k[i].p[l] == k[i - 1].p[l]) l++;
+        }
+        w->lcp[i] = l;
+    }
+    w->n = n;
+    list_runs(w);
+    free(k);
+    return 1;
+}
+
+/* The tokens of the sorted list all for which keep(v, id) holds, still sorted: the common prefix
+ * of two tokens is the least of the neighbours' common prefixes between them. */
+static int list_filter(walk_list *w, const walk_list *all, const st_json_vocab *v, int (*keep)(const st_json_vocab *, int32_t)) {
+    if (!list_alloc(w, all->n)) return 0;
+    int32_t n = 0;
+    uint32_t run_min = 0;
+    for (int32_t i = 0; i < all->n; i++) {
+        if (i == 0 || all->lcp[i] < run_min) run_min = all->lcp[i];
+        if (!keep(v, all->ids[i])) continue;
+        w->ids[n] = all->ids[i];
+        w->lcp[n] = n ? run_min : 0;
+        n++;
+        run_min = UINT32_MAX;
+    }
+    w->n = n;
+    list_runs(w);
+    return 1;
+}
+
+static int keep_str_rest(const st_json_vocab *v, int32_t id) { return !bit_get(v->str_loop, id); }
+static int keep_think_rest(const st_json_vocab *v, int32_t id) { return !bit_get(v->think_loop, id); }
 
 int32_t st_json_vocab_size(const st_json_vocab *v) { return v->n; }
 
@@ -379,10 +463,9 @@ st_status st_json_vocab_new(const st_tokenizer *tok, int32_t n_vocab, st_json_vo
         v->kind = calloc((size_t)n_vocab, 1);
         v->str_loop = calloc(words, sizeof *v->str_loop);
         v->think_loop = calloc(words, sizeof *v->think_loop);
-        v->str_rest = malloc(sizeof *v->str_rest * (size_t)n_vocab);
-        v->think_rest = malloc(sizeof *v->think_rest * (size_t)n_vocab);
+        v->special = malloc(sizeof *v->special * (size_t)n_vocab);
     }
-    if (!v || !v->bytes || !v->len || !v->kind || !v->str_loop || !v->think_loop || !v->str_rest || !v->think_rest) {
+    if (!v || !v->bytes || !v->len || !v->kind || !v->str_loop || !v->think_loop || !v->special) {
         st_json_vocab_free(v);
         return st_fail(ST_ERR_NOMEM, "json vocabulary: out of memory for %d tokens", n_vocab);
     }
@@ -400,9 +483,13 @@ st_status st_json_vocab_new(const st_tokenizer *tok, int32_t n_vocab, st_json_vo
         v->len[id] = (uint32_t)len;
         if (len > v->max_len) v->max_len = (uint32_t)len;
         if (k == K_TEXT && plain_string(p, len)) bit_set(v->str_loop, id);
-        else v->str_rest[v->n_str_rest++] = id;
         if (k == K_TEXT && !memchr(p, '<', len)) bit_set(v->think_loop, id);
-        else v->think_rest[v->n_think_rest++] = id;
+        if (k == K_THINK || k == K_EOG) v->special[v->n_special++] = id;
+    }
+    if (!list_build_all(&v->all, v) || !list_filter(&v->str_rest, &v->all, v, keep_str_rest) ||
+        !list_filter(&v->think_rest, &v->all, v, keep_think_rest)) {
+        st_json_vocab_free(v);
+        return st_fail(ST_ERR_NOMEM, "json vocabulary: out of memory for %d tokens", n_vocab);
     }
     *out = v;
     return ST_OK;
@@ -422,6 +509,7 @@ typedef struct mask_entry {
 struct st_json_constraint {
     const st_json_vocab *v;
     st_json_state s;
+    st_json_state *path; /* a walk's states after each byte of the current token (max_len + 1) */
     int64_t left;  /* tokens the reply may still have, or -1: no bound */
     mask_entry cache[MASK_CACHE];
     int next_evict;
@@ -471,25 +559,55 @@ void st_json_constraint_set_budget(st_json_constraint *c, int64_t tokens) { c->l
 int st_json_constraint_complete(const st_json_constraint *c) { return st_json_complete(&c->s); }
 const st_json_state *st_json_constraint_state(const st_json_constraint *c) { return &c->s; }
 
+/* The tokens of w allowed in state s under limit, set in allowed; returns how many. A token that
+ * shares its first k bytes with the one before starts from the state after them, and a refused
+ * prefix skips every token that starts with it. path: room for max_len + 1 states. */
+static int32_t walk(const st_json_vocab *v, const walk_list *w, const st_json_state *s, int32_t limit, uint64_t *allowed,
+                    st_json_state *path) {
+    int32_t n_ok = 0;
+    uint32_t depth = 0; /* path[0..depth] hold for the token walked last */
+    path[0] = *s;
+    for (int32_t i = 0; i < w->n;) {
+        int32_t id = w->ids[i];
+        const unsigned char *b = (const unsigned char *)v->bytes[id];
+        uint32_t len = v->len[id], k = w->lcp[i] < depth ? w->lcp[i] : depth;
+        st_json_state st = path[k];
+        int ok = 1;
+        for (; k < len; k++) {
+            if (!step(&st, b[k])) { ok = 0; break; }
+            path[k + 1] = st;
+        }
+        depth = k;
+        if (ok) {
+            if (limit == INT32_MAX || st_json_close_cost(&st) <= limit) { bit_set(allowed, id); n_ok++; }
+            i++;
+        } else if (k == 0) {
+            i = w->run_end[i];
+        } else {
+            /* the tokens after this one that share its first k + 1 bytes are refused too */
+            for (i++; i < w->n && w->lcp[i] > k; i++) {}
+        }
+    }
+    return n_ok;
+}
+
 /* The set of tokens allowed in state s under limit, into a zeroed bitset; returns its size. */
-static int32_t compute_mask(const st_json_vocab *v, const st_json_state *s, int32_t limit, uint64_t *allowed) {
+static int32_t compute_mask(const st_json_vocab *v, const st_json_state *s, int32_t limit, uint64_t *allowed, st_json_state *path) {
     int32_t n = 0;
-    const int32_t *rest = NULL;
-    int32_t n_rest = v->n;
+    const walk_list *list = &v->all;
     const uint64_t *loop = NULL;
-    if (s->mode == M_STR) { loop = v->str_loop; rest = v->str_rest; n_rest = v->n_str_rest; }
-    else if (s->mode == M_THINK && s->sub == 0) { loop = v->think_loop; rest = v->think_rest; n_rest = v->n_think_rest; }
+    if (s->mode == M_STR) { loop = v->str_loop; list = &v->str_rest; }
+    else if (s->mode == M_THINK && s->sub == 0) { loop = v->think_loop; list = &v->think_rest; }
     /* the loop tokens keep the state, so the limit takes all of them or none */
     if (loop && (limit == INT32_MAX || st_json_close_cost(s) <= limit)) {
         size_t words = bitset_words(v->n);
         memcpy(allowed, loop, words * sizeof *allowed);
         for (size_t w = 0; w < words; w++) n += __builtin_popcountll(loop[w]);
     }
+    n += walk(v, list, s, limit, allowed, path);
     st_json_state after;
-    for (int32_t i = 0; i < n_rest; i++) {
-        int32_t id = rest ? rest[i] : i;
-        if (token_step(v, s, id, limit, &after)) { bit_set(allowed, id); n++; }
-    }
+    for (int32_t i = 0; i < v->n_special; i++)
+        if (token_step(v, s, v->special[i], limit, &after)) { bit_set(allowed, v->special[i]); n++; }
     return n;
 }
 
@@ -508,7 +626,7 @@ static mask_entry *cached_mask(st_json_constraint *c) {
     c->next_evict = (c->next_evict + 1) % MASK_CACHE;
     memset(e->allowed, 0, bitset_words(c->v->n) * sizeof *e->allowed);
     e->key = c->s;
-    e->n_allowed = compute_mask(c->v, &c->s, loose ? INT32_MAX : limit, e->allowed);
+    e->n_allowed = compute_mask(c->v, &c->s, loose ? INT32_MAX : limit, e->allowed, c->path);
     e->valid = loose;
     return e;
 }
@@ -528,6 +646,7 @@ int32_t st_json_constraint_mask(st_json_constraint *c, float *logits) {
 void st_json_constraint_free(st_json_constraint *c) {
     if (!c) return;
     for (int i = 0; i < MASK_CACHE; i++) free(c->cache[i].allowed);
+    free(c->path);
     free(c);
 }
 
@@ -552,6 +671,10 @@ st_status st_json_constraint_new(const st_json_vocab *v, const int32_t *prompt, 
     c->v = v;
     c->left = -1;
     st_json_init(&c->s);
+    if (!(c->path = malloc(sizeof *c->path * ((size_t)v->max_len + 1)))) {
+        st_json_constraint_free(c);
+        return st_fail(ST_ERR_NOMEM, "json constraint: out of memory");
+    }
     for (int i = 0; i < MASK_CACHE; i++)
         if (!(c->cache[i].allowed = malloc(bitset_words(v->n) * sizeof(uint64_t)))) {
             st_json_constraint_free(c);
