@@ -668,6 +668,61 @@ static void test_prefill_paths(void) {
     test_attention_prefill(300, 700, 256, 16, 2, ST_TYPE_F16, 37);   /* 9 row blocks */
 }
 
+/* st_cuda_gdn_chunked against the CPU's per-token recurrence (st_op_gdn_step), output and state,
+ * from a random state; lengths around the chunk of 64. Tolerance 1e-4 as gdn_step: the chunked
+ * form reorders the sums. */
+static void test_gdn_chunked(int64_t n_tok, int head_map, int64_t n_k, int64_t n_v, int64_t d) {
+    const int64_t ldqk = n_k * d + 5, ldv = n_v * d + 3;
+    float *q = rand_vec(n_tok * ldqk, 1.0f), *k = rand_vec(n_tok * ldqk, 1.0f), *v = rand_vec(n_tok * ldv, 1.0f);
+    for (int64_t t = 0; t < n_tok; t++) {   /* unit q and k heads, as the model's l2_norm gives */
+        st_op_l2_norm(NULL, q + t * ldqk, d, q + t * ldqk, d, n_k, d, 1e-6f);
+        st_op_l2_norm(NULL, k + t * ldqk, d, k + t * ldqk, d, n_k, d, 1e-6f);
+    }
+    float *ga = rand_vec(n_tok * n_v, 2.0f), *gb = rand_vec(n_tok * n_v, 2.0f);
+    float *dt = rand_vec(n_v, 1.0f), *sa = rand_vec(n_v, 1.0f);
+    for (int64_t h = 0; h < n_v; h++) sa[h] = -fabsf(sa[h]) - 0.1f;
+    float *g = malloc((size_t)(n_tok * n_v) * 4), *beta = malloc((size_t)(n_tok * n_v) * 4);
+    st_op_gdn_gates(ga, n_v, gb, n_v, dt, sa, n_tok, n_v, g, beta);
+    const int64_t ns = n_v * d * d;
+    float *S = rand_vec(ns, 0.1f), *Sc = malloc((size_t)ns * 4);
+    memcpy(Sc, S, (size_t)ns * 4);
+    float *oc = calloc((size_t)(n_tok * ldv), 4);
+    st_gdn_args a = { n_tok, n_k, n_v, d, head_map, q, k, ldqk, ldqk, v, ldv, g, beta, Sc, oc, ldv,
+                      1.0f / sqrtf((float)d) };
+    st_op_gdn_step(NULL, &a);
+    float *dq = dev_from(q, (size_t)(n_tok * ldqk) * 4), *dk = dev_from(k, (size_t)(n_tok * ldqk) * 4);
+    float *dv = dev_from(v, (size_t)(n_tok * ldv) * 4);
+    float *dg = dev_from(g, (size_t)(n_tok * n_v) * 4), *dbeta = dev_from(beta, (size_t)(n_tok * n_v) * 4);
+    float *dS = dev_from(S, (size_t)ns * 4), *dout = dev_from(NULL, (size_t)(n_tok * ldv) * 4);
+    st_gdn_args b = a;
+    b.q = dq; b.k = dk; b.v = dv; b.g = dg; b.beta = dbeta; b.state = dS; b.out = dout;
+    GPU(st_cuda_gdn_chunked(cu, &b));
+    float *og = to_host(dout, (size_t)(n_tok * ldv)), *Sg = to_host(dS, (size_t)ns);
+    char name[96];
+    snprintf(name, sizeof name, "gdn_chunked n_tok=%lld d=%lld %lld/%lld %s out", (long long)n_tok, (long long)d,
+             (long long)n_k, (long long)n_v, head_map ? "grouped" : "tiled");
+    report(name, norm_err(og, oc, n_tok, n_v * d, ldv), 1e-4);
+    snprintf(name, sizeof name, "gdn_chunked n_tok=%lld d=%lld %lld/%lld %s state", (long long)n_tok, (long long)d,
+             (long long)n_k, (long long)n_v, head_map ? "grouped" : "tiled");
+    report(name, norm_err(Sg, Sc, 1, ns, ns), 1e-4);
+    st_cuda_free(cu, dq); st_cuda_free(cu, dk); st_cuda_free(cu, dv); st_cuda_free(cu, dg);
+    st_cuda_free(cu, dbeta); st_cuda_free(cu, dS); st_cuda_free(cu, dout);
+    free(q); free(k); free(v); free(ga); free(gb); free(dt); free(sa); free(g); free(beta);
+    free(S); free(Sc); free(oc); free(og); free(Sg);
+}
+
+static void test_gdn_chunked_all(void) {
+    test_gdn_chunked(1, ST_GDN_TILED, 2, 4, 128);
+    test_gdn_chunked(63, ST_GDN_TILED, 2, 4, 128);
+    test_gdn_chunked(64, ST_GDN_TILED, 2, 4, 128);
+    test_gdn_chunked(65, ST_GDN_TILED, 2, 4, 128);
+    test_gdn_chunked(300, ST_GDN_TILED, 2, 4, 128);
+    test_gdn_chunked(130, ST_GDN_GROUPED, 2, 6, 64);
+    test_gdn_chunked(200, ST_GDN_TILED, 1, 3, 32);
+    test_gdn_chunked(77, ST_GDN_GROUPED, 3, 3, 96);
+    test_gdn_chunked(600, ST_GDN_TILED, 16, 32, 128);   /* the 35B-A3B's heads */
+}
+
 /* ---- perf ------------------------------------------------------------------------------------- */
 
 #define PERF_ITERS 50
@@ -956,6 +1011,31 @@ static void perf_attention_prefill(int64_t n_tok, int64_t prefix) {
     free(q); free(pos);
 }
 
+/* The 35B-A3B's Gated DeltaNet recurrence (16 k-heads, 32 v-heads of 128) for a prompt chunk:
+ * chunked form against the per-token kernel. */
+static void perf_gdn_chunked(int64_t n_tok) {
+    const int64_t n_k = 16, n_v = 32, d = 128;
+    float *dq = dev_from(NULL, (size_t)(n_tok * n_k * d) * 4), *dk = dev_from(NULL, (size_t)(n_tok * n_k * d) * 4);
+    float *dv = dev_from(NULL, (size_t)(n_tok * n_v * d) * 4), *dg = dev_from(NULL, (size_t)(n_tok * n_v) * 4);
+    float *db = dev_from(NULL, (size_t)(n_tok * n_v) * 4), *dS = dev_from(NULL, (size_t)(n_v * d * d) * 4);
+    float *dout = dev_from(NULL, (size_t)(n_tok * n_v * d) * 4);
+    st_gdn_args a = { n_tok, n_k, n_v, d, ST_GDN_TILED, dq, dk, n_k * d, n_k * d, dv, n_v * d, dg, db, dS,
+                      dout, n_v * d, 0.088f };
+    GPU(st_cuda_gdn_chunked(cu, &a));
+    float ms, ms_step;
+    GPU(st_cuda_timer_start(cu));
+    for (int i = 0; i < 5; i++) GPU(st_cuda_gdn_chunked(cu, &a));
+    GPU(st_cuda_timer_stop(cu, &ms));
+    ms /= 5.0f;
+    GPU(st_cuda_timer_start(cu));
+    GPU(st_cuda_gdn_step(cu, &a));
+    GPU(st_cuda_timer_stop(cu, &ms_step));
+    printf("perf gdn_chunked 32 v-heads of 128 n_tok=%-5lld %8.3f ms  %9.0f tok/s per layer  (per-token kernel: %.3f ms)\n",
+           (long long)n_tok, ms, 1000.0 * n_tok / ms, ms_step);
+    st_cuda_free(cu, dq); st_cuda_free(cu, dk); st_cuda_free(cu, dv); st_cuda_free(cu, dg);
+    st_cuda_free(cu, db); st_cuda_free(cu, dS); st_cuda_free(cu, dout);
+}
+
 static void run_perf(void) {
     printf("\n== perf (%d iterations each; weights cycled over copies > L2)\n", PERF_ITERS);
     static const uint32_t types[] = { ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_Q8_0, ST_TYPE_F16 };
@@ -977,6 +1057,8 @@ static void run_perf(void) {
     perf_moe_prefill(4096);
     perf_attention_prefill(4096, 0);
     perf_attention_prefill(512, 8192);
+    perf_gdn_chunked(512);
+    perf_gdn_chunked(4096);
     perf_moe_decode();   /* last: it holds 17.7 GB and captures a graph */
 }
 
@@ -1030,6 +1112,7 @@ int main(int argc, char **argv) {
     test_argmax();
     test_graph();
     test_prefill_paths();
+    test_gdn_chunked_all();
     printf("cuda_op_harness: %d passed, %d failed\n", n_pass, n_fail);
     st_cuda_close(cu);
     return n_fail ? 1 : 0;

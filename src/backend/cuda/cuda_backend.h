@@ -193,6 +193,14 @@ st_status st_cuda_moe_ffn_prefill_f16(st_cuda *cu, const st_cuda_moe_w *w, const
  * head_dim that is not a multiple of 8) is passed to st_cuda_attention. No host synchronisation. */
 st_status st_cuda_attention_prefill(st_cuda *cu, const st_attn_args *a);
 
+/* st_cuda_gdn_step's semantics (st_gdn_args, state in/out) in the chunked WY/UT form of the CPU's
+ * st_op_gdn_chunked, chunks of 64 tokens: all chunks' intra-chunk products and triangular solves
+ * at once, then one pass over the chunks per (v-head, 32 value columns) with the state slice in
+ * shared memory. Equal to the per-token recurrence within f32 rounding. d a multiple of 32 up to
+ * 128 (other sizes: st_cuda_gdn_step). Scratch: n_v * ceil(n_tok/64) * (128*d + 4160) floats.
+ * No host synchronisation. */
+st_status st_cuda_gdn_chunked(st_cuda *cu, const st_gdn_args *a);
+
 /* Test hooks (process-wide; 0 restores the default): cap the experts dequantized per batch of
  * st_cuda_moe_ffn_prefill and the tokens per row block of st_cuda_attention_prefill, so that small
  * harness shapes run the multi-batch / multi-block paths that the model's shapes take. */
