@@ -8,9 +8,15 @@
  *     block, ...), and the same mask again from the cache;
  *   - st_sampler_sample per token with no constraint, with one whose pick is allowed (the common
  *     case: one walk of one token), and with one whose pick is refused (mask + a second chain);
- *   - a 400-token walk on random logits (every structural pick refused: the worst case).
+ *   - 400-token walks on random logits with and without the constraint;
+ *   - the peer: llama.cpp's grammar sampler (libllama of the npm peer, dlopen, a vocab-only load
+ *     of the same GGUF) with a GBNF grammar of one JSON object, applied to all 151,936 candidates
+ *     in the same states: what llama.cpp pays when its grammar refuses a pick (skipped without
+ *     the peer).
  * Prints a markdown table; bench/results/ keeps a run. */
+#include <dlfcn.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +39,75 @@ static float gauss(void) {
     return (float)((u - 2.0) * 1.7);
 }
 
+/* ---- the peer's API (llama.h), the few functions used ---- */
+struct llama_model;
+struct llama_vocab;
+struct llama_sampler;
+typedef struct llama_token_data { int32_t id; float logit, p; } llama_token_data;
+typedef struct llama_token_data_array { llama_token_data *data; size_t size; int64_t selected; bool sorted; } llama_token_data_array;
+struct llama_model_params {
+    void *devices;
+    const void *tensor_buft_overrides;
+    int32_t n_gpu_layers;
+    int split_mode, load_mode, lazy_mode;
+    int32_t main_gpu;
+    const float *tensor_split;
+    void *progress_callback;
+    void *progress_callback_user_data;
+    const void *kv_overrides;
+    bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
+};
+static struct {
+    void (*backend_init)(void);
+    void (*log_set)(void (*cb)(int, const char *, void *), void *ud);
+    struct llama_model_params (*model_default_params)(void);
+    struct llama_model *(*model_load_from_file)(const char *path, struct llama_model_params p);
+    const struct llama_vocab *(*model_get_vocab)(const struct llama_model *m);
+    struct llama_sampler *(*init_grammar)(const struct llama_vocab *v, const char *grammar, const char *root);
+    void (*apply)(struct llama_sampler *s, llama_token_data_array *cur);
+    void (*accept)(struct llama_sampler *s, int32_t token);
+    void (*sampler_free)(struct llama_sampler *s);
+} peer;
+
+static void quiet_log(int level, const char *text, void *ud) { (void)level; (void)text; (void)ud; }
+
+/* A JSON object in GBNF (written for this benchmark from RFC 8259, with whitespace bounded as ours). */
+static const char json_gbnf[] =
+    "root   ::= object\n"
+    "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
+    "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
+    "array  ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
+    "string ::= \"\\\"\" ( [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
+    "number ::= \"-\"? (\"0\" | [1-9] [0-9]*) (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)? ws\n"
+    "ws     ::= [ \\t\\n\\r]{0,20}\n";
+
+static const struct llama_vocab *peer_vocab(const char *gguf) {
+    const char *dir = getenv("STRATA_PEER_DIR"), *src = getenv("STRATA_SOURCE_DIR");
+    char path[4200];
+    if (dir && *dir) snprintf(path, sizeof path, "%s/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.v0.5.0.so", dir);
+    else snprintf(path, sizeof path, "%s/.peer/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama.v0.5.0.so", src ? src : ".");
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) { fprintf(stderr, "no peer (%s): %s\n", path, dlerror()); return NULL; }
+#define SYM(field, name) do { *(void **)&peer.field = dlsym(h, name); if (!peer.field) return NULL; } while (0)
+    SYM(backend_init, "llama_backend_init");
+    SYM(log_set, "llama_log_set");
+    SYM(model_default_params, "llama_model_default_params");
+    SYM(model_load_from_file, "llama_model_load_from_file");
+    SYM(model_get_vocab, "llama_model_get_vocab");
+    SYM(init_grammar, "llama_sampler_init_grammar");
+    SYM(apply, "llama_sampler_apply");
+    SYM(accept, "llama_sampler_accept");
+    SYM(sampler_free, "llama_sampler_free");
+#undef SYM
+    peer.log_set(quiet_log, NULL);
+    peer.backend_init();
+    struct llama_model_params p = peer.model_default_params();
+    if (p.n_gpu_layers != -1 || p.vocab_only || !p.use_extra_bufts) return NULL; /* another llama.h layout */
+    p.vocab_only = true;
+    struct llama_model *m = peer.model_load_from_file(gguf, p);
+    return m ? peer.model_get_vocab(m) : NULL;
+}
+
 static st_tokenizer *load_tokenizer(const char *json, const char *gguf_path) {
     st_gguf_writer *w = NULL;
     int64_t n = 0;
@@ -48,6 +123,18 @@ static st_tokenizer *load_tokenizer(const char *json, const char *gguf_path) {
     if (s == ST_OK) s = st_tokenizer_load(g, &t);
     if (s != ST_OK) fprintf(stderr, "%s: %s\n", json, st_last_error());
     return t; /* the GGUF stays open: the tokenizer copies what it keeps, but closing costs nothing here */
+}
+
+/* text for a table cell: newlines written as \n */
+static const char *cell(const char *text) {
+    static char buf[256];
+    size_t n = 0;
+    for (const char *p = text; *p && n + 3 < sizeof buf; p++) {
+        if (*p == '\n') { buf[n++] = '\\'; buf[n++] = 'n'; }
+        else buf[n++] = *p;
+    }
+    buf[n] = 0;
+    return buf;
 }
 
 /* The tokens of text, so a constraint can be brought to the state after it. */
@@ -107,7 +194,41 @@ int main(int argc, char **argv) {
             if (d - b < cached) cached = d - b;
             st_json_constraint_free(c);
         }
-        printf("| `%s` | %d | %.3f | %.3f |\n", states[i], allowed, full * 1e3, cached * 1e3);
+        printf("| `%s` | %d | %.3f | %.3f |\n", cell(states[i]), allowed, full * 1e3, cached * 1e3);
+    }
+
+    /* the peer: its grammar sampler on every candidate, in the same states */
+    const struct llama_vocab *pv = peer_vocab("/tmp/bench_json_mask.gguf");
+    if (pv) {
+        llama_token_data *cand = malloc(sizeof *cand * N_VOCAB);
+        printf("\n| state after | llama.cpp grammar: allowed | full apply (ms) |\n|---|---|---|\n");
+        for (size_t i = 0; i < sizeof states / sizeof *states; i++) {
+            if (!strncmp(states[i], "<think>", 7)) continue; /* the GBNF has no think block */
+            double best = 1e9;
+            size_t allowed = 0;
+            for (int rep = 0; rep < 5; rep++) {
+                struct llama_sampler *g = peer.init_grammar(pv, json_gbnf, "root");
+                if (!g) { fprintf(stderr, "llama.cpp refused the grammar\n"); break; }
+                int32_t *ids = NULL;
+                size_t n = 0;
+                st_tokenize(t, states[i], strlen(states[i]), 0, 1, &ids, &n);
+                for (size_t k = 0; k < n; k++) peer.accept(g, ids[k]);
+                free(ids);
+                for (int32_t k = 0; k < N_VOCAB; k++) cand[k] = (llama_token_data){k, 0.0f, 0.0f};
+                llama_token_data_array arr = {cand, N_VOCAB, -1, false};
+                double a = st_now();
+                peer.apply(g, &arr);
+                double b = st_now() - a;
+                if (b < best) best = b;
+                allowed = 0;
+                for (size_t k = 0; k < arr.size; k++) allowed += isfinite(arr.data[k].logit);
+                peer.sampler_free(g);
+            }
+            printf("| `%s` | %zu | %.3f |\n", cell(states[i]), allowed, best * 1e3);
+        }
+        free(cand);
+    } else {
+        printf("\n(the peer's libllama was not found: no llama.cpp figures)\n");
     }
 
     /* per token, in a string state where the pick is allowed, and at the start where it is not */
@@ -146,28 +267,31 @@ int main(int argc, char **argv) {
             st_sampler_free(s);
         }
 
-    /* a walk on random logits from the start: nearly every structural pick is refused */
-    st_sampler_params p = st_sampler_default_params();
-    st_sampler *s = NULL;
-    st_sampler_new(&p, N_VOCAB, &s);
-    st_sampler_constrain_json(s, v, NULL, 0, 400);
-    double a = st_now();
-    int n = 0;
-    for (; n < 400; n++) {
-        for (int i = 0; i < N_VOCAB; i++) logits[i] = gauss();
-        int32_t tok;
-        if (st_sampler_sample(s, logits, &tok) != ST_OK || st_tokenizer_is_eog(t, tok)) break;
-        st_sampler_accept(s, tok);
+    /* 400-token walks on random logits (16 rows, cycled), with and without the constraint: from the
+     * start nearly every structural pick is refused; the budget closes the object at the end */
+    float *rows = malloc(sizeof *rows * N_VOCAB * 16);
+    for (size_t i = 0; i < (size_t)N_VOCAB * 16; i++) rows[i] = gauss();
+    double per_token[2] = {0, 0};
+    long long masks = 0;
+    int complete = 0, n = 0;
+    for (int constrained = 0; constrained < 2; constrained++) {
+        st_sampler_params p = st_sampler_default_params();
+        st_sampler *s = NULL;
+        st_sampler_new(&p, N_VOCAB, &s);
+        if (constrained) st_sampler_constrain_json(s, v, NULL, 0, 400);
+        double a = st_now();
+        for (n = 0; n < 400; n++) {
+            int32_t tok;
+            if (st_sampler_sample(s, rows + (size_t)(n % 16) * N_VOCAB, &tok) != ST_OK || (constrained && st_tokenizer_is_eog(t, tok))) break;
+            st_sampler_accept(s, tok);
+        }
+        per_token[constrained] = (st_now() - a) / (n ? n : 1) * 1e6;
+        if (constrained) { masks = (long long)st_sampler_json_masks(s); complete = st_sampler_json_complete(s); }
+        st_sampler_free(s);
     }
-    double walk = st_now() - a;
-    /* the same logits cost without the sampler's share */
-    double gen = st_now();
-    for (int k = 0; k < n; k++)
-        for (int i = 0; i < N_VOCAB; i++) logits[i] = gauss();
-    gen = st_now() - gen;
-    printf("\nRandom-logit walk: %d tokens, %lld refused picks (masks), complete %d, %.1f us/token in the sampler.\n", n,
-           (long long)st_sampler_json_masks(s), st_sampler_json_complete(s), (walk - gen) / n * 1e6);
-    st_sampler_free(s);
+    printf("\nRandom-logit walk, default chain: %d tokens, %lld refused picks (masks), object complete %d; %.1f us/token "
+           "constrained, %.1f us/token free.\n", n, masks, complete, per_token[1], per_token[0]);
+    free(rows);
     free(logits);
     free(work);
     st_json_vocab_free(v);
