@@ -20,6 +20,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "engine/json_grammar.h"
 #include "engine/sampler.h"
 #include "model/model.h"
 #include "server/engine_port.h"
@@ -35,6 +36,7 @@ typedef struct strata_engine {
     st_session *session;
     st_chat_style style;
     int n_chunk;
+    st_json_vocab *json_vocab; /* response_format json_object: the token table, built on first use */
     sv_model_info info;
 } strata_engine;
 
@@ -154,6 +156,11 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     st_sampler *smp = NULL;
     ST_TRY(st_sampler_new(&pp, st_model_n_vocab(x->model), &smp));
     for (size_t i = 0; i < req->n_prompt; i++) st_sampler_accept(smp, req->prompt[i]);
+    if (req->json_object) {
+        st_status js = x->json_vocab ? ST_OK : st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
+        if (js == ST_OK) js = st_sampler_constrain_json(smp, x->json_vocab, req->prompt, req->n_prompt, req->max_tokens);
+        if (js != ST_OK) { st_sampler_free(smp); return js; }
+    }
 
     double t0 = st_now();
     int64_t kept = 0;
@@ -223,6 +230,7 @@ static size_t se_memory(sv_engine *e) { return (size_t)st_model_weight_bytes(((s
 static void se_close(sv_engine *e) {
     strata_engine *x = (strata_engine *)e;
     if (!x) return;
+    st_json_vocab_free(x->json_vocab);
     st_session_free(x->session);
     st_model_free(x->model);
     free(x);
