@@ -47,7 +47,14 @@ typedef struct st_model_params {
                                 default): copy when it takes at most half of the available memory.
                                 A core streams mapped file pages at about half the rate
                                 (bench/results/2026-11-29-cpu-qwen35moe-small.md). */
+    int device;              /* ST_DEVICE_AUTO (the default): the GPU when this build has CUDA and a
+                                GPU is present and the model runs there, else the CPU;
+                                ST_DEVICE_CPU; ST_DEVICE_CUDA (an error if it cannot) */
 } st_model_params;
+
+enum { ST_DEVICE_AUTO = -1, ST_DEVICE_CPU = 0, ST_DEVICE_CUDA = 1 };
+/* GPUs this build can use (0 without CUDA support, a driver or a GPU). */
+int st_device_count(void);
 
 st_model_params st_model_default_params(void);
 /* Opens a GGUF file, reads its hyperparameters and binds every weight (used in place from the
@@ -60,6 +67,10 @@ const char *st_model_arch(const st_model *m);        /* "qwen35moe", ... */
 int32_t st_model_n_vocab(const st_model *m);
 int64_t st_model_n_ctx_train(const st_model *m);
 int64_t st_model_n_layer(const st_model *m);
+/* Where the model runs: "cpu", or the GPU ("NVIDIA H200, 132 SMs, 139.8 GiB, cc 9.0"). */
+const char *st_model_device(const st_model *m);
+/* On a GPU: its memory's read bandwidth in GB/s, measured now (a read of 2 GiB); 0 on the CPU. */
+double st_model_device_bandwidth(const st_model *m);
 /* Bytes of all bound weights, and the bytes one decoded token reads (every dense weight, the
  * routed experts' share k/E of the expert weights, one embedding row). */
 uint64_t st_model_weight_bytes(const st_model *m);

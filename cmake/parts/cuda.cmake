@@ -1,5 +1,6 @@
 # cuda.cmake: the CUDA backend (-DSTRATA_CUDA=ON). Nothing CUDA is configured or built without it.
-#   strata_cuda       static library of src/backend/cuda/*.cu (sm_90 code + compute_90 PTX by default)
+#   libstrata         gains the CUDA backend (sm_90 code + compute_90 PTX by default): the kernels,
+#                     the device forward and the device session; `--device cuda` picks it
 #   cuda_op_harness   every CUDA op against the CPU reference (ctest label `cuda`; skips with exit
 #                     77 when no GPU is present), --perf for per-op time and matvec GB/s
 #   test_cuda_host    the matvec's block arithmetic and dequantizer on the host (labels cuda, cuda_host)
@@ -23,17 +24,27 @@ find_package(CUDAToolkit REQUIRED)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 
+# The CUDA backend is part of libstrata itself: the kernels (src/backend/cuda/*.cu) and the C code
+# that drives them (src/**/cuda/*.c: the device forward and the device session), with
+# STRATA_HAVE_CUDA defined so that engine/device_none.c steps aside.
 file(GLOB STRATA_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cu)
-add_library(strata_cuda STATIC ${STRATA_CUDA_SOURCES})
-# The directory's C flags (-Wall ... -fsanitize) are not nvcc options: replace them for this target.
-set_property(TARGET strata_cuda PROPERTY COMPILE_OPTIONS
-  -D_GNU_SOURCE
-  $<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings>
-  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter,-Wno-unknown-pragmas>
-  $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-warn-spills>)
-target_include_directories(strata_cuda PUBLIC ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)
-target_link_libraries(strata_cuda PUBLIC strata_static CUDA::cudart CUDA::cublas)
-set_target_properties(strata_cuda PROPERTIES POSITION_INDEPENDENT_CODE ON)
+file(GLOB_RECURSE STRATA_CUDA_C_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.c)
+list(FILTER STRATA_CUDA_C_SOURCES INCLUDE REGEX "/cuda/[^/]*\\.c$")
+target_sources(strata_obj PRIVATE ${STRATA_CUDA_SOURCES} ${STRATA_CUDA_C_SOURCES})
+# nvcc's options for the .cu files: warnings as errors (host code through the host compiler),
+# register spills reported as warnings, hence errors.
+set_source_files_properties(${STRATA_CUDA_SOURCES} PROPERTIES COMPILE_OPTIONS
+  "--Werror=all-warnings;-Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter,-Wno-unknown-pragmas;-Xptxas=-warn-spills")
+target_compile_definitions(strata_obj PUBLIC STRATA_HAVE_CUDA)
+# The host side of the .cu files is C++: libstdc++ beside the CUDA runtime (linked statically) and cuBLAS.
+set(STRATA_CUDA_LIBS CUDA::cudart_static CUDA::cublas stdc++)
+target_link_libraries(strata_obj PUBLIC ${STRATA_CUDA_LIBS})
+target_link_libraries(strata_static PUBLIC ${STRATA_CUDA_LIBS})
+target_link_libraries(strata_shared PUBLIC ${STRATA_CUDA_LIBS})
+target_compile_definitions(strata_static INTERFACE STRATA_HAVE_CUDA)
+# The old name of the backend library, for the targets below.
+add_library(strata_cuda INTERFACE)
+target_link_libraries(strata_cuda INTERFACE strata_static)
 
 if(STRATA_BUILD_TESTS)
   add_executable(cuda_op_harness ${CMAKE_SOURCE_DIR}/tests/cuda/op_harness.c)
@@ -51,4 +62,32 @@ if(STRATA_BUILD_TESTS)
   set_tests_properties(test_cuda_host PROPERTIES LABELS "cuda;cuda_host" SKIP_RETURN_CODE 77)
   set_tests_properties(cuda_op_harness PROPERTIES LABELS cuda SKIP_RETURN_CODE 77
                        ENVIRONMENT "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+endif()
+
+# The whole model on the GPU against the CPU (label cuda; exit 77 = skipped without a GPU):
+# every architecture on `strata synth` tiny models in f32, q8_0 and q4_k, and the device
+# workspace through cudaMemGetInfo with its negative control (model_check_leak must fail).
+if(STRATA_BUILD_TESTS)
+  add_executable(model_check ${CMAKE_SOURCE_DIR}/tests/cuda/model_check.c)
+  target_link_libraries(model_check PRIVATE strata_static m)
+  add_executable(model_check_leak ${CMAKE_SOURCE_DIR}/tests/cuda/model_check.c ${CMAKE_SOURCE_DIR}/src/engine/workspace.c)
+  target_compile_definitions(model_check_leak PRIVATE STRATA_WORKSPACE_SKIP_RELEASE)
+  target_link_libraries(model_check_leak PRIVATE strata_static m)
+  foreach(arch qwen35moe qwen35 qwen3next qwen3moe qwen3)
+    foreach(type f32 q8_0 q4_k)
+      add_test(NAME cuda_model_${arch}_${type} COMMAND sh -c "
+        d=$(mktemp -d); trap 'rm -rf $d' EXIT
+        $<TARGET_FILE:strata> synth $d/m.gguf --arch ${arch} --preset tiny --type ${type} >/dev/null || exit 1
+        $<TARGET_FILE:model_check> $d/m.gguf --prompt 100 --decode 16")
+      set_tests_properties(cuda_model_${arch}_${type} PROPERTIES LABELS cuda SKIP_RETURN_CODE 77)
+    endforeach()
+  endforeach()
+  foreach(t model_check model_check_leak)
+    add_test(NAME cuda_workspace_${t} COMMAND sh -c "
+      d=$(mktemp -d); trap 'rm -rf $d' EXIT
+      $<TARGET_FILE:strata> synth $d/m.gguf --arch qwen35moe --preset tiny --type q8_0 >/dev/null || exit 1
+      $<TARGET_FILE:${t}> $d/m.gguf --workspace")
+    set_tests_properties(cuda_workspace_${t} PROPERTIES LABELS cuda SKIP_RETURN_CODE 77)
+  endforeach()
+  set_tests_properties(cuda_workspace_model_check_leak PROPERTIES WILL_FAIL TRUE)
 endif()

@@ -26,6 +26,9 @@ struct st_model;
 int cli_load_model(const char *path, struct st_model **out);
 /* Set by --copy-weights: cli_load_model copies the weights out of the file mapping. */
 extern int cli_copy_weights;
+/* Set by --device cpu|cuda|auto (cli_parse_device): where cli_load_model runs the model. */
+extern int cli_device;
+int cli_parse_device(const char *v);
 
 /* One reply (generate.c): samples from the session's last logits, passes each piece of text to
  * on_text as it comes, and feeds each token back, until an end-of-generation token, max_tokens or

@@ -19,7 +19,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: strata bench [-m MODEL] [-p 512] [-n 128] [-r 3] [-t THREADS] [--prefill N] [--json]\n"
+            "usage: strata bench [-m MODEL] [-p 512] [-n 128] [-r 3] [-t THREADS] [--prefill N] [--device D] [--json]\n"
             "  Prints prompt (pp) and decode (tg) tokens/s, the median of R runs after a warm-up, and\n"
             "  decode's share of the memory read bandwidth measured in the same command.\n"
             "  -p P          prompt tokens (default 512; 0 = skip)\n"
@@ -28,6 +28,8 @@ static void usage(FILE *f) {
             "  -t THREADS    threads (default: one per core)\n"
             "  --prefill N   rows per prompt chunk (default 512)\n"
             "  --json        one JSON object on stdout instead of the table\n"
+            "  --device D    cpu, cuda or auto (default: cuda when this build has it and a GPU is\n"
+            "                present); on a GPU the bandwidth is the GPU memory's, measured here\n"
             "  --copy-weights / --no-copy-weights\n"
             "                as for `strata run` (default: copy when the model takes at most half\n"
             "                of the available memory)\n");
@@ -141,6 +143,9 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-t") && has) sp.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "--prefill") && has) sp.n_prefill = atoi(argv[++i]);
         else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--device") && has) {
+            if (cli_parse_device(argv[++i])) return 2;
+        }
         else if (!strcmp(a, "--copy-weights")) cli_copy_weights = 1;
         else if (!strcmp(a, "--no-copy-weights")) cli_copy_weights = 0;
         else {
@@ -189,7 +194,8 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     int threads = st_pool_size(probe_pool);
-    double bw = probe_bandwidth(probe_pool);
+    int on_gpu = strcmp(st_model_device(m), "cpu") != 0;
+    double bw = on_gpu ? st_model_device_bandwidth(m) : probe_bandwidth(probe_pool);
     double bytes = (double)st_model_decode_bytes(m);
     double share = bw > 0 ? bytes * tg_med / (bw * 1e9) : 0;
     char cpu[256];
@@ -198,17 +204,23 @@ int cmd_bench(int argc, char **argv) {
         printf("{\"model\": \"%s\", \"arch\": \"%s\", \"threads\": %d, \"prefill\": %d, \"repeats\": %d, "
                "\"pp\": {\"tokens\": %d, \"tok_s\": %.2f}, \"tg\": {\"tokens\": %d, \"tok_s\": %.2f}, "
                "\"weight_bytes\": %llu, \"decode_bytes_per_token\": %.0f, \"read_bandwidth_gb_s\": %.2f, "
-               "\"decode_bandwidth_share\": %.4f, \"scratch_bytes\": %llu, \"state_bytes\": %llu, \"cpu\": \"%s\"}\n",
+               "\"decode_bandwidth_share\": %.4f, \"scratch_bytes\": %llu, \"state_bytes\": %llu, \"cpu\": \"%s\", "
+               "\"device\": \"%s\"}\n",
                model, st_model_arch(m), threads, sp.n_prefill, reps, n_prompt, pp_med, n_gen, tg_med,
                (unsigned long long)st_model_weight_bytes(m), bytes, bw, share,
-               (unsigned long long)st_session_scratch_bytes(s), (unsigned long long)st_session_state_bytes(s), cpu);
+               (unsigned long long)st_session_scratch_bytes(s), (unsigned long long)st_session_state_bytes(s), cpu,
+               st_model_device(m));
     } else {
         printf("model    %s (%s), %.2f GiB of weights, %d threads, median of %d\n", model, st_model_arch(m),
                (double)st_model_weight_bytes(m) / (1 << 30), threads, reps);
         if (n_prompt) printf("pp%-6d %8.2f tok/s\n", n_prompt, pp_med);
         if (n_gen) printf("tg%-6d %8.2f tok/s\n", n_gen, tg_med);
-        printf("decode reads %.1f MiB/token; read bandwidth %.2f GB/s (probe, %d threads); decode uses %.1f%% of it\n",
-               bytes / (1 << 20), bw, threads, 100 * share);
+        if (on_gpu)
+            printf("device   %s\ndecode reads %.1f MiB/token; GPU memory read bandwidth %.0f GB/s (probe); decode uses %.1f%% of it\n",
+                   st_model_device(m), bytes / (1 << 20), bw, 100 * share);
+        else
+            printf("decode reads %.1f MiB/token; read bandwidth %.2f GB/s (probe, %d threads); decode uses %.1f%% of it\n",
+                   bytes / (1 << 20), bw, threads, 100 * share);
         printf("scratch %.1f MiB (chunks of %d rows), state %.1f MiB (%lld positions)\n",
                (double)st_session_scratch_bytes(s) / (1 << 20), sp.n_prefill, (double)st_session_state_bytes(s) / (1 << 20),
                (long long)st_session_n_ctx(s));

@@ -13,12 +13,14 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: strata eval -m MODEL --tokens ID,ID,... --logits FILE [--prefill N] [-t THREADS] [--ctx N] [--kv-f32]\n"
+            "                  [--device D]\n"
             "  Feeds the token ids and writes the f32 logits of every position to FILE,\n"
             "  row-major [n_tokens][n_vocab], little-endian.\n"
             "  --prefill N   rows per prompt chunk (default 512)\n"
             "  -t THREADS    threads (default: one per core)\n"
             "  --ctx N       KV cache cells (default: max(n_tokens, min(context_length, 4096)))\n"
-            "  --kv-f32      keep the KV cache in f32 instead of f16\n");
+            "  --kv-f32      keep the KV cache in f32 instead of f16\n"
+            "  --device D    cpu, cuda or auto (default: cuda when this build has it and a GPU is present)\n");
 }
 
 /* "1,2,3" -> ids; fails on anything that is not a comma-separated list of integers. */
@@ -80,6 +82,9 @@ int cmd_eval(int argc, char **argv) {
         else if (!strcmp(a, "-t") && has) sp.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "--ctx") && has) sp.n_ctx = atoll(argv[++i]);
         else if (!strcmp(a, "--kv-f32")) sp.kv_f32 = 1;
+        else if (!strcmp(a, "--device") && has) {
+            if (cli_parse_device(argv[++i])) return 2;
+        }
         else {
             fprintf(stderr, "strata: eval: unknown or incomplete option '%s'\n", a);
             usage(stderr);

@@ -15,10 +15,23 @@
 #include "text/tokenizer.h"
 
 int cli_copy_weights = -1;
+int cli_device = ST_DEVICE_AUTO;
+
+int cli_parse_device(const char *v) {
+    if (!strcmp(v, "cpu")) cli_device = ST_DEVICE_CPU;
+    else if (!strcmp(v, "cuda")) cli_device = ST_DEVICE_CUDA;
+    else if (!strcmp(v, "auto")) cli_device = ST_DEVICE_AUTO;
+    else {
+        fprintf(stderr, "strata: --device %s: expected cpu, cuda or auto\n", v);
+        return 1;
+    }
+    return 0;
+}
 
 int cli_load_model(const char *path, struct st_model **out) {
     st_model_params mp = st_model_default_params();
     mp.copy_weights = cli_copy_weights;
+    mp.device = cli_device;
     if (st_model_load(path, &mp, out) != ST_OK) return cli_fail("cannot load the model");
     if (!st_model_has_tokenizer(*out))
         st_warn("%s: tokenizer not supported (%s); only token ids can be used", path, st_model_tokenizer_error(*out));

@@ -83,8 +83,36 @@ static void draw_row(const synth_tensor *t, uint64_t tensor_seed, int64_t row, f
     }
 }
 
+/* --random-blocks: a q4_K row drawn as blocks. Level step s = std / 4.61 (16 uniform levels have
+ * std 4.61 s); each sub-block's scale sc and min m are one random 6-bit value in [24, 40], with
+ * d = s / 32 and dmin = 7.5 s / 32, so the sub-block's values d*sc*q - dmin*m are centred on 0. */
+static void draw_q4_k_row(const synth_tensor *t, uint64_t tensor_seed, int64_t row, uint8_t *dst) {
+    uint64_t state = tensor_seed ^ (uint64_t)row * 0xD1B54A32D192ED03ull;
+    splitmix64(&state);
+    float step = t->std / 4.61f;
+    uint16_t d = st_fp32_to_fp16(step / 32.0f), dmin = st_fp32_to_fp16(7.5f * step / 32.0f);
+    for (int64_t b = 0; b < t->ne[0] / 256; b++) {
+        block_q4_K *q = (block_q4_K *)dst + b;
+        q->d = d;
+        q->dmin = dmin;
+        uint64_t r = splitmix64(&state);
+        uint8_t sc[8];
+        for (int j = 0; j < 8; j++) sc[j] = (uint8_t)(24 + ((r >> (5 * j)) % 17));
+        for (int j = 0; j < 4; j++) {   /* ggml's 6-bit packing, with m = sc */
+            q->scales[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
+            q->scales[j + 4] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
+            q->scales[j + 8] = (uint8_t)((sc[j + 4] & 0xF) | ((sc[j + 4] & 0xF) << 4));
+        }
+        for (int i = 0; i < 128; i += 8) {
+            uint64_t v = splitmix64(&state);
+            memcpy(q->qs + i, &v, 8);
+        }
+    }
+}
+
 typedef struct fill_job {
     const synth_tensor *t;
+    int random_blocks;
     uint64_t tensor_seed;
     uint8_t *out;
     size_t row_bytes;
@@ -101,6 +129,10 @@ static void fill_rows(void *ctx, int ith, int nth) {
     int64_t n = j->t->ne[0];
     for (long r = begin; r < end; r++) {
         uint8_t *dst = j->out + (size_t)r * j->row_bytes;
+        if (j->random_blocks && j->t->type == ST_TYPE_Q4_K && j->t->init == SYNTH_INIT_NORMAL) {
+            draw_q4_k_row(j->t, j->tensor_seed, r, dst);
+            continue;
+        }
         draw_row(j->t, j->tensor_seed, r, x);
         if (j->t->type == ST_TYPE_F32) {
             memcpy(dst, x, (size_t)n * sizeof(float));
@@ -183,7 +215,7 @@ static st_status write_data(st_gguf_writer *w, const synth_plan *p, const synth_
     for (int i = 0; s == ST_OK && i < p->n_tensors; i++) {
         const synth_tensor *t = &p->tensors[i];
         fill_job job = {
-            .t = t, .tensor_seed = name_hash(t->name) ^ (o->seed * 0x9E3779B97F4A7C15ull), .out = buf,
+            .t = t, .random_blocks = o->random_blocks, .tensor_seed = name_hash(t->name) ^ (o->seed * 0x9E3779B97F4A7C15ull), .out = buf,
             .row_bytes = st_row_size(st_type_get(t->type), t->ne[0]), .n_rows = t->ne[1] * t->ne[2], .scratch = scratch,
         };
         st_pool_run(pool, fill_rows, &job);

@@ -8,12 +8,13 @@
 #include <sys/mman.h>
 
 #include "base/log.h"
+#include "engine/device.h"
 #include "model/model.h"
 #include "quant/types.h"
 #include "text/tokenizer.h"
 
 st_model_params st_model_default_params(void) {
-    return (st_model_params){.progress = 1, .prefault = 1, .copy_weights = -1};
+    return (st_model_params){.progress = 1, .prefault = 1, .copy_weights = -1, .device = ST_DEVICE_AUTO};
 }
 
 static uint64_t tensor_bytes(const st_tensor *t) {
@@ -147,6 +148,20 @@ st_status st_model_load(const char *path, const st_model_params *params, st_mode
         st_tokenizer_free(m->tok);
         m->tok = NULL;
     }
+    if (p.device != ST_DEVICE_CPU && (p.device == ST_DEVICE_CUDA || st_device_count() > 0)) {
+        /* Uploaded straight from the mapping; the host keeps no copy. */
+        st_status ds = st_device_model_load(m, p.progress, &m->dev);
+        if (ds == ST_OK) {
+            *out = m;
+            return ST_OK;
+        }
+        if (p.device == ST_DEVICE_CUDA) {
+            st_model_free(m);
+            return ds;
+        }
+        st_warn("%s: running on the CPU: %s", path, st_last_error());
+        st_clear_error();
+    }
     if (p.copy_weights < 0) p.copy_weights = copy_weights_auto(m);
     if (p.copy_weights) {
         st_status cs = copy_weights(m, p.progress);
@@ -164,6 +179,7 @@ st_status st_model_load(const char *path, const st_model_params *params, st_mode
 void st_model_free(st_model *m) {
     if (!m) return;
     if (m->tok) st_tokenizer_free(m->tok);
+    st_device_model_free(m->dev);
     st_model_unbind(m);
     free(m->weights_copy);
     if (m->gguf) st_gguf_close(m->gguf);
@@ -174,6 +190,8 @@ const char *st_model_arch(const st_model *m) { return m->hp.arch_name; }
 int32_t st_model_n_vocab(const st_model *m) { return (int32_t)m->hp.n_vocab; }
 int64_t st_model_n_ctx_train(const st_model *m) { return m->hp.n_ctx_train; }
 int64_t st_model_n_layer(const st_model *m) { return m->hp.n_layer; }
+const char *st_model_device(const st_model *m) { return m->dev ? st_device_model_describe(m->dev) : "cpu"; }
+double st_model_device_bandwidth(const st_model *m) { return m->dev ? st_device_model_bandwidth(m->dev) : 0.0; }
 uint64_t st_model_weight_bytes(const st_model *m) { return m->weight_bytes; }
 uint64_t st_model_decode_bytes(const st_model *m) { return m->decode_bytes; }
 

@@ -5,11 +5,15 @@
  * (f32, zero for a fresh sequence), and the number of positions filled.
  * Scratch: the workspace (workspace.h), grown only here, between completed chunks.
  * The prompt chain: tokens are fed in chunks of up to n_prefill rows through the same forward as
- * decode (a chunk of one row). */
+ * decode (a chunk of one row).
+ * A model loaded for a device (model_api.c) gets a device session instead (engine/device.h): the
+ * state and the workspace live there, and only the ids and the logits cross; the functions below
+ * then dispatch to it. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/pool.h"
+#include "engine/device.h"
 #include "engine/session_state.h"
 #include "engine/workspace.h"
 #include "model/forward.h"
@@ -24,6 +28,8 @@ struct st_session {
     st_workspace ws;
     int32_t *ids;                 /* the ids fed: [n_ctx], the first n_past held (session_state.c) */
     struct st_checkpoints *ckpt;  /* recurrent-state checkpoints (session_state.c), NULL until one */
+    st_device_session *dev;    /* the state on the model's device; NULL on the CPU */
+    float *dev_logits;         /* host copy of the last row's logits from the device */
 };
 
 st_session_params st_session_default_params(void) {
@@ -54,6 +60,20 @@ static st_status alloc_state(st_session *s) {
     return ST_OK;
 }
 
+/* The device half of st_session_new: state and workspace on the model's device. */
+static st_status device_session_new(st_session *s, st_session **out) {
+    s->dev_logits = calloc((size_t)s->m->hp.n_vocab, sizeof(float));
+    st_status st = s->dev_logits ? ST_OK : st_fail(ST_ERR_NOMEM, "session: out of memory");
+    if (st == ST_OK) st = st_device_session_new(s->m->dev, s->m, s->state.n_ctx, s->state.kv_type, &s->dev);
+    if (st == ST_OK) st = st_device_session_reserve(s->dev, 1);
+    if (st != ST_OK) {
+        st_session_free(s);
+        return st;
+    }
+    *out = s;
+    return ST_OK;
+}
+
 st_status st_session_new(st_model *m, const st_session_params *params, st_session **out) {
     *out = NULL;
     st_session *s = calloc(1, sizeof *s);
@@ -70,6 +90,7 @@ st_status st_session_new(st_model *m, const st_session_params *params, st_sessio
         st_session_free(s);
         return st_fail(ST_ERR_NOMEM, "session: out of memory for %lld ids", (long long)n_ctx);
     }
+    if (m->dev) return device_session_new(s, out);
     st_status st = st_pool_create(s->p.n_threads, &s->pool);
     if (st == ST_OK) {
         s->plan = (st_ws_plan){.m = m, .n_threads = st_pool_size(s->pool)};
@@ -91,6 +112,8 @@ void st_session_free(st_session *s) {
     if (!s) return;
     free(s->ids);
     st_checkpoints_free(s->ckpt);
+    st_device_session_free(s->dev);
+    free(s->dev_logits);
     if (s->state.layers) {
         for (int64_t il = 0; il < s->m->hp.n_layer; il++) {
             st_layer_state *L = &s->state.layers[il];
@@ -109,6 +132,11 @@ void st_session_free(st_session *s) {
 void st_session_reset(st_session *s) {
     const st_hparams *hp = &s->m->hp;
     st_checkpoints_clear(s->ckpt);
+    if (s->dev) {
+        st_device_session_reset(s->dev);
+        s->state.n_past = 0;
+        return;
+    }
     for (int64_t il = 0; il < hp->n_layer; il++) {
         st_layer_state *L = &s->state.layers[il];
         if (L->conv) memset(L->conv, 0, (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float));
@@ -120,10 +148,13 @@ void st_session_reset(st_session *s) {
 
 int64_t st_session_n_past(const st_session *s) { return s->state.n_past; }
 int64_t st_session_n_ctx(const st_session *s) { return s->state.n_ctx; }
-uint64_t st_session_scratch_bytes(const st_session *s) { return s->ws.bytes; }
+uint64_t st_session_scratch_bytes(const st_session *s) {
+    return s->dev ? st_device_session_scratch_bytes(s->dev) : s->ws.bytes;
+}
 
 uint64_t st_session_state_bytes(const st_session *s) {
     const st_hparams *hp = &s->m->hp;
+    if (s->dev) return st_device_session_state_bytes(s->dev);
     uint64_t b = 0;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         const st_layer_state *L = &s->state.layers[il];
@@ -133,7 +164,9 @@ uint64_t st_session_state_bytes(const st_session *s) {
     }
     return b;
 }
-const float *st_session_logits(const st_session *s) { return st_workspace_f32(&s->ws, WS_LOGITS); }
+const float *st_session_logits(const st_session *s) {
+    return s->dev ? s->dev_logits : st_workspace_f32(&s->ws, WS_LOGITS);
+}
 
 st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all) {
     int64_t V = s->m->hp.n_vocab;
@@ -149,6 +182,16 @@ st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float
     memcpy(s->ids + s->state.n_past, tokens, (size_t)n * sizeof *tokens);
     for (int64_t off = 0; off < n; off += s->p.n_prefill) {
         int64_t rows = n - off < s->p.n_prefill ? n - off : s->p.n_prefill;
+        if (s->dev) {
+            st_status st = st_device_session_feed(s->dev, tokens + off, rows, s->state.n_past,
+                                                  logits_all ? logits_all + off * V : NULL, s->dev_logits);
+            if (st != ST_OK) {
+                st_session_reset(s);
+                return st;
+            }
+            s->state.n_past += rows;
+            continue;
+        }
         /* Between chunks: the previous chunk has completed, so growing cannot free a buffer in use. */
         st_status st = st_workspace_reserve(&s->ws, rows);
         st_chunk c = {.tokens = tokens + off, .n = rows, .logits_all = logits_all != NULL,
@@ -160,7 +203,7 @@ st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float
             return st;
         }
     }
-    if (logits_all)
+    if (logits_all && !s->dev)
         memcpy(st_workspace_get(&s->ws, WS_LOGITS), logits_all + (n - 1) * V, (size_t)V * sizeof(float));
     return ST_OK;
 }
@@ -170,7 +213,10 @@ st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float
 
 st_state *st_session_state(st_session *s) { return &s->state; }
 st_workspace *st_session_workspace(st_session *s) { return &s->ws; }
-st_status st_session_reserve_rows(st_session *s, int64_t rows) { return st_workspace_reserve(&s->ws, rows); }
+st_status st_session_reserve_rows(st_session *s, int64_t rows) {
+    return s->dev ? st_device_session_reserve(s->dev, rows) : st_workspace_reserve(&s->ws, rows);
+}
+st_device_session *st_session_device(st_session *s) { return s->dev; }
 
 /* ---- for session_state.c (src/engine/session_state.h) ---- */
 const struct st_model *st_session_model(const st_session *s) { return s->m; }

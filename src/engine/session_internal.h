@@ -3,10 +3,13 @@
 #ifndef ST_ENGINE_SESSION_INTERNAL_H
 #define ST_ENGINE_SESSION_INTERNAL_H
 
+#include "engine/device.h"
 #include "model/forward.h"
 
 st_state *st_session_state(st_session *s);
 st_workspace *st_session_workspace(st_session *s);
+/* The session's device half (NULL for a CPU session; its st_state then holds only n_past). */
+st_device_session *st_session_device(st_session *s);
 /* Grows the workspace as a feed would between chunks. */
 st_status st_session_reserve_rows(st_session *s, int64_t rows);
 

@@ -27,10 +27,21 @@ st_status st_workspace_init(st_workspace *ws, int n_buffers, st_ws_size_fn size_
     return ST_OK;
 }
 
+void st_workspace_set_allocator(st_workspace *ws, const st_ws_allocator *al) { ws->al = *al; }
+
+static void *ws_alloc(st_workspace *ws, size_t bytes) {
+    return ws->al.alloc ? ws->al.alloc(ws->al.ctx, bytes) : malloc(bytes);
+}
+
+static void ws_free(st_workspace *ws, void *p) {
+    if (ws->al.free) ws->al.free(ws->al.ctx, p);
+    else free(p);
+}
+
 /* One walk over the ownership list; afterwards no scratch buffer is alive. */
 static void release_all(st_workspace *ws) {
 #ifndef STRATA_WORKSPACE_SKIP_RELEASE
-    for (int i = 0; i < ws->n_owned; i++) free(ws->owned[i].ptr);
+    for (int i = 0; i < ws->n_owned; i++) ws_free(ws, ws->owned[i].ptr);
 #endif
     ws->n_owned = 0;
     ws->bytes = 0;
@@ -42,7 +53,7 @@ static st_status allocate_all(st_workspace *ws, int64_t rows) {
         size_t size = ws->size_fn(ws->ctx, id, rows);
         if (size == 0) continue;
         size = (size + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN;
-        void *p = malloc(size + WS_ALIGN);
+        void *p = ws_alloc(ws, size + WS_ALIGN);
         if (!p) {
             release_all(ws);
             ws->rows = 0;
@@ -66,7 +77,7 @@ st_status st_workspace_reserve(st_workspace *ws, int64_t rows) {
 
 void st_workspace_free(st_workspace *ws) {
     if (!ws->buf) return;
-    for (int i = 0; i < ws->n_owned; i++) free(ws->owned[i].ptr);
+    for (int i = 0; i < ws->n_owned; i++) ws_free(ws, ws->owned[i].ptr);
     free(ws->buf);
     free(ws->owned);
     memset(ws, 0, sizeof *ws);

@@ -27,8 +27,17 @@ typedef struct st_ws_owned {
     size_t size;
 } st_ws_owned;
 
+/* Where the buffers come from: malloc/free when alloc is NULL, else these (a device's memory:
+ * the device session gives cudaMalloc/cudaFree). */
+typedef struct st_ws_allocator {
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*free)(void *ctx, void *p);
+    void *ctx;
+} st_ws_allocator;
+
 typedef struct st_workspace {
     int n_buffers;
+    st_ws_allocator al;
     st_ws_size_fn size_fn;
     const void *ctx;
     int64_t rows;            /* capacity in rows; 0 before the first reserve */
@@ -41,6 +50,8 @@ typedef struct st_workspace {
 
 /* Prepares an empty workspace of n_buffers ids. Allocates only the bookkeeping. */
 st_status st_workspace_init(st_workspace *ws, int n_buffers, st_ws_size_fn size_fn, const void *ctx);
+/* Takes the buffers from `al` instead of malloc (before the first reserve). */
+void st_workspace_set_allocator(st_workspace *ws, const st_ws_allocator *al);
 /* Makes room for `rows` rows under the rule above. */
 st_status st_workspace_reserve(st_workspace *ws, int64_t rows);
 /* Releases every buffer and the bookkeeping. */

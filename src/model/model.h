@@ -109,6 +109,7 @@ struct st_model {
     uint64_t weight_bytes;        /* bytes of every bound tensor */
     uint64_t decode_bytes;        /* weight bytes one decoded token reads */
     void *weights_copy;           /* the tensor data, when copied out of the mapping (copy_weights) */
+    struct st_device_model *dev;  /* the weights resident on a GPU (engine/device.h), or NULL */
     struct st_tokenizer *tok;     /* NULL when the file's tokenizer is not supported */
     char tokenizer_error[512];    /* why tok is NULL */
 };

@@ -11,8 +11,11 @@
  * Types come from llama.h (compiled with -I on the peer's source); functions are looked up with
  * dlsym, so this builds without the library and runs against any libllama of that release.
  *
+ * --ngl N offloads N layers to the GPU of a CUDA build of libllama (default 0: the CPU), for the
+ * GPU conformance runs (bench/cuda/).
+ *
  * usage: logits_peer --lib LIBLLAMA -m MODEL --tokens ID,ID,... [--prefill N] --logits OUT
- *                    [-t THREADS] [-v] */
+ *                    [-t THREADS] [--ngl N] [-v] */
 #include <dlfcn.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -91,7 +94,7 @@ static int parse_tokens(const char *s, llama_token **out) {
 
 int main(int argc, char **argv) {
     const char *lib = NULL, *model_path = NULL, *tokens_arg = NULL, *out_path = NULL;
-    int prefill = 0, n_threads = 2, repack = 1;
+    int prefill = 0, n_threads = 2, repack = 1, ngl = 0;
     for (int i = 1; i < argc; i++) {
         int more = i + 1 < argc;
         if (!strcmp(argv[i], "--lib") && more) lib = argv[++i];
@@ -101,6 +104,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--logits") && more) out_path = argv[++i];
         else if (!strcmp(argv[i], "-t") && more) n_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-v")) verbose = 1;
+        else if (!strcmp(argv[i], "--ngl") && more) ngl = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-repack")) repack = 0;
         else {
             fprintf(stderr, "usage: logits_peer --lib LIBLLAMA -m MODEL --tokens ID,ID,... [--prefill N] --logits OUT [-t THREADS] [-v]\n");
@@ -121,7 +125,7 @@ int main(int argc, char **argv) {
     if (!load_api(lib)) return 1;
 
     struct llama_model_params mp = p_llama_model_default_params();
-    mp.n_gpu_layers = 0;
+    mp.n_gpu_layers = ngl;
     mp.use_extra_bufts = repack;
     struct llama_model *model = p_llama_model_load_from_file(model_path, mp);
     if (!model) {

@@ -91,6 +91,35 @@ st_status st_cuda_download(st_cuda *cu, void *dst_host, const void *src, size_t 
     return cu_check(cudaStreamSynchronize(cu->stream), "download");
 }
 
+st_status st_cuda_copy(st_cuda *cu, void *dst, const void *src, size_t bytes) {
+    if (bytes == 0) return ST_OK;
+    return cu_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu->stream), "copy");
+}
+
+st_status st_cuda_copy2d(st_cuda *cu, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                         size_t height) {
+    if (width == 0 || height == 0) return ST_OK;
+    return cu_check(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice, cu->stream),
+                    "copy2d");
+}
+
+st_status st_cuda_upload_async(st_cuda *cu, void *dst, const void *src_host, size_t bytes) {
+    return cu_check(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, cu->stream), "upload");
+}
+
+st_status st_cuda_download_async(st_cuda *cu, void *dst_host, const void *src, size_t bytes) {
+    return cu_check(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, cu->stream), "download");
+}
+
+st_status st_cuda_host_alloc(size_t bytes, void **out) {
+    *out = NULL;
+    return cu_check(cudaMallocHost(out, bytes), "cudaMallocHost");
+}
+
+void st_cuda_host_free(void *p) {
+    if (p) cudaFreeHost(p);
+}
+
 st_status st_cuda_memset0(st_cuda *cu, void *p, size_t bytes) {
     return cu_check(cudaMemsetAsync(p, 0, bytes, cu->stream), "memset");
 }

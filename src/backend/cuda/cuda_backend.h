@@ -63,6 +63,21 @@ void st_cuda_graph_free(st_cuda_graph *g);
 st_status st_cuda_timer_start(st_cuda *cu);
 st_status st_cuda_timer_stop(st_cuda *cu, float *ms);
 
+/* Device-to-device copies on the stream (no wait; graph-safe): `bytes`, or `height` rows of
+ * `width` bytes with the given pitches (the splits of fused projections). */
+st_status st_cuda_copy(st_cuda *cu, void *dst, const void *src, size_t bytes);
+st_status st_cuda_copy2d(st_cuda *cu, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                         size_t height);
+/* Host -> device on the stream from pinned host memory (st_cuda_host_alloc); no wait, so it can
+ * precede a graph launch. */
+st_status st_cuda_upload_async(st_cuda *cu, void *dst, const void *src_host, size_t bytes);
+st_status st_cuda_download_async(st_cuda *cu, void *dst_host, const void *src, size_t bytes);
+st_status st_cuda_host_alloc(size_t bytes, void **out);
+void st_cuda_host_free(void *p);
+
+/* The memory's read bandwidth in GB/s: a buffer of `bytes` read by every SM (best of 5 runs). */
+st_status st_cuda_read_bandwidth(st_cuda *cu, size_t bytes, double *gbs);
+
 /* ---- Quantized products (matmul.h) ---------------------------------------------------------- */
 
 /* Y[i][m] = sum_k W[m][k] X[i][k], i < n, m < M; W of `type` as in the GGUF file: Q4_K, Q5_K,
@@ -120,6 +135,13 @@ st_status st_cuda_rope_neox(st_cuda *cu, float *x, int64_t ld_tok, int64_t ld_he
                             int64_t n_head, const int32_t *pos, const st_rope_params *p);
 st_status st_cuda_kv_store(st_cuda *cu, uint32_t type, void *cache, int64_t row, int64_t cell0,
                            const float *src, int64_t ld_src, int64_t n_tok);
+/* st_cuda_kv_store with the cells on the device: row t to cell pos[t] (graph-safe decode). */
+st_status st_cuda_kv_store_pos(st_cuda *cu, uint32_t type, void *cache, int64_t row, const int32_t *pos,
+                               const float *src, int64_t ld_src, int64_t n_tok);
+/* L2-normalises, in place, heads 0 .. n_head-1 of dim floats at the start of each of n_tok rows
+ * ld_tok apart (the q and k heads of the Gated DeltaNet's conv output). */
+st_status st_cuda_l2_norm_heads(st_cuda *cu, float *x, int64_t ld_tok, int64_t n_tok, int64_t n_head, int64_t dim,
+                                float eps);
 /* a's pointers are device pointers (pos included); head_dim a multiple of 32, <= 256. One query
  * row (decode) is split over the context (flash-decoding) and the parts combined; many rows
  * (prefill) likewise, causal per row. */

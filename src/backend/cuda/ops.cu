@@ -31,11 +31,14 @@ __device__ double block_sum_d(double v) {
     return part[0];
 }
 
-/* y = (x * s) * w with s = 1/sqrtf(mean(x^2) + eps), sum in double; l2: eps/n then 1/sqrt(n). */
+/* y = (x * s) * w with s = 1/sqrtf(mean(x^2) + eps), sum in double; l2: eps/n then 1/sqrt(n).
+ * Row b is head b % per of token b / per: x + (b / per) * ld_tok + (b % per) * ld_x (per = rows and
+ * ld_tok = 0 give plain rows ld_x apart); y likewise with ld_y, in place when y == x. */
 __global__ void rms_norm_kernel(const float *x, int64_t ld_x, const float *w, float *y, int64_t ld_y,
-                                int64_t dim, float eps, int l2) {
-    const float *xr = x + blockIdx.x * ld_x;
-    float *yr = y + blockIdx.x * ld_y;
+                                int64_t dim, float eps, int l2, int64_t per, int64_t ld_tok) {
+    const int64_t b = blockIdx.x, t = b / per, h = b % per;
+    const float *xr = x + t * ld_tok + h * ld_x;
+    float *yr = y + t * ld_tok + h * ld_y;
     double sum = 0.0;
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += (double)(xr[i] * xr[i]);
     sum = block_sum_d(sum);
@@ -54,15 +57,23 @@ __global__ void rms_norm_kernel(const float *x, int64_t ld_x, const float *w, fl
 extern "C" st_status st_cuda_rms_norm(st_cuda *cu, const float *x, int64_t ld_x, const float *w, float *y,
                                       int64_t ld_y, int64_t rows, int64_t dim, float eps) {
     if (rows <= 0) return ST_OK;
-    rms_norm_kernel<<<(unsigned)rows, OPS_THREADS, 0, cu->stream>>>(x, ld_x, w, y, ld_y, dim, eps, 0);
+    rms_norm_kernel<<<(unsigned)rows, OPS_THREADS, 0, cu->stream>>>(x, ld_x, w, y, ld_y, dim, eps, 0, rows, 0);
     return cu_launched("rms_norm");
 }
 
 extern "C" st_status st_cuda_l2_norm(st_cuda *cu, const float *x, int64_t ld_x, float *y, int64_t ld_y,
                                      int64_t rows, int64_t dim, float eps) {
     if (rows <= 0) return ST_OK;
-    rms_norm_kernel<<<(unsigned)rows, OPS_THREADS, 0, cu->stream>>>(x, ld_x, NULL, y, ld_y, dim, eps, 1);
+    rms_norm_kernel<<<(unsigned)rows, OPS_THREADS, 0, cu->stream>>>(x, ld_x, NULL, y, ld_y, dim, eps, 1, rows, 0);
     return cu_launched("l2_norm");
+}
+
+extern "C" st_status st_cuda_l2_norm_heads(st_cuda *cu, float *x, int64_t ld_tok, int64_t n_tok, int64_t n_head,
+                                           int64_t dim, float eps) {
+    if (n_tok * n_head <= 0) return ST_OK;
+    const int threads = dim <= 128 ? 128 : OPS_THREADS;
+    rms_norm_kernel<<<(unsigned)(n_tok * n_head), threads, 0, cu->stream>>>(x, dim, NULL, x, dim, dim, eps, 1, n_head, ld_tok);
+    return cu_launched("l2_norm_heads");
 }
 
 /* ---- RoPE NeoX: one thread per (token, head, pair) --------------------------------------------- */
@@ -124,6 +135,27 @@ __global__ void kv_store_kernel(int f16, void *cache, int64_t row, int64_t cell0
     const float v = src[t * ld_src + e];
     if (f16) ((__half *)cache)[(cell0 + t) * row + e] = __float2half_rn(v);
     else ((float *)cache)[(cell0 + t) * row + e] = v;
+}
+
+/* The same with the cells from the device: row t goes to cell pos[t] (a captured decode step). */
+__global__ void kv_store_pos_kernel(int f16, void *cache, int64_t row, const int32_t *pos, const float *src,
+                                    int64_t ld_src, int64_t n_tok) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_tok * row) return;
+    const int64_t t = i / row, e = i % row, cell = pos[t];
+    const float v = src[t * ld_src + e];
+    if (f16) ((__half *)cache)[cell * row + e] = __float2half_rn(v);
+    else ((float *)cache)[cell * row + e] = v;
+}
+
+extern "C" st_status st_cuda_kv_store_pos(st_cuda *cu, uint32_t type, void *cache, int64_t row, const int32_t *pos,
+                                          const float *src, int64_t ld_src, int64_t n_tok) {
+    if (type != ST_TYPE_F16 && type != ST_TYPE_F32)
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda kv_store: cache type %u", type);
+    if (n_tok * row == 0) return ST_OK;
+    kv_store_pos_kernel<<<cu_blocks(n_tok * row, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(
+        type == ST_TYPE_F16, cache, row, pos, src, ld_src, n_tok);
+    return cu_launched("kv_store_pos");
 }
 
 extern "C" st_status st_cuda_kv_store(st_cuda *cu, uint32_t type, void *cache, int64_t row, int64_t cell0,
@@ -494,4 +526,37 @@ __global__ void __launch_bounds__(1024) argmax_kernel(const float *x, int64_t n,
 extern "C" st_status st_cuda_argmax(st_cuda *cu, const float *x, int64_t n, int32_t *out) {
     argmax_kernel<<<1, 1024, 0, cu->stream>>>(x, n, out);
     return cu_launched("argmax");
+}
+
+/* ---- Read-bandwidth probe -------------------------------------------------------------------- */
+
+__global__ void read_probe_kernel(const int4 *p, int64_t n, int *sink) {
+    int acc = 0;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int4 v = __ldcs(p + i);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x7fffffff) *sink = acc;   /* practically never: keeps the loads */
+}
+
+extern "C" st_status st_cuda_read_bandwidth(st_cuda *cu, size_t bytes, double *gbs) {
+    *gbs = 0.0;
+    void *buf = NULL;
+    ST_TRY(st_cuda_alloc(cu, bytes + 256, &buf));
+    st_status s = st_cuda_memset0(cu, buf, bytes + 256);
+    const int64_t n = (int64_t)(bytes / sizeof(int4));
+    float best = 0.0f;
+    for (int r = 0; r < 5 && s == ST_OK; r++) {
+        float ms = 0.0f;
+        s = st_cuda_timer_start(cu);
+        if (s == ST_OK) {
+            read_probe_kernel<<<(unsigned)cu->n_sm * 8, 512, 0, cu->stream>>>((const int4 *)buf, n, (int *)((char *)buf + bytes));
+            s = cu_launched("read probe");
+        }
+        if (s == ST_OK) s = st_cuda_timer_stop(cu, &ms);
+        if (s == ST_OK && ms > 0.0f && (best == 0.0f || ms < best)) best = ms;
+    }
+    st_cuda_free(cu, buf);
+    if (s == ST_OK && best > 0.0f) *gbs = (double)bytes / (best * 1e-3) / 1e9;
+    return s;
 }

@@ -1,0 +1,50 @@
+/* device.h: the engine's accelerator path. A model loaded for a device keeps its weights resident
+ * there (st_device_model); a session on it keeps the KV caches, the recurrent states and the
+ * prompt workspace there too (st_device_session), and its forward runs there (model/cuda/).
+ * Only the token ids go in and the logits come out.
+ *
+ * Built with -DSTRATA_CUDA=ON this is the CUDA backend (engine/cuda/session_cuda.c); otherwise
+ * device_none.c answers that the build has no device (st_device_count() == 0). session.c and
+ * model_api.c dispatch here when the model was loaded for a device. */
+#ifndef ST_ENGINE_DEVICE_H
+#define ST_ENGINE_DEVICE_H
+
+#include <stdint.h>
+#include "strata.h"
+
+struct st_model;
+typedef struct st_device_model st_device_model;
+typedef struct st_device_session st_device_session;
+
+/* Usable devices of this build (0 without CUDA, without a driver or without a GPU). */
+int st_device_count(void);
+
+/* Uploads every bound weight of m in its file type; refuses (naming the tensor) what the device
+ * forward cannot run. progress: a progress line while uploading. */
+st_status st_device_model_load(const struct st_model *m, int progress, st_device_model **out);
+void st_device_model_free(st_device_model *dm);
+/* "NVIDIA H200, 132 SMs, 139.8 GiB, cc 9.0" */
+const char *st_device_model_describe(const st_device_model *dm);
+/* The device memory's read bandwidth in GB/s, measured now; 0 if it cannot be. */
+double st_device_model_bandwidth(st_device_model *dm);
+
+/* A sequence's state on the device: KV caches of n_ctx cells (kv_type F16 or F32), recurrent
+ * states, and the prompt workspace for up to n_prefill rows (grown between chunks). */
+st_status st_device_session_new(st_device_model *dm, const struct st_model *m, int64_t n_ctx, uint32_t kv_type,
+                                st_device_session **out);
+void st_device_session_free(st_device_session *ds);
+/* Zero recurrent state, no positions. */
+st_status st_device_session_reset(st_device_session *ds);
+/* Feeds one chunk of n tokens at positions n_past .. n_past+n-1 (ids already checked). logits_all
+ * (host, [n][n_vocab]) receives every row's logits when not NULL; logits_last (host, n_vocab)
+ * always receives the last row's. n == 1 replays a captured CUDA graph. */
+st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
+                                 float *logits_all, float *logits_last);
+/* Grows the workspace to `rows` rows (between chunks only). */
+st_status st_device_session_reserve(st_device_session *ds, int64_t rows);
+uint64_t st_device_session_state_bytes(const st_device_session *ds);
+uint64_t st_device_session_scratch_bytes(const st_device_session *ds);
+/* The device's own free-memory accounting (cudaMemGetInfo), for the workspace tests. */
+st_status st_device_mem_info(const st_device_session *ds, size_t *free_bytes, size_t *total_bytes);
+
+#endif

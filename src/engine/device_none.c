@@ -1,0 +1,40 @@
+/* device_none.c: the engine's device entry points in a build without an accelerator backend
+ * (configure with -DSTRATA_CUDA=ON for the CUDA one). There are no devices; a model asked to run
+ * on one is refused with the reason. */
+#ifndef STRATA_HAVE_CUDA
+#include "engine/device.h"
+#include "base/status.h"
+
+static st_status no_device(void) {
+    return st_fail(ST_ERR_UNSUPPORTED, "this build of Strata has no CUDA backend (configure with -DSTRATA_CUDA=ON)");
+}
+
+int st_device_count(void) { return 0; }
+st_status st_device_model_load(const struct st_model *m, int progress, st_device_model **out) {
+    *out = NULL;
+    return no_device();
+}
+void st_device_model_free(st_device_model *dm) {}
+const char *st_device_model_describe(const st_device_model *dm) { return "none"; }
+double st_device_model_bandwidth(st_device_model *dm) { return 0.0; }
+st_status st_device_session_new(st_device_model *dm, const struct st_model *m, int64_t n_ctx, uint32_t kv_type,
+                                st_device_session **out) {
+    *out = NULL;
+    return no_device();
+}
+void st_device_session_free(st_device_session *ds) {}
+st_status st_device_session_reset(st_device_session *ds) { return no_device(); }
+st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
+                                 float *logits_all, float *logits_last) {
+    return no_device();
+}
+st_status st_device_session_reserve(st_device_session *ds, int64_t rows) { return no_device(); }
+uint64_t st_device_session_state_bytes(const st_device_session *ds) { return 0; }
+uint64_t st_device_session_scratch_bytes(const st_device_session *ds) { return 0; }
+st_status st_device_mem_info(const st_device_session *ds, size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = *total_bytes = 0;
+    return no_device();
+}
+#else
+typedef int st_device_none_unused; /* ISO C wants a translation unit to declare something */
+#endif

@@ -1,0 +1,462 @@
+/* forward_cuda.c: one chunk through the model on the GPU (see forward_cuda.h). The layer stack
+ * is the CPU's (qwen35.c, qwen3.c) and each block mirrors its CPU twin (attn.c, gdn.c, ffn.c);
+ * where the CPU loops on the host (splitting fused projections, per-head norms) this uses strided
+ * device copies and strided kernels instead, so nothing here waits on the GPU.
+ *
+ * Errors: the first failing op's status is kept in the pass (dfwd.err) and the ops after it are
+ * skipped, so each block reads as the math. */
+#include <math.h>
+#include <string.h>
+
+#include "model/cuda/forward_cuda.h"
+#include "quant/types.h"
+
+typedef struct dfwd {
+    st_cuda *cu;
+    const struct st_model *m;
+    const st_hparams *hp;
+    const st_dweights *w;
+    st_dlayer_state *s;
+    uint32_t kv_type;
+    st_workspace *ws;
+    int64_t n, n_kv;
+    const int32_t *pos;          /* device */
+    st_dprofile *prof;
+    st_status err;
+} dfwd;
+
+const char *const st_dprofile_names[DPROF_COUNT] = {"embed", "attention", "gated deltanet", "ffn/moe", "norms+adds", "head"};
+
+/* Profiling: block boundaries wait for the GPU and add the time to prof->ms[kind]. */
+static void prof_begin(dfwd *f) {
+    if (f->prof && f->err == ST_OK) f->err = st_cuda_timer_start(f->cu);
+}
+
+static void prof_end(dfwd *f, int kind) {
+    float ms = 0.0f;
+    if (f->prof && f->err == ST_OK && (f->err = st_cuda_timer_stop(f->cu, &ms)) == ST_OK) f->prof->ms[kind] += ms;
+}
+
+#define DO(expr) do { if (f->err == ST_OK) f->err = (expr); } while (0)
+#define BUF(id) st_workspace_f32(f->ws, (id))
+
+static const size_t F = sizeof(float);
+
+/* ---- sizes ------------------------------------------------------------------------------------- */
+
+static int64_t max_heads(const st_hparams *hp, int kv) {
+    int64_t mx = 0;
+    for (int64_t i = 0; i < hp->n_layer; i++) {
+        if (hp->is_linear[i]) continue;
+        int64_t h = kv ? hp->n_head_kv[i] : hp->n_head[i];
+        if (h > mx) mx = h;
+    }
+    return mx;
+}
+
+static int64_t max_used(const st_hparams *hp) {
+    int64_t mx = 0;
+    for (int64_t i = 0; i < hp->n_layer; i++)
+        if (hp->n_expert_used[i] > mx) mx = hp->n_expert_used[i];
+    return mx;
+}
+
+/* The widest dense SwiGLU: the dense FFN's, or the shared expert's. */
+static int64_t max_dense_ff(const struct st_model *m) {
+    int64_t mx = 0;
+    for (int64_t i = 0; i < m->hp.n_layer; i++) {
+        const st_layer *L = &m->layers[i];
+        if (L->ffn_gate.data && L->ffn_gate.ne[1] > mx) mx = L->ffn_gate.ne[1];
+        if (L->gate_shexp.data && L->gate_shexp.ne[1] > mx) mx = L->gate_shexp.ne[1];
+    }
+    return mx;
+}
+
+size_t st_forward_cuda_ws_size(const void *model, int id, int64_t n) {
+    const struct st_model *m = model;
+    const st_hparams *hp = &m->hp;
+    int64_t d = hp->n_embd, hd = hp->head_dim;
+    int64_t H = max_heads(hp, 0), Hkv = max_heads(hp, 1);
+    int hybrid = st_hp_is_hybrid(hp), moe = st_hp_is_moe(hp);
+    int64_t qw = hd * H * (hybrid ? 2 : 1);
+    int64_t kd = hybrid ? st_hp_key_dim(hp) : 0, vd = hybrid ? hp->ssm_inner : 0;
+    int64_t C = hybrid ? st_hp_conv_channels(hp) : 0, n_v = hybrid ? hp->ssm_n_v : 0;
+    int64_t k = moe ? max_used(hp) : 0, E = moe ? hp->n_expert : 0, ffe = moe ? hp->n_ff_exp : 0;
+    int64_t qkv = qw + 2 * hd * Hkv;
+    if (2 * kd + 2 * vd > qkv) qkv = 2 * kd + 2 * vd;
+    int64_t ff = max_dense_ff(m);
+    switch (id) {
+    case WSD_X: case WSD_H: case WSD_T: return (size_t)(n * d) * F;
+    case WSD_POS: case WSD_TOK: return (size_t)n * sizeof(int32_t);
+    case WSD_Q: return (size_t)(n * qw) * F;
+    case WSD_QN: case WSD_ATT: return (size_t)(n * hd * H) * F;
+    case WSD_K: case WSD_V: return (size_t)(n * hd * Hkv) * F;
+    case WSD_QKV: return (size_t)(n * qkv) * F;
+    case WSD_CONV: return (size_t)(n * (hp->arch == ST_ARCH_QWEN3NEXT ? C + vd : C)) * F;
+    case WSD_Z: case WSD_GDN_OUT: return (size_t)(n * vd) * F;
+    case WSD_BA: return hp->arch == ST_ARCH_QWEN3NEXT ? (size_t)(n * 2 * n_v) * F : 0;
+    case WSD_A: case WSD_B: case WSD_G: case WSD_BETA: return (size_t)(n * n_v) * F;
+    case WSD_FF_A: case WSD_FF_B: case WSD_SH: return (size_t)(n * ff) * F;
+    case WSD_ROUTER: return (size_t)(n * E) * F;
+    case WSD_IDS: return (size_t)(n * k) * sizeof(int32_t);
+    case WSD_W: return (size_t)(n * k) * F;
+    case WSD_GE: return (size_t)(n * k * ffe) * F;
+    case WSD_YE: return (size_t)(n * k * d) * F;
+    case WSD_SH_Y: return moe ? (size_t)(n * d) * F : 0;
+    case WSD_SH_G: return moe ? (size_t)n * F : 0;
+    case WSD_LOGITS: return (size_t)((n < ST_DEV_LOGIT_ROWS ? n : ST_DEV_LOGIT_ROWS) * hp->n_vocab) * F;
+    default: return 0;
+    }
+}
+
+/* ---- what the device runs ---------------------------------------------------------------------- */
+
+static int type_ok(uint32_t t) {
+    return t == ST_TYPE_Q4_K || t == ST_TYPE_Q5_K || t == ST_TYPE_Q6_K || t == ST_TYPE_Q8_0 || t == ST_TYPE_F32 ||
+           t == ST_TYPE_F16 || t == ST_TYPE_BF16;
+}
+
+static st_status check_tensor(const st_tensor *t) {
+    if (!t->data) return ST_OK;
+    if (!type_ok(t->type))
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda: tensor %s is %s; the GPU runs q4_K, q5_K, q6_K, q8_0, f32, f16 and bf16",
+                       t->name, st_type_get(t->type) ? st_type_get(t->type)->name : "an unknown type");
+    if (t->escale)
+        for (int64_t e = 0; e < t->ne[2]; e++)
+            if (t->escale[e] != 1.0f)
+                return st_fail(ST_ERR_UNSUPPORTED, "cuda: tensor %s has per-expert scales", t->name);
+    return ST_OK;
+}
+
+st_status st_forward_cuda_check(const struct st_model *m) {
+    const st_hparams *hp = &m->hp;
+    if (hp->head_dim % 32 || hp->head_dim > 256)
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda: head size %lld (a multiple of 32 up to 256)", (long long)hp->head_dim);
+    if (st_hp_is_hybrid(hp) && (hp->ssm_state % 32 || hp->ssm_state > 256 || hp->ssm_conv_kernel > 16))
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda: Gated DeltaNet state %lld, conv kernel %lld", (long long)hp->ssm_state,
+                       (long long)hp->ssm_conv_kernel);
+    if (hp->rope_kind == ST_ROPE_IMROPE) {
+        /* Sections whose 4th part is empty make IMRoPE NeoX for text (attn.c); others are CPU-only. */
+        const int32_t *sec = hp->rope_sections;
+        int64_t sum = sec[0] + sec[1] + sec[2] + sec[3];
+        for (int64_t i = 0; i < hp->n_rot / 2 && sum > 0; i++) {
+            int64_t s = i % sum;
+            int h = s % 3 == 1 && s < 3 * sec[1], w = s % 3 == 2 && s < 3 * sec[2], t = s % 3 == 0 && s < 3 * sec[0];
+            if (!h && !w && !t)
+                return st_fail(ST_ERR_UNSUPPORTED, "cuda: IMRoPE sections [%d, %d, %d, %d] leave pairs unrotated", sec[0],
+                               sec[1], sec[2], sec[3]);
+        }
+    }
+    ST_TRY(check_tensor(&m->tok_embd));
+    ST_TRY(check_tensor(&m->output));
+    for (int64_t i = 0; i < hp->n_layer; i++) {
+        const st_tensor *ts = (const st_tensor *)&m->layers[i];
+        for (size_t j = 0; j < sizeof(st_layer) / sizeof(st_tensor); j++) ST_TRY(check_tensor(&ts[j]));
+        const st_layer *L = &m->layers[i];
+        if (L->gate_exps.data && L->up_exps.data && L->gate_exps.type != L->up_exps.type)
+            return st_fail(ST_ERR_UNSUPPORTED, "cuda: %s and %s differ in type", L->gate_exps.name, L->up_exps.name);
+        if (L->gate_shexp.data && L->gate_shexp.type != L->up_shexp.type)
+            return st_fail(ST_ERR_UNSUPPORTED, "cuda: %s and %s differ in type", L->gate_shexp.name, L->up_shexp.name);
+    }
+    return ST_OK;
+}
+
+/* ---- products ---------------------------------------------------------------------------------- */
+
+/* y = scale * (W x) for n rows. */
+static void dmatmul(dfwd *f, const st_tensor *w, const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy) {
+    int64_t M = w->ne[1];
+    DO(st_cuda_matmul(f->cu, w->type, w->data, M, w->ne[0], x, ldx, n, y, ldy));
+    if (w->scale != 1.0f)
+        for (int64_t i = 0; i < n; i++) DO(st_cuda_axpy(f->cu, y + i * ldy, M, y + i * ldy, w->scale, 0));
+}
+
+static void dbias(dfwd *f, const st_tensor *b, float *y, int64_t ldy, int64_t n) {
+    if (b->data) DO(st_cuda_pointwise(f->cu, ST_CUDA_ADD, y, ldy, b->f32, 0, y, ldy, n, b->ne[0]));
+}
+
+/* out = W_down (silu(W_gate h) * (W_up h)), through `mid` [n][ff]. */
+static void dswiglu_ffn(dfwd *f, const st_tensor *gate, const st_tensor *up, const st_tensor *down, const float *h,
+                        int64_t n, float *mid, float *out) {
+    int64_t d = f->hp->n_embd, ff = gate->ne[1];
+    int fused = n <= 8 && gate->type != ST_TYPE_F32 && gate->type != ST_TYPE_F16 && gate->type != ST_TYPE_BF16 &&
+                gate->scale == 1.0f && up->scale == 1.0f;
+    if (fused) {
+        DO(st_cuda_matmul_id_swiglu(f->cu, gate->type, gate->data, up->data, 0, 0, ff, d, NULL, h, d, 1, n, mid, ff));
+    } else {
+        float *u = BUF(WSD_FF_B);
+        dmatmul(f, gate, h, d, n, mid, ff);
+        dmatmul(f, up, h, d, n, u, ff);
+        DO(st_cuda_pointwise(f->cu, ST_CUDA_SWIGLU, mid, ff, u, ff, mid, ff, n, ff));
+    }
+    dmatmul(f, down, mid, ff, n, out, d);
+}
+
+/* ---- attention (attn.c) ------------------------------------------------------------------------ */
+
+static st_rope_params rope_params(const st_hparams *hp) {
+    st_rope_params p = st_rope_plain(hp->n_rot, hp->rope_freq_base);
+    p.freq_scale = hp->rope_freq_scale;
+    p.attn_factor = hp->rope_attn_factor;
+    if (hp->rope_yarn) {
+        p.ext_factor = hp->rope_ext_factor;
+        st_rope_yarn_corr_dims(hp->n_rot, hp->rope_n_ctx_orig, hp->rope_freq_base, 32.0f, 1.0f, p.corr_dims);
+    }
+    return p;
+}
+
+static void dattention(dfwd *f, int il, const float *h, float *out) {
+    const st_hparams *hp = f->hp;
+    const st_layer *L = st_dlayer(f->w, il);
+    const st_dlayer_state *S = &f->s[il];
+    int gated = st_hp_is_hybrid(hp);
+    int64_t n = f->n, d = hp->n_embd, hd = hp->head_dim, H = hp->n_head[il], Hkv = hp->n_head_kv[il];
+    int64_t nq = hd * H * (gated ? 2 : 1), nkv = hd * Hkv;
+    float *qg = BUF(WSD_Q), *k = BUF(WSD_K), *v = BUF(WSD_V);
+
+    /* q (or q|gate per head), k, v: separate, or split from a fused [q ; k ; v]. */
+    if (L->wqkv.data) {
+        int64_t wd = nq + 2 * nkv;
+        float *qkv = BUF(WSD_QKV);
+        dmatmul(f, &L->wqkv, h, d, n, qkv, wd);
+        dbias(f, &L->bqkv, qkv, wd, n);
+        DO(st_cuda_copy2d(f->cu, qg, (size_t)nq * F, qkv, (size_t)wd * F, (size_t)nq * F, (size_t)n));
+        DO(st_cuda_copy2d(f->cu, k, (size_t)nkv * F, qkv + nq, (size_t)wd * F, (size_t)nkv * F, (size_t)n));
+        DO(st_cuda_copy2d(f->cu, v, (size_t)nkv * F, qkv + nq + nkv, (size_t)wd * F, (size_t)nkv * F, (size_t)n));
+    } else {
+        dmatmul(f, &L->wq, h, d, n, qg, nq);
+        dmatmul(f, &L->wk, h, d, n, k, nkv);
+        dmatmul(f, &L->wv, h, d, n, v, nkv);
+    }
+    dbias(f, &L->bq, qg, nq, n);
+    dbias(f, &L->bk, k, nkv, n);
+    dbias(f, &L->bv, v, nkv, n);
+
+    /* Per-head RMSNorm (q into a dense [n][H][hd]), RoPE, then K and V into the cache. */
+    float *q = BUF(WSD_QN);
+    DO(st_cuda_rms_norm(f->cu, qg, gated ? 2 * hd : hd, L->q_norm.f32, q, hd, n * H, hd, hp->eps));
+    DO(st_cuda_rms_norm(f->cu, k, hd, L->k_norm.f32, k, hd, n * Hkv, hd, hp->eps));
+    st_rope_params rp = rope_params(hp);
+    DO(st_cuda_rope_neox(f->cu, q, hd * H, hd, n, H, f->pos, &rp));
+    DO(st_cuda_rope_neox(f->cu, k, hd * Hkv, hd, n, Hkv, f->pos, &rp));
+    DO(st_cuda_kv_store_pos(f->cu, f->kv_type, S->k_cache, nkv, f->pos, k, nkv, n));
+    DO(st_cuda_kv_store_pos(f->cu, f->kv_type, S->v_cache, nkv, f->pos, v, nkv, n));
+
+    float *o = BUF(WSD_ATT);
+    st_attn_args a = {
+        .q = q, .ldq_tok = hd * H, .ldq_head = hd,
+        .k_cache = S->k_cache, .v_cache = S->v_cache, .kv_type = f->kv_type,
+        .pos = f->pos, .n_tok = n, .n_head = H, .n_head_kv = Hkv, .head_dim = hd,
+        .n_kv = f->n_kv, .scale = 1.0f / sqrtf((float)hd),
+        .out = o, .ldo_tok = hd * H,
+    };
+    /* tensor-core GEMMs for a prompt chunk, flash-decoding for a few rows */
+    DO(st_cuda_attention_prefill(f->cu, &a));
+
+    /* o <- o * sigmoid(g), head j's gate being the second half of its q|g slot. */
+    if (gated) DO(st_cuda_pointwise(f->cu, ST_CUDA_MUL_SIGMOID, o, hd, qg + hd, 2 * hd, o, hd, n * H, hd));
+    dmatmul(f, &L->wo, o, hd * H, n, out, d);
+}
+
+/* ---- Gated DeltaNet (gdn.c) -------------------------------------------------------------------- */
+
+static void dgdn(dfwd *f, int il, const float *h, float *out) {
+    const st_hparams *hp = f->hp;
+    const st_layer *L = st_dlayer(f->w, il);
+    const st_dlayer_state *S = &f->s[il];
+    int64_t n = f->n, d = hp->n_embd, dk = hp->ssm_state, n_k = hp->ssm_n_k, n_v = hp->ssm_n_v;
+    int64_t r = n_v / n_k, kd = n_k * dk, vd = hp->ssm_inner, C = 2 * kd + vd, K = hp->ssm_conv_kernel;
+    float *m = BUF(WSD_QKV), *z = BUF(WSD_Z), *a = BUF(WSD_A), *b = BUF(WSD_B);
+
+    /* Projections: m = [Q | K | V] conv channels, z, and the gate inputs a and b. */
+    if (L->ssm_qkv.data) {
+        dmatmul(f, &L->ssm_qkv, h, d, n, m, C);
+        dmatmul(f, &L->ssm_gate, h, d, n, z, vd);
+    } else {
+        /* qwen3next's legacy ssm_in, per k-head g: [q_g | k_g | v of r heads | z of r heads]. */
+        float *p = BUF(WSD_CONV);
+        int64_t blk = 2 * dk + 2 * r * dk, ldp = n_k * blk;
+        dmatmul(f, &L->ssm_in, h, d, n, p, ldp);
+        for (int64_t g = 0; g < n_k; g++) {
+            const float *src = p + g * blk;
+            DO(st_cuda_copy2d(f->cu, m + g * dk, (size_t)C * F, src, (size_t)ldp * F, (size_t)dk * F, (size_t)n));
+            DO(st_cuda_copy2d(f->cu, m + kd + g * dk, (size_t)C * F, src + dk, (size_t)ldp * F, (size_t)dk * F, (size_t)n));
+            DO(st_cuda_copy2d(f->cu, m + 2 * kd + g * r * dk, (size_t)C * F, src + 2 * dk, (size_t)ldp * F,
+                              (size_t)(r * dk) * F, (size_t)n));
+            DO(st_cuda_copy2d(f->cu, z + g * r * dk, (size_t)vd * F, src + 2 * dk + r * dk, (size_t)ldp * F,
+                              (size_t)(r * dk) * F, (size_t)n));
+        }
+    }
+    if (L->ssm_ba.data) {
+        /* ssm_ba per k-head g: [b of v-heads g*r .. g*r+r-1 | a of the same heads]. */
+        float *ba = BUF(WSD_BA);
+        dmatmul(f, &L->ssm_ba, h, d, n, ba, 2 * n_v);
+        for (int64_t g = 0; g < n_k; g++) {
+            DO(st_cuda_copy2d(f->cu, b + g * r, (size_t)n_v * F, ba + 2 * r * g, (size_t)(2 * n_v) * F, (size_t)r * F, (size_t)n));
+            DO(st_cuda_copy2d(f->cu, a + g * r, (size_t)n_v * F, ba + 2 * r * g + r, (size_t)(2 * n_v) * F, (size_t)r * F,
+                              (size_t)n));
+        }
+    } else {
+        dmatmul(f, &L->ssm_beta, h, d, n, b, n_v);
+        dmatmul(f, &L->ssm_alpha, h, d, n, a, n_v);
+    }
+
+    /* beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a */
+    float *gg = BUF(WSD_G), *beta = BUF(WSD_BETA);
+    DO(st_cuda_gdn_gates(f->cu, a, n_v, b, n_v, L->ssm_dt.f32, L->ssm_a.f32, n, n_v, gg, beta));
+
+    /* u = silu(conv(m)) with the carried state; q and k heads L2-normalised */
+    float *u = BUF(WSD_CONV);
+    DO(st_cuda_conv1d(f->cu, m, C, L->ssm_conv1d.f32, S->conv, u, C, n, C, K, 1));
+    DO(st_cuda_l2_norm_heads(f->cu, u, C, n, 2 * n_k, dk, hp->eps));
+
+    /* the delta rule, state carried on the device */
+    float *o = BUF(WSD_GDN_OUT);
+    st_gdn_args g = {
+        .n_tok = n, .n_k = n_k, .n_v = n_v, .d = dk,
+        .head_map = hp->gdn_grouped ? ST_GDN_GROUPED : ST_GDN_TILED,
+        .q = u, .k = u + kd, .ld_q = C, .ld_k = C, .v = u + 2 * kd, .ld_v = C,
+        .g = gg, .beta = beta, .state = S->ssm, .out = o, .ld_out = vd,
+        .scale = 1.0f / sqrtf((float)dk),
+    };
+    DO(st_cuda_gdn_step(f->cu, &g));
+
+    /* o_h = RMSNorm(o_h; ssm_norm) * silu(z_h); out = W_out o */
+    DO(st_cuda_rms_norm(f->cu, o, dk, L->ssm_norm.f32, o, dk, n * n_v, dk, hp->eps));
+    DO(st_cuda_pointwise(f->cu, ST_CUDA_MUL_SILU, o, vd, z, vd, o, vd, n, vd));
+    dmatmul(f, &L->ssm_out, o, vd, n, out, d);
+}
+
+/* ---- feed-forward (ffn.c) ---------------------------------------------------------------------- */
+
+static void dffn_dense(dfwd *f, int il, const float *h, float *out, int64_t n) {
+    const st_layer *L = st_dlayer(f->w, il);
+    dswiglu_ffn(f, &L->ffn_gate, &L->ffn_up, &L->ffn_down, h, n, BUF(WSD_FF_A), out);
+}
+
+/* Routing (softmax, top-k, renormalised), the k experts' SwiGLU per (token, slot) with the expert
+ * id read on the device, their weighted sum per token; then the shared expert gated by
+ * sigmoid(g . h). */
+static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
+    const st_hparams *hp = f->hp;
+    const st_layer *L = st_dlayer(f->w, il);
+    int64_t d = hp->n_embd, E = hp->n_expert, k = hp->n_expert_used[il], ff = hp->n_ff_exp;
+    float *logits = BUF(WSD_ROUTER), *w = BUF(WSD_W), *ge = BUF(WSD_GE), *ye = BUF(WSD_YE);
+    int32_t *ids = st_workspace_get(f->ws, WSD_IDS);
+
+    dmatmul(f, &L->gate_inp, h, d, n, logits, E);
+    DO(st_cuda_moe_route(f->cu, logits, E, n, E, k, ids, w));
+
+    if (n > 8 && !L->gate_up_exps.data) {
+        /* A prompt chunk: slots sorted by expert, grouped tensor-core GEMMs (waits once). */
+        st_cuda_moe_w mw = {.type_gate = L->gate_exps.type, .type_up = L->up_exps.type, .type_down = L->down_exps.type,
+                            .gate = L->gate_exps.data, .up = L->up_exps.data, .down = L->down_exps.data,
+                            .n_expert = E, .d = d, .ff = ff};
+        DO(st_cuda_moe_ffn_prefill(f->cu, &mw, ids, w, k, h, d, n, out, d, 0));
+        goto shared;
+    }
+
+    /* gate and up: one stacked [2ff][d] matrix per expert, or two */
+    const st_tensor *gt = L->gate_up_exps.data ? &L->gate_up_exps : &L->gate_exps;
+    size_t gu_bytes = (size_t)gt->ne[1] * gt->row_bytes;
+    const void *wg = gt->data;
+    const void *wu = L->gate_up_exps.data ? (const char *)gt->data + (size_t)ff * gt->row_bytes : L->up_exps.data;
+    const st_tensor *dn = &L->down_exps;
+    size_t down_bytes = (size_t)dn->ne[1] * dn->row_bytes;
+    if (gt->type == ST_TYPE_F32 || gt->type == ST_TYPE_F16 || gt->type == ST_TYPE_BF16) {
+        float *up = ye; /* free until the down product */
+        DO(st_cuda_matmul_id(f->cu, gt->type, wg, gu_bytes, E, ff, d, ids, h, d, k, n * k, ge, ff));
+        DO(st_cuda_matmul_id(f->cu, gt->type, wu, gu_bytes, E, ff, d, ids, h, d, k, n * k, up, ff));
+        DO(st_cuda_pointwise(f->cu, ST_CUDA_SWIGLU, ge, ff, up, ff, ge, ff, n * k, ff));
+    } else {
+        DO(st_cuda_matmul_id_swiglu(f->cu, gt->type, wg, wu, gu_bytes, E, ff, d, ids, h, d, k, n * k, ge, ff));
+    }
+    DO(st_cuda_matmul_id(f->cu, dn->type, dn->data, down_bytes, E, d, ff, ids, ge, ff, 1, n * k, ye, d));
+    DO(st_cuda_moe_combine(f->cu, ye, d, w, n, k, d, out, d, 0));
+
+shared:
+    if (L->gate_shexp.data) {
+        float *sg = BUF(WSD_SH_G), *sy = BUF(WSD_SH_Y);
+        dswiglu_ffn(f, &L->gate_shexp, &L->up_shexp, &L->down_shexp, h, n, BUF(WSD_SH), sy);
+        /* The gate is a {d} f32 vector: one output row, never scaled. */
+        DO(st_cuda_matmul(f->cu, ST_TYPE_F32, L->gate_inp_shexp.f32, 1, d, h, d, n, sg, 1));
+        DO(st_cuda_pointwise(f->cu, ST_CUDA_SIGMOID, sg, 1, NULL, 0, sg, 1, n, 1));
+        DO(st_cuda_moe_combine(f->cu, sy, d, sg, n, 1, d, out, d, 1));
+    }
+}
+
+/* ---- the pass ---------------------------------------------------------------------------------- */
+
+st_status st_forward_cuda(st_cuda *cu, const struct st_model *m, const st_dweights *w, st_dlayer_state *state,
+                          uint32_t kv_type, st_workspace *ws, const st_dchunk *c, st_dlogits_fn emit, void *emit_ctx) {
+    const st_hparams *hp = &m->hp;
+    int64_t n = c->n, d = hp->n_embd, V = hp->n_vocab;
+    if (n <= 0 || n > ws->rows)
+        return st_fail(ST_ERR_INVALID, "cuda forward: chunk of %lld rows, workspace holds %lld", (long long)n, (long long)ws->rows);
+    dfwd fw = {.cu = cu, .m = m, .hp = hp, .w = w, .s = state, .kv_type = kv_type, .ws = ws, .n = n, .n_kv = c->n_kv,
+               .pos = st_workspace_get(ws, WSD_POS), .prof = c->tokens_host ? c->prof : NULL, .err = ST_OK};
+    dfwd *f = &fw;
+    float *x = BUF(WSD_X), *h = BUF(WSD_H), *t = BUF(WSD_T);
+    if (f->prof) {
+        f->prof->chunks++;
+        f->prof->rows += n;
+    }
+
+    /* x = token_embd[token] */
+    prof_begin(f);
+    if (c->tokens_host)
+        DO(st_cuda_get_rows(cu, w->tok_embd.type, w->tok_embd.data, V, d, c->tokens_host, n, x, d));
+    else
+        DO(st_cuda_get_rows_dev(cu, w->tok_embd.type, w->tok_embd.data, V, d, st_workspace_get(ws, WSD_TOK), n, x, d));
+    prof_end(f, DPROF_EMBED);
+
+    int hybrid = st_hp_is_hybrid(hp), last_only = !c->logits_all;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const st_layer *L = st_dlayer(w, il);
+        /* x += Mixer(RMSNorm(x)) */
+        prof_begin(f);
+        DO(st_cuda_rms_norm(cu, x, d, L->attn_norm.f32, h, d, n, d, hp->eps));
+        prof_end(f, DPROF_NORM_ADD);
+        prof_begin(f);
+        int linear = hybrid && hp->is_linear[il];
+        if (linear) dgdn(f, il, h, t);
+        else dattention(f, il, h, t);
+        prof_end(f, linear ? DPROF_GDN : DPROF_ATTN);
+        prof_begin(f);
+        DO(st_cuda_pointwise(cu, ST_CUDA_ADD, x, d, t, d, x, d, n, d));
+
+        /* Only the rows that need logits go on after the last mixer. */
+        int64_t rows = n;
+        if (last_only && il == hp->n_layer - 1) {
+            if (n > 1) DO(st_cuda_copy(cu, x, x + (n - 1) * d, (size_t)d * F));
+            rows = 1;
+        }
+        /* x += FFN(RMSNorm(x; ffn_norm or post_attention_norm)) */
+        DO(st_cuda_rms_norm(cu, x, d, L->ffn_norm.f32, h, d, rows, d, hp->eps));
+        prof_end(f, DPROF_NORM_ADD);
+        prof_begin(f);
+        if (st_hp_is_moe(hp)) dmoe(f, il, h, t, rows);
+        else dffn_dense(f, il, h, t, rows);
+        prof_end(f, DPROF_FFN);
+        prof_begin(f);
+        DO(st_cuda_pointwise(cu, ST_CUDA_ADD, x, d, t, d, x, d, rows, d));
+        prof_end(f, DPROF_NORM_ADD);
+    }
+
+    /* logits = W_out RMSNorm(x; output_norm), for the rows that need them */
+    int64_t n_out = last_only ? 1 : n;
+    prof_begin(f);
+    DO(st_cuda_rms_norm(cu, x, d, w->output_norm.f32, h, d, n_out, d, hp->eps));
+    float *lg = BUF(WSD_LOGITS);
+    if (last_only) {
+        dmatmul(f, &w->output, h, d, 1, lg, V);
+        prof_end(f, DPROF_HEAD);
+        return f->err;
+    }
+    for (int64_t r0 = 0; r0 < n_out && f->err == ST_OK; r0 += ST_DEV_LOGIT_ROWS) {
+        int64_t nr = n_out - r0 < ST_DEV_LOGIT_ROWS ? n_out - r0 : ST_DEV_LOGIT_ROWS;
+        dmatmul(f, &w->output, h + r0 * d, d, nr, lg, V);
+        if (f->err == ST_OK && emit) f->err = emit(emit_ctx, r0, nr);
+    }
+    return f->err;
+}

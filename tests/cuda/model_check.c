@@ -1,0 +1,195 @@
+/* model_check.c: the whole model on the GPU against the CPU reference, and the device workspace.
+ *
+ *   model_check MODEL.gguf [--prompt P] [--decode D] [--top1 T] [--kl K] [--workspace]
+ *
+ * Logits: the model is loaded twice (CPU, CUDA); both sessions are fed the same P pseudo-random
+ * ids with every row's logits kept, then D greedy steps (the CPU's argmax fed to both, so they
+ * stay in step; decode replays the CUDA graph). Every row is compared: top-1 agreement, mean
+ * KL(cpu || gpu), and the largest difference over the row's largest logit. Pass: top-1 >= T
+ * counting disagreements at a near tie (the CPU's two candidates within 0.1) as agreements, raw
+ * top-1 >= T - 2%, and mean KL <= K, over prompt and decode rows together. A chunked feed (rows of
+ * 7: the decode kernels instead of the GEMMs, the workspace growing from one row between chunks)
+ * must give the one-chunk logits within the same KL.
+ *
+ * --workspace: the device workspace's rule, seen through the device's own free-memory accounting
+ * (cudaMemGetInfo): a reserve within the capacity changes nothing; a growth frees the old buffers
+ * before taking the new ones, so free memory drops by the growth alone. Built with
+ * STRATA_WORKSPACE_SKIP_RELEASE (model_check_leak) the old buffers leak and this must fail.
+ *
+ * Exit: 0 pass, 1 fail, 77 no GPU (skipped). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/session_internal.h"
+#include "strata.h"
+
+typedef struct cmp {
+    int64_t rows, top1, near;  /* near: disagreements where the CPU's top two are within TIE */
+    double kl, err;
+} cmp;
+
+/* Two logits this close are a tie that rounding may break either way (the 8-bit activations
+ * differ between the two sides: per 32 on the GPU, per 256 for the K-quants on the CPU). */
+#define TIE 0.1
+
+static int64_t argmax(const float *x, int64_t n) {
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static void compare_row(cmp *c, const float *ref, const float *got, int64_t V) {
+    double mr = -INFINITY, mg = -INFINITY, amax = 0, dmax = 0;
+    for (int64_t i = 0; i < V; i++) {
+        if (ref[i] > mr) mr = ref[i];
+        if (got[i] > mg) mg = got[i];
+        if (fabs(ref[i]) > amax) amax = fabs(ref[i]);
+        if (fabs(ref[i] - got[i]) > dmax) dmax = fabs(ref[i] - got[i]);
+    }
+    double zr = 0, zg = 0;
+    for (int64_t i = 0; i < V; i++) {
+        zr += exp(ref[i] - mr);
+        zg += exp(got[i] - mg);
+    }
+    double kl = 0;
+    for (int64_t i = 0; i < V; i++) {
+        double lp = ref[i] - mr - log(zr), lq = got[i] - mg - log(zg);
+        kl += exp(lp) * (lp - lq);
+    }
+    c->rows++;
+    int64_t a = argmax(ref, V), b = argmax(got, V);
+    c->top1 += a == b;
+    if (a != b && ref[a] - ref[b] <= TIE) c->near++;
+    c->kl += kl;
+    if (amax > 0 && dmax / amax > c->err) c->err = dmax / amax;
+}
+
+static st_status load(const char *path, int device, st_model **m) {
+    st_model_params p = st_model_default_params();
+    p.progress = 0;
+    p.prefault = 0;
+    p.copy_weights = 0;
+    p.device = device;
+    return st_model_load(path, &p, m);
+}
+
+static int fail(const char *what) {
+    fprintf(stderr, "model_check: %s: %s\n", what, st_last_error());
+    return 1;
+}
+
+/* The workspace rule through cudaMemGetInfo. */
+static int check_workspace(st_model *gm) {
+    st_session_params sp = st_session_default_params();
+    sp.n_ctx = 64;
+    st_session *s;
+    if (st_session_new(gm, &sp, &s) != ST_OK) return fail("device session");
+    st_device_session *ds = st_session_device(s);
+    size_t f0, f1, f2, f3, tot;
+    const int64_t r1 = 16384, r2 = 32768;
+    int ok = 1;
+    if (st_device_mem_info(ds, &f0, &tot) || st_session_reserve_rows(s, r1) || st_device_mem_info(ds, &f1, &tot))
+        return fail("reserve");
+    uint64_t b1 = st_session_scratch_bytes(s);
+    if (st_session_reserve_rows(s, r1 / 2) || st_device_mem_info(ds, &f2, &tot)) return fail("reserve");
+    if (f2 != f1 || st_session_scratch_bytes(s) != b1) {
+        printf("workspace: a reserve within the capacity changed free memory by %lld bytes\n", (long long)f1 - (long long)f2);
+        ok = 0;
+    }
+    if (st_session_reserve_rows(s, r2) || st_device_mem_info(ds, &f3, &tot)) return fail("reserve");
+    uint64_t b2 = st_session_scratch_bytes(s);
+    /* cudaMalloc rounds each buffer up to its pages: allow 2 MiB per buffer and per growth */
+    double want = (double)b2 - (double)b1, seen = (double)f1 - (double)f3, tol = 64.0 * (1 << 20);
+    printf("workspace: %lld rows %.1f MiB -> %lld rows %.1f MiB; device free memory fell %.1f MiB (growth %.1f MiB, "
+           "tolerance %.0f MiB)\n",
+           (long long)r1, b1 / 1048576.0, (long long)r2, b2 / 1048576.0, seen / 1048576.0, want / 1048576.0,
+           tol / 1048576.0);
+    if (fabs(seen - want) > tol) ok = 0;
+    st_session_free(s);
+    printf("workspace: %s\n", ok ? "PASS" : "FAIL");
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    const char *path = NULL;
+    int64_t P = 100, D = 16;
+    double top1_min = 0.99, kl_max = 1e-3;
+    int ws = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--prompt") && i + 1 < argc) P = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--decode") && i + 1 < argc) D = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--top1") && i + 1 < argc) top1_min = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--kl") && i + 1 < argc) kl_max = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--workspace")) ws = 1;
+        else path = argv[i];
+    }
+    if (!path || P < 1) {
+        fprintf(stderr, "usage: model_check MODEL.gguf [--prompt P] [--decode D] [--top1 T] [--kl K] [--workspace]\n");
+        return 2;
+    }
+    if (st_device_count() == 0) {
+        printf("model_check: skipped: no CUDA device in this build or machine\n");
+        return 77;
+    }
+    st_model *cm, *gm;
+    if (load(path, ST_DEVICE_CPU, &cm) != ST_OK) return fail("cpu model");
+    if (load(path, ST_DEVICE_CUDA, &gm) != ST_OK) return fail("cuda model");
+    if (ws) return check_workspace(gm);
+
+    int64_t V = st_model_n_vocab(cm);
+    st_session_params sp = st_session_default_params();
+    sp.n_ctx = P + D + 8;
+    st_session *cs, *gs, *gs7;
+    if (st_session_new(cm, &sp, &cs) != ST_OK) return fail("cpu session");
+    if (st_session_new(gm, &sp, &gs) != ST_OK) return fail("cuda session");
+    st_session_params sp7 = sp;
+    sp7.n_prefill = 7;
+    if (st_session_new(gm, &sp7, &gs7) != ST_OK) return fail("cuda session");
+
+    int32_t *ids = malloc((size_t)P * sizeof *ids);
+    float *lc = malloc((size_t)(P * V) * sizeof(float)), *lg = malloc((size_t)(P * V) * sizeof(float));
+    if (!ids || !lc || !lg) return fail("memory");
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int64_t i = 0; i < P; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids[i] = (int32_t)(x % (uint64_t)V);
+    }
+    if (st_session_feed(cs, ids, P, lc) != ST_OK) return fail("cpu feed");
+    if (st_session_feed(gs, ids, P, lg) != ST_OK) return fail("cuda feed");
+    cmp pc = {0};
+    for (int64_t r = 0; r < P; r++) compare_row(&pc, lc + r * V, lg + r * V, V);
+
+    /* the same prompt in chunks of 7 rows: the last row's logits */
+    if (st_session_feed(gs7, ids, P, NULL) != ST_OK) return fail("cuda chunked feed");
+    cmp ch = {0};
+    compare_row(&ch, lg + (P - 1) * V, st_session_logits(gs7), V);
+
+    cmp dc = {0};
+    for (int64_t i = 0; i < D; i++) {
+        int32_t t = (int32_t)argmax(st_session_logits(cs), V);
+        if (st_session_feed(cs, &t, 1, NULL) != ST_OK) return fail("cpu decode");
+        if (st_session_feed(gs, &t, 1, NULL) != ST_OK) return fail("cuda decode");
+        compare_row(&dc, st_session_logits(cs), st_session_logits(gs), V);
+    }
+    double p1 = (double)pc.top1 / pc.rows, pk = pc.kl / pc.rows;
+    double d1 = D ? (double)dc.top1 / dc.rows : 1, dk = D ? dc.kl / dc.rows : 0;
+    int64_t rows = pc.rows + dc.rows, agree = pc.top1 + dc.top1, near = pc.near + dc.near;
+    double raw = (double)agree / rows, tied = (double)(agree + near) / rows, kl = (pc.kl + dc.kl) / rows;
+    int ok = tied >= top1_min && raw >= top1_min - 0.02 && kl <= kl_max && ch.kl <= kl_max && ch.top1 == 1;
+    printf("%s %s on %s: prompt %lld rows top-1 %.2f%% KL %.2e err %.2e | decode %lld steps top-1 %.2f%% KL %.2e err "
+           "%.2e | all: top-1 %.2f%% (%lld of the misses at near ties) KL %.2e | chunks of 7 vs one: KL %.2e err %.2e | %s\n",
+           path, st_model_arch(cm), st_model_device(gm), (long long)P, 100 * p1, pk, pc.err, (long long)D, 100 * d1, dk,
+           dc.err, 100 * raw, (long long)near, kl, ch.kl, ch.err, ok ? "PASS" : "FAIL");
+    st_session_free(cs);
+    st_session_free(gs);
+    st_session_free(gs7);
+    st_model_free(cm);
+    st_model_free(gm);
+    free(ids);
+    free(lc);
+    free(lg);
+    return ok ? 0 : 1;
+}
