@@ -1,7 +1,7 @@
 /* test_sampler.c: the sampler's filters and draw on hand-made logits: greedy is the argmax,
  * top-k 1 is greedy, a seed repeats its choices, each penalty moves exactly the logits it should,
  * top-k/top-p/min-p keep the right sets, and a fixed-seed histogram over many draws follows the
- * softmax (a chi-square bound, not a timing). */
+ * softmax (a chi-square bound, not a timing); logits masked to -inf are never drawn. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +270,43 @@ int main(void) {
             CHECKF(chi < 16.3, "chi-square %.2f with 3 degrees of freedom (p = 0.001 bound)", chi);
             st_sampler_free(ds);
         }
+    }
+
+    /* logits at -inf (what the JSON constraint's mask writes) are never drawn, by any path of the
+     * chain: greedy, top-k, top-p alone (narrow and wide nucleus), min-p alone at 0 */
+    {
+        enum { N = 4096 };
+        float *m = malloc(sizeof *m * N);
+        st_sampler_params ps[5];
+        for (int k = 0; k < 5; k++) ps[k] = plain();
+        ps[0].temperature = 0.0f;
+        ps[1].top_k = 40;
+        ps[2].top_p = 0.5f;
+        ps[3].top_p = 0.999f;
+        ps[4].min_p = 0.0f;
+        int never = 1;
+        for (int k = 0; k < 5; k++) {
+            st_sampler *ms = make(ps[k], N);
+            for (int draw = 0; draw < 200 && ms; draw++) {
+                for (int i = 0; i < N; i++) {
+                    x = x * 6364136223846793005ull + 1442695040888963407ull;
+                    /* flat logits: a wide nucleus; every third token masked, the masked ones highest before masking */
+                    m[i] = i % 3 ? (float)((double)(x >> 11) / 9007199254740992.0) : -INFINITY;
+                }
+                int32_t t = -1;
+                never &= st_sampler_sample(ms, m, &t) == ST_OK && t % 3 != 0;
+            }
+            st_sampler_free(ms);
+        }
+        CHECK(never);
+        /* nothing but -inf: an error, not a pick */
+        for (int i = 0; i < N; i++) m[i] = -INFINITY;
+        m[5] = 0.0f;
+        st_sampler *one = make(ps[4], N);
+        int32_t t = -1;
+        CHECK(one && st_sampler_sample(one, m, &t) == ST_OK && t == 5);
+        st_sampler_free(one);
+        free(m);
     }
 
     /* bad parameters are refused */
