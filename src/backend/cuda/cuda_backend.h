@@ -220,7 +220,8 @@ st_status st_cuda_attention_prefill(st_cuda *cu, const st_attn_args *a);
  * at once, then one pass over the chunks per (v-head, 32 value columns) with the state slice in
  * shared memory. Equal to the per-token recurrence within f32 rounding. d a multiple of 32 up to
  * 128 (other sizes: st_cuda_gdn_step). Scratch: n_v * ceil(n_tok/64) * (128*d + 4160) floats.
- * No host synchronisation. */
+ * No host synchronisation. H200, 32 v-heads of 128: 4096 tokens 2.38 ms (per-token kernel 5.2 ms),
+ * 512 tokens 0.29 ms (0.41-0.60 ms). */
 st_status st_cuda_gdn_chunked(st_cuda *cu, const st_gdn_args *a);
 
 /* Test hooks (process-wide; 0 restores the default): cap the experts dequantized per batch of

@@ -17,7 +17,8 @@
  *   gc_state: one block per (head, 16 value columns j): the state's columns are independent, so
  *     a block keeps its d x 16 slice of S in shared memory and walks the chunks in order: Vn, o,
  *     then the state update, each a small product with vector broadcasts from shared memory
- *     (61 KB of shared memory at d = 128: three blocks per SM).
+ *     (Vn and the inter-chunk part of o share one pass over S0; 93 KB of shared memory at
+ *     d = 128: two blocks per SM).
  * The operation order inside each sum is the CPU reference's (ops_gdn_chunk_ref), so the two
  * agree within f32 rounding (FMA contraction aside). d a multiple of 32 up to 128; other sizes go
  * to st_cuda_gdn_step. No host synchronisation. */
@@ -29,8 +30,9 @@ const int GC_L = 64;          /* chunk length (the CPU's OPS_GDN_CHUNK) */
 const int GC_THREADS = 256;
 const int GC_JS = 16;         /* value columns per block of the state pass */
 const int GC_SP = GC_JS + 1;  /* padded row of the state slice in shared memory */
-const int GC_TY = GC_THREADS / GC_JS;   /* thread rows of the state pass (16) */
-const int GC_RV = GC_L / GC_TY;         /* token rows per thread in Vn and o (4) */
+const int GC_ST_THREADS = 256;             /* the state pass (512 measured no faster) */
+const int GC_TY = GC_ST_THREADS / GC_JS;   /* thread rows of the state pass (16) */
+const int GC_RV = GC_L / GC_TY;            /* token rows per thread in Vn and o (4) */
 const int GC_MAXD = 128;
 
 struct gc_args {
@@ -64,15 +66,24 @@ __global__ void __launch_bounds__(GC_THREADS) gc_prep_kernel(gc_args p) {
             Qs[t * dp + i] = t < Lr ? qr[i] : 0.0f;
         }
     }
-    if (tid == 0) {   /* cumulative log decay, in token order as the CPU */
-        float acc = 0.0f;
-        for (int t = 0; t < GC_L; t++) {
-            if (t < Lr) acc += a.g[(t0 + t) * a.n_v + h];
-            G[t] = acc;
+    if (tid < GC_L) {
+        G[tid] = tid < Lr ? a.g[(t0 + tid) * a.n_v + h] : 0.0f;
+        Bt[tid] = tid < Lr ? a.beta[(t0 + tid) * a.n_v + h] : 0.0f;
+    }
+    __syncthreads();
+    if (tid == 0)   /* cumulative log decay, in token order as the CPU */
+        for (int t = 1; t < GC_L; t++) G[t] += G[t - 1];
+    __syncthreads();
+    /* the right-hand sides [beta V | beta e^G K] into UW, loaded in parallel (the substitution
+     * below is a chain per column: no global load may sit inside it) */
+    for (int t = tid >> 5; t < Lr; t += GC_THREADS / 32) {
+        const float *vr = a.v + (t0 + t) * a.ld_v + (int64_t)h * d;
+        const float eg = Bt[t] * expf(G[t]);
+        for (int i = lane; i < d; i += 32) {
+            UW[t * 2 * d + i] = Bt[t] * vr[i];
+            UW[t * 2 * d + d + i] = eg * Ks[t * dp + i];
         }
     }
-    if (tid < GC_L) Bt[tid] = tid < Lr ? a.beta[(t0 + tid) * a.n_v + h] : 0.0f;
-    __syncthreads();
 
     /* A and QK: thread (tt, ss) owns rows t = tt + 16x and columns s = ss + 16y (x, y < 4); rows
      * d+1 apart (d % 32 == 0) put the 16 s of a warp in 16 different banks */
@@ -122,11 +133,8 @@ __global__ void __launch_bounds__(GC_THREADS) gc_prep_kernel(gc_args p) {
     const int j = tid;
     if (j < 2 * d) {
         float *out = j < d ? p.U + hc * GC_L * d + j : p.W + hc * GC_L * d + (j - d);
-        const float *vr = a.v + t0 * a.ld_v + (int64_t)h * d + j;
         for (int t = 0; t < Lr; t++) {
-            float u;
-            if (j < d) u = Bt[t] * vr[t * a.ld_v];
-            else u = (Bt[t] * expf(G[t])) * Ks[t * dp + (j - d)];
+            float u = UW[t * 2 * d + j];
             const float *At = A + t * GC_L;
             float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f, p3 = 0.0f;
             int s = 0;
@@ -144,29 +152,31 @@ __global__ void __launch_bounds__(GC_THREADS) gc_prep_kernel(gc_args p) {
     }
 }
 
-/* Shared memory: S0 [d][JS+1], X [L][d] (W, then q, then K of the chunk), V [L][JS], QK [L][L], G [L]. */
+/* Shared memory: S0 [d][JS+1], XW [L][d] (W, then K of the chunk), XQ [L][d] (q), V [L][JS],
+ * QK [L][L], G [L], Dk [L]. */
 size_t gc_state_smem(int64_t d) {
-    return (size_t)(d * GC_SP + GC_L * d + GC_L * GC_JS + GC_L * GC_L + GC_L) * sizeof(float);
+    return (size_t)(d * GC_SP + 2 * GC_L * d + GC_L * GC_JS + GC_L * GC_L + 2 * GC_L) * sizeof(float);
 }
 
 /* rows t < Lr of a [t][d] slice of q or k (row stride ld) into X */
 __device__ __forceinline__ void gc_load_rows(float *X, const float *src, int64_t ld, int Lr, int d) {
     const int tid = threadIdx.x, lane = tid & 31;
-    for (int t = tid >> 5; t < Lr; t += GC_THREADS / 32) {
+    for (int t = tid >> 5; t < Lr; t += GC_ST_THREADS / 32) {
         const float *r = src + t * ld;
         for (int i = lane; i < d; i += 32) X[t * d + i] = r[i];
     }
 }
 
-__global__ void __launch_bounds__(GC_THREADS) gc_state_kernel(gc_args p) {
+__global__ void __launch_bounds__(GC_ST_THREADS) gc_state_kernel(gc_args p) {
     extern __shared__ float sm[];
     const st_gdn_args &a = p.a;
     const int h = blockIdx.x, j0 = blockIdx.y * GC_JS, d = (int)a.d;
     const int64_t kh = gc_k_head(a, h);
     const int tid = threadIdx.x, tx = tid % GC_JS, ty = tid / GC_JS;   /* ty < GC_TY */
-    float *S0 = sm, *X = S0 + d * GC_SP, *V = X + GC_L * d, *QK = V + GC_L * GC_JS, *G = QK + GC_L * GC_L;
+    float *S0 = sm, *XW = S0 + d * GC_SP, *XQ = XW + GC_L * d, *V = XQ + GC_L * d, *QK = V + GC_L * GC_JS;
+    float *G = QK + GC_L * GC_L, *Dk = G + GC_L;
     float *Sg = a.state + (int64_t)h * d * d;
-    for (int e = tid; e < d * GC_JS; e += GC_THREADS) {
+    for (int e = tid; e < d * GC_JS; e += GC_ST_THREADS) {
         const int jj = e / d, i = e % d;
         S0[i * GC_SP + jj] = Sg[(j0 + jj) * d + i];
     }
@@ -175,77 +185,71 @@ __global__ void __launch_bounds__(GC_THREADS) gc_state_kernel(gc_args p) {
         const int64_t t0 = c * GC_L, hc = (int64_t)h * p.n_chunks + c;
         const int Lr = (int)(a.n_tok - t0 < GC_L ? a.n_tok - t0 : GC_L);
         const float *Wc = p.W + hc * GC_L * d, *Uc = p.U + hc * GC_L * d, *QKc = p.QK + hc * GC_L * GC_L;
-        __syncthreads();   /* the previous chunk's readers of X, V, QK, G (and the S0 load) are done */
-        for (int e = tid; e < Lr * d / 4; e += GC_THREADS) ((float4 *)X)[e] = ((const float4 *)Wc)[e];
-        for (int e = tid; e < Lr * GC_JS; e += GC_THREADS) V[e] = Uc[(e / GC_JS) * d + j0 + e % GC_JS];
-        for (int e = tid; e < Lr * GC_L / 4; e += GC_THREADS) ((float4 *)QK)[e] = ((const float4 *)QKc)[e];
+        __syncthreads();   /* the previous chunk is done with every buffer (and the S0 load) */
+        for (int e = tid; e < Lr * d / 4; e += GC_ST_THREADS) ((float4 *)XW)[e] = ((const float4 *)Wc)[e];
+        gc_load_rows(XQ, a.q + t0 * a.ld_q + kh * d, a.ld_q, Lr, d);
+        for (int e = tid; e < Lr * GC_JS; e += GC_ST_THREADS) V[e] = Uc[(e / GC_JS) * d + j0 + e % GC_JS];
+        for (int e = tid; e < Lr * GC_L / 4; e += GC_ST_THREADS) ((float4 *)QK)[e] = ((const float4 *)QKc)[e];
         if (tid < GC_L) G[tid] = p.G[hc * GC_L + tid];
         __syncthreads();
 
-        /* Vn[t][j] = U[t][j] - sum_i W[t][i] S0[i][j]: rows t = ty + GC_TY*r (rows >= Lr are
-         * computed from stale shared memory and dropped) */
-        float acc[GC_RV];
+        /* in one pass over i (S0 read once for both), rows t = ty + GC_TY*r:
+         *   Vn[t][j] = U[t][j] - sum_i W[t][i] S0[i][j]
+         *   o_t[j]   = sum_i (q_t[i] e^G_t) S0[i][j]          (the intra-chunk part comes below)
+         * rows >= Lr are computed from stale shared memory and dropped */
+        float av[GC_RV], ao[GC_RV], eg[GC_RV];
 #pragma unroll
-        for (int r = 0; r < GC_RV; r++) acc[r] = ty + GC_TY * r < Lr ? V[(ty + GC_TY * r) * GC_JS + tx] : 0.0f;
+        for (int r = 0; r < GC_RV; r++) {
+            const int t = ty + GC_TY * r;
+            av[r] = t < Lr ? V[t * GC_JS + tx] : 0.0f;
+            ao[r] = 0.0f;
+            eg[r] = expf(G[t]);
+        }
         for (int i = 0; i < d; i += 4) {
             const float s0 = S0[i * GC_SP + tx], s1 = S0[(i + 1) * GC_SP + tx];
             const float s2 = S0[(i + 2) * GC_SP + tx], s3 = S0[(i + 3) * GC_SP + tx];
 #pragma unroll
             for (int r = 0; r < GC_RV; r++) {
-                const float4 w = *(const float4 *)&X[(ty + GC_TY * r) * d + i];
-                acc[r] -= w.x * s0;
-                acc[r] -= w.y * s1;
-                acc[r] -= w.z * s2;
-                acc[r] -= w.w * s3;
+                const float4 w = *(const float4 *)&XW[(ty + GC_TY * r) * d + i];
+                const float4 q = *(const float4 *)&XQ[(ty + GC_TY * r) * d + i];
+                av[r] -= w.x * s0;
+                av[r] -= w.y * s1;
+                av[r] -= w.z * s2;
+                av[r] -= w.w * s3;
+                ao[r] += (q.x * eg[r]) * s0;
+                ao[r] += (q.y * eg[r]) * s1;
+                ao[r] += (q.z * eg[r]) * s2;
+                ao[r] += (q.w * eg[r]) * s3;
             }
         }
-        __syncthreads();   /* every read of U in V and of W in X is done */
+        __syncthreads();   /* every read of U in V and of W in XW is done */
 #pragma unroll
         for (int r = 0; r < GC_RV; r++)
-            if (ty + GC_TY * r < Lr) V[(ty + GC_TY * r) * GC_JS + tx] = acc[r];
-        gc_load_rows(X, a.q + t0 * a.ld_q + kh * d, a.ld_q, Lr, d);
+            if (ty + GC_TY * r < Lr) V[(ty + GC_TY * r) * GC_JS + tx] = av[r];
+        gc_load_rows(XW, a.k + t0 * a.ld_k + kh * d, a.ld_k, Lr, d);
+        const float gl = G[Lr - 1];
+        if (tid < GC_L) Dk[tid] = expf(gl - G[tid]);   /* each delta's decay to the chunk end */
         __syncthreads();
 
-        /* o_t = scale (sum_i (q_t[i] e^G_t) S0[i][j] + sum_{s<=t} QK[t][s] Vn[s][j]) */
-        float eg[GC_RV];
-#pragma unroll
-        for (int r = 0; r < GC_RV; r++) { eg[r] = expf(G[ty + GC_TY * r]); acc[r] = 0.0f; }
-        for (int i = 0; i < d; i += 4) {
-            const float s0 = S0[i * GC_SP + tx], s1 = S0[(i + 1) * GC_SP + tx];
-            const float s2 = S0[(i + 2) * GC_SP + tx], s3 = S0[(i + 3) * GC_SP + tx];
-#pragma unroll
-            for (int r = 0; r < GC_RV; r++) {
-                const float4 q = *(const float4 *)&X[(ty + GC_TY * r) * d + i];
-                acc[r] += (q.x * eg[r]) * s0;
-                acc[r] += (q.y * eg[r]) * s1;
-                acc[r] += (q.z * eg[r]) * s2;
-                acc[r] += (q.w * eg[r]) * s3;
-            }
-        }
+        /* o_t += sum_{s<=t} QK[t][s] Vn[s][j]; out = scale o */
 #pragma unroll
         for (int r = 0; r < GC_RV; r++) {
             const int t = ty + GC_TY * r;
             if (t >= Lr) continue;
-            float o = acc[r];
+            float o = ao[r];
             for (int s = 0; s <= t; s++) o += QK[t * GC_L + s] * V[s * GC_JS + tx];
             a.out[(t0 + t) * a.ld_out + (int64_t)h * d + j0 + tx] = o * a.scale;
         }
-        __syncthreads();   /* q in X and Vn in V are read */
 
-        /* S <- e^G_last S0 + sum_s (e^(G_last - G_s) Vn[s][j]) k_s[i] */
-        gc_load_rows(X, a.k + t0 * a.ld_k + kh * d, a.ld_k, Lr, d);
-        const float gl = G[Lr - 1];
-#pragma unroll
-        for (int r = 0; r < GC_RV; r++)
-            if (ty + GC_TY * r < Lr) V[(ty + GC_TY * r) * GC_JS + tx] *= expf(gl - G[ty + GC_TY * r]);
-        __syncthreads();
+        /* S <- e^G_last S0 + sum_s (Vn[s][j] e^(G_last - G_s)) k_s[i]: a thread updates only the
+         * elements it reads, and nobody else reads S0 before the next chunk's barrier */
         const float el = expf(gl);
         float sa[GC_MAXD / GC_TY];
 #pragma unroll
         for (int r = 0; r < GC_MAXD / GC_TY; r++) sa[r] = r < nr ? S0[(ty * nr + r) * GC_SP + tx] * el : 0.0f;
         for (int s = 0; s < Lr; s++) {
-            const float cv = V[s * GC_JS + tx];
-            const float *xr = X + s * d + ty * nr;
+            const float cv = V[s * GC_JS + tx] * Dk[s];
+            const float *xr = XW + s * d + ty * nr;
 #pragma unroll
             for (int r = 0; r < GC_MAXD / GC_TY; r += 2) {
                 if (r >= nr) break;
@@ -259,7 +263,7 @@ __global__ void __launch_bounds__(GC_THREADS) gc_state_kernel(gc_args p) {
             if (r < nr) S0[(ty * nr + r) * GC_SP + tx] = sa[r];
     }
     __syncthreads();
-    for (int e = tid; e < d * GC_JS; e += GC_THREADS) {
+    for (int e = tid; e < d * GC_JS; e += GC_ST_THREADS) {
         const int jj = e / d, i = e % d;
         Sg[(j0 + jj) * d + i] = S0[i * GC_SP + jj];
     }
@@ -293,6 +297,6 @@ extern "C" st_status st_cuda_gdn_chunked(st_cuda *cu, const st_gdn_args *a) {
            "gdn_chunked smem");
     gc_prep_kernel<<<dim3((unsigned)n_chunks, (unsigned)a->n_v), GC_THREADS, sm1, cu->stream>>>(p);
     ST_TRY(cu_launched("gdn_chunked prep"));
-    gc_state_kernel<<<dim3((unsigned)a->n_v, (unsigned)(d / GC_JS)), GC_THREADS, sm2, cu->stream>>>(p);
+    gc_state_kernel<<<dim3((unsigned)a->n_v, (unsigned)(d / GC_JS)), GC_ST_THREADS, sm2, cu->stream>>>(p);
     return cu_launched("gdn_chunked state");
 }
