@@ -5,23 +5,14 @@
 // runs the page on the demo model. Run through tests/api/run.sh web (it sets STRATA_CHROMIUM).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import path from 'node:path';
-import { createRequire } from 'node:module';
 import { startServer, status } from '../api/server.mjs';
+import { openPage } from './browser.mjs';
 
-const require = createRequire(path.join(process.env.NODE_PATH ?? '', 'x'));
-const { chromium } = require('playwright-core');
 
 let srv, browser, page;
 before(async () => {
   srv = await startServer(['--ctx', '16777216']);
-  browser = await chromium.launch({
-    executablePath: process.env.STRATA_CHROMIUM ?? '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage',
-      '--no-first-run', '--disable-extensions', '--disable-sync', '--metrics-recording-only', '--mute-audio'],
-  });
-  page = await browser.newPage({ viewport: { width: 1200, height: 760 } });
-  page.on('pageerror', (e) => { throw e; });
+  ({ browser, page } = await openPage());
 });
 after(async () => {
   await browser?.close();
