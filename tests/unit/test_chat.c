@@ -240,7 +240,35 @@ int main(void) {
         }
         CHECKF(differ == 0, "%d texts parse differently when split", differ);
     }
-    /* streaming: content is released before the end when no tag can start */
+    /* options: without tools a tool block is text; without reasoning a think block is text; a think
+     * block is reasoning only at the start of the reply; a call needs a name and an object (the
+     * whitespace before the tag goes either way: it is decided before the body is) */
+    {
+        static const struct { int reasoning, tools; const char *text, *reasoning_out, *content; int n_tools; } cases[] = {
+            {1, 0, "<think>r</think> <tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>", "r",
+             "<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>", 0},
+            {0, 1, "<think>r</think>x", "", "<think>r</think>x", 0},
+            {1, 1, "Say <think>x</think> now", "", "Say <think>x</think> now", 0},
+            {1, 1, "a\n<tool_call>{\"arguments\":{}}</tool_call>", "", "a<tool_call>{\"arguments\":{}}</tool_call>", 0},
+            {1, 1, "a \n<tool_call>{\"name\":\"f\"}</tool_call>\n\nb", "", "ab", 1},
+        };
+        for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+            for (size_t step = 1; step <= 64; step *= 4) {
+                st_chat_parser_options o = {.reasoning = cases[k].reasoning, .tools = cases[k].tools};
+                st_chat_parser *p = NULL;
+                collected c;
+                memset(&c, 0, sizeof c);
+                CHECK(st_chat_parser_new_with(&o, &p) == ST_OK);
+                size_t n = strlen(cases[k].text);
+                for (size_t i = 0; i < n; i += step)
+                    CHECK(st_chat_parser_feed(p, cases[k].text + i, i + step <= n ? step : n - i, collect, &c) == ST_OK);
+                CHECK(st_chat_parser_finish(p, collect, &c) == ST_OK);
+                st_chat_parser_free(p);
+                CHECKF(!strcmp(c.reasoning, cases[k].reasoning_out) && !strcmp(c.content, cases[k].content) && c.n_tools == cases[k].n_tools,
+                       "case %zu step %zu: reasoning '%s' content '%s' %d calls", k, step, c.reasoning, c.content, c.n_tools);
+            }
+    }
+        /* streaming: content is released before the end when no tag can start */
     {
         st_chat_parser *p;
         collected c;
