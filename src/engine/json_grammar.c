@@ -636,9 +636,14 @@ int32_t st_json_constraint_mask(st_json_constraint *c, float *logits) {
     for (int32_t w = 0; w < (int32_t)bitset_words(c->v->n); w++) {
         uint64_t bits = e->allowed[w];
         if (bits == ~0ull) continue;
-        int32_t end = (w + 1) * 64 < c->v->n ? (w + 1) * 64 : c->v->n;
-        for (int32_t id = w * 64; id < end; id++)
-            if (!bit_get(e->allowed, id)) logits[id] = -INFINITY;
+        int32_t base = w * 64, end = base + 64 < c->v->n ? base + 64 : c->v->n;
+        if (!bits) { /* the common word away from strings: all refused */
+            for (int32_t id = base; id < end; id++) logits[id] = -INFINITY;
+            continue;
+        }
+        uint64_t refused = ~bits;
+        if (end - base < 64) refused &= (1ull << (end - base)) - 1;
+        for (; refused; refused &= refused - 1) logits[base + __builtin_ctzll(refused)] = -INFINITY;
     }
     return e->n_allowed;
 }
