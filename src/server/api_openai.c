@@ -448,6 +448,9 @@ void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
               parse_thinking(req, &chat.enable_thinking, e) || parse_tools(req, &chat, &sp, e) ||
               parse_response_format(req, &chat.json_object, e);
     chat.messages = msgs;
+    /* A forced tool call opens the reply with <tool_call>: its arguments are JSON already, and the
+     * JSON object constraint would have nothing to start from. */
+    if (chat.tools_json && chat.tool_choice >= SV_TOOLS_REQUIRED) chat.json_object = 0;
     if (!bad) bad = sv_prepare_chat(s, j, &chat, max_tokens, e, "messages");
     free(msgs);
     pool_free(&sp);

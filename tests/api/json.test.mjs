@@ -70,3 +70,20 @@ test('without response_format the same request is free text', async () => {
   });
   assert.ok(!r.choices[0].message.content.startsWith('{'), r.choices[0].message.content);
 });
+
+test('a forced tool call takes precedence over json_object (no error)', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
+    const r = await client.chat.completions.create({
+      model: 'demo', tools, tool_choice, response_format: { type: 'json_object' }, max_tokens: 24, temperature: 0,
+      messages: [{ role: 'user', content: 'Weather in Paris?' }],
+    });
+    assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason), JSON.stringify(r));
+  }
+  // with tools offered but not forced, the reply is still one JSON object
+  const r = await client.chat.completions.create({
+    model: 'demo', tools, response_format: { type: 'json_object' }, max_tokens: 40, temperature: 0,
+    messages: [{ role: 'user', content: 'Weather in Paris?' }],
+  });
+  parsesAsObject(r.choices[0].message.content, 'tools offered');
+});
