@@ -399,6 +399,14 @@ static void test_constraint(void) {
     CHECK(c && st_json_constraint_allows(c, id_of_raw("hello")) && st_json_constraint_allows(c, think_close) &&
           !st_json_constraint_allows(c, im_end));
     st_json_constraint_free(c);
+    /* the role line's newline inside a token that also holds the reply's first bytes */
+    int32_t split[4] = {im_start, id_of_raw("assistant"), id_of_raw("\n  "), id_of_raw("{\"")};
+    CHECK(st_json_constraint_new(v, split, 4, &c) == ST_OK);
+    CHECK(c && st_json_constraint_state(c)->depth == 1 && st_json_constraint_allows(c, id_of_raw("\":")));
+    st_json_constraint_free(c);
+    CHECK(st_json_constraint_new(v, split, 3, &c) == ST_OK);
+    CHECK(c && st_json_constraint_state(c)->ws == 2 && st_json_constraint_allows(c, id_of_raw("{")));
+    st_json_constraint_free(c);
     prompt[bare] = id_of_raw("x");
     c = NULL;
     CHECK(st_json_constraint_new(v, prompt, bare + 1, &c) == ST_ERR_INVALID && !c);
