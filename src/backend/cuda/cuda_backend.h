@@ -124,6 +124,39 @@ st_status st_cuda_get_rows_dev(st_cuda *cu, uint32_t type, const void *table, in
                                int64_t n_embd, const int32_t *ids, int64_t n_tok, float *out,
                                int64_t ld_out);
 
+/* ---- Prepared 8-bit activations (decode): quantize once, feed several products ---------------
+ * The layout the quantized products read: n rows of K int8 (256-byte aligned), then n*K/32 scales
+ * d and n*K/32 scaled sums s = d * sum(q), per 32 values; d = amax/127, q = round(v/d). */
+typedef struct st_cuda_q8 {
+    int8_t *q;
+    float *d, *s;
+    int64_t K, n;
+} st_cuda_q8;
+/* Bytes of a buffer for n rows of K (K a multiple of 32), and the views into one (buf 256-aligned). */
+size_t st_cuda_q8_bytes(int64_t K, int64_t n);
+st_cuda_q8 st_cuda_q8_at(void *buf, int64_t K, int64_t n);
+st_status st_cuda_quantize_q8(st_cuda *cu, const float *X, int64_t ldx, st_cuda_q8 q);
+/* The residual step and the next norm in one pass, rows of dim contiguous floats:
+ *   x += r (when r is not NULL; x is written back),  y = RMSNorm(x) * w  (when y is not NULL),
+ *   q = y's 8-bit form (when q.q is not NULL; q.K == dim).
+ * Bit for bit st_cuda_pointwise(ADD) then st_cuda_rms_norm then st_cuda_quantize_q8. */
+st_status st_cuda_add_rms_norm_q8(st_cuda *cu, float *x, const float *r, const float *w, float *y, st_cuda_q8 q,
+                                  int64_t rows, int64_t dim, float eps);
+/* Y_i = W_i x for up to 4 matrices of one quantized type (Q4_K, Q5_K, Q6_K, Q8_0) and K = q.K, on
+ * the q.n prepared rows (n <= 8), in one launch. */
+typedef struct st_cuda_mv {
+    const void *W;
+    int64_t M;
+    float *Y;
+    int64_t ldy;
+} st_cuda_mv;
+st_status st_cuda_matvec_q8_multi(st_cuda *cu, uint32_t type, const st_cuda_mv *items, int n_items, st_cuda_q8 q);
+/* st_cuda_matmul_id (W2 NULL) and st_cuda_matmul_id_swiglu (W2 the up matrix) on prepared rows;
+ * ids NULL: one matrix (the shared expert, a dense FFN). */
+st_status st_cuda_matvec_q8_id(st_cuda *cu, uint32_t type, const void *W, const void *W2, size_t expert_bytes,
+                               int64_t n_expert, int64_t M, const int32_t *ids, st_cuda_q8 q, int64_t x_group,
+                               int64_t n_slots, float *Y, int64_t ldy);
+
 /* ---- The rest of backend.h, same arguments (device pointers) ------------------------------- */
 
 st_status st_cuda_rms_norm(st_cuda *cu, const float *x, int64_t ld_x, const float *w, float *y,

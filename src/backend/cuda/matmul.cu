@@ -14,6 +14,7 @@
  *
  * Prompt chunks (n > 8): W is dequantized to f16 in row tiles and multiplied with cuBLAS
  * (tensor cores, f32 accumulation); a fused int8 GEMM on the quantized blocks is the next step. */
+#include <string.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include "backend/cuda/cuda_internal.cuh"
@@ -459,6 +460,125 @@ static st_status matvec_run(st_cuda *cu, uint32_t type, const void *W, const voi
     default:           launch_q<unit_q8_0>(a, n_cols, cu->stream); break;
     }
     return cu_launched("matvec_q");
+}
+
+/* ---- Prepared activations (decode) ------------------------------------------------------------ */
+
+extern "C" size_t st_cuda_q8_bytes(int64_t K, int64_t n) {
+    return ((size_t)(n * K) + 255) / 256 * 256 + (size_t)(n * (K / 32)) * 8 + 256;
+}
+
+extern "C" st_cuda_q8 st_cuda_q8_at(void *buf, int64_t K, int64_t n) {
+    st_cuda_q8 q;
+    q.q = (int8_t *)buf;
+    q.d = (float *)((char *)buf + ((size_t)(n * K) + 255) / 256 * 256);
+    q.s = q.d + n * (K / 32);
+    q.K = K;
+    q.n = n;
+    return q;
+}
+
+extern "C" st_status st_cuda_quantize_q8(st_cuda *cu, const float *X, int64_t ldx, st_cuda_q8 q) {
+    if (q.K % 32) return st_fail(ST_ERR_INVALID, "cuda quantize_q8: K = %lld", (long long)q.K);
+    const int64_t nb = q.K / 32;
+    if (q.n * nb == 0) return ST_OK;
+    quantize_q8_kernel<<<cu_blocks(q.n * nb * 32, 256), 256, 0, cu->stream>>>(X, ldx, q.K, q.n, q.q, q.d, q.s);
+    return cu_launched("quantize_q8");
+}
+
+#define MV_MULTI 4
+struct mv_multi {
+    const uint8_t *W[MV_MULTI];
+    float *Y[MV_MULTI];
+    int64_t M[MV_MULTI], ldy[MV_MULTI];
+    int64_t blk0[MV_MULTI + 1];   /* first block of each matrix along grid.x */
+    int n;
+    size_t row_bytes;
+    int64_t K;
+    const int8_t *xq;
+    const float *xd, *xs;
+};
+
+/* matvec_q_kernel over several matrices: grid.x runs through their row blocks one after another. */
+template <class U, int G> __global__ void __launch_bounds__(MV_WARPS * 32)
+matvec_q_multi_kernel(mv_multi a) {
+    int it = 0;
+    while (it + 1 < a.n && (int64_t)blockIdx.x >= a.blk0[it + 1]) it++;
+    const int64_t col = blockIdx.y;
+    const int lane = threadIdx.x % G;
+    const int64_t row = (((int64_t)blockIdx.x - a.blk0[it]) * blockDim.x + threadIdx.x) / G;
+    const int64_t M = a.M[it], nb = a.K / 32;
+    const int64_t n_units = row < M ? a.K / U::ELEMS : 0;
+    const int8_t *xq = a.xq + col * a.K;
+    const float *xd = a.xd + col * nb, *xs = a.xs + col * nb;
+    const uint8_t *w_row = a.W[it] + (size_t)row * a.row_bytes;
+    float acc = 0.0f;
+    for (int64_t u = lane; u < n_units; u += G) acc += unit_dot<U>(w_row, u, xq, xd, xs);
+    acc = group_sum<G>(acc);
+    if (lane == 0 && row < M) a.Y[it][col * a.ldy[it] + row] = acc;
+}
+
+template <class U> static void launch_multi(mv_multi &a, int64_t n_cols, cudaStream_t st) {
+    const int G = pick_group(a.K / U::ELEMS);
+    const int rows_per_block = MV_WARPS * 32 / G;
+    a.blk0[0] = 0;
+    for (int i = 0; i < a.n; i++) a.blk0[i + 1] = a.blk0[i] + cu_blocks(a.M[i], rows_per_block);
+    dim3 grid((unsigned)a.blk0[a.n], (unsigned)n_cols);
+    switch (G) {
+    case 32: matvec_q_multi_kernel<U, 32><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    case 16: matvec_q_multi_kernel<U, 16><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    case 8:  matvec_q_multi_kernel<U, 8><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    default: matvec_q_multi_kernel<U, 4><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    }
+}
+
+extern "C" st_status st_cuda_matvec_q8_multi(st_cuda *cu, uint32_t type, const st_cuda_mv *items, int n_items,
+                                             st_cuda_q8 q) {
+    ST_TRY(check_type(type, q.K));
+    if (!is_quant_mv(type)) return st_fail(ST_ERR_INVALID, "cuda matvec_q8_multi: %s weights", st_type_get(type)->name);
+    if (n_items < 1 || n_items > MV_MULTI || q.n < 1 || q.n > MV_MAX_COLS)
+        return st_fail(ST_ERR_INVALID, "cuda matvec_q8_multi: %d matrices, %lld rows", n_items, (long long)q.n);
+    mv_multi a;
+    memset(&a, 0, sizeof a);
+    a.n = n_items;
+    a.row_bytes = st_row_size(st_type_get(type), q.K);
+    a.K = q.K;
+    a.xq = q.q;
+    a.xd = q.d;
+    a.xs = q.s;
+    for (int i = 0; i < n_items; i++) {
+        a.W[i] = (const uint8_t *)items[i].W;
+        a.Y[i] = items[i].Y;
+        a.M[i] = items[i].M;
+        a.ldy[i] = items[i].ldy;
+    }
+    switch (type) {
+    case ST_TYPE_Q4_K: launch_multi<unit_q4_K>(a, q.n, cu->stream); break;
+    case ST_TYPE_Q5_K: launch_multi<unit_q5_K>(a, q.n, cu->stream); break;
+    case ST_TYPE_Q6_K: launch_multi<unit_q6_K>(a, q.n, cu->stream); break;
+    default:           launch_multi<unit_q8_0>(a, q.n, cu->stream); break;
+    }
+    return cu_launched("matvec_q8_multi");
+}
+
+extern "C" st_status st_cuda_matvec_q8_id(st_cuda *cu, uint32_t type, const void *W, const void *W2,
+                                          size_t expert_bytes, int64_t n_expert, int64_t M, const int32_t *ids,
+                                          st_cuda_q8 q, int64_t x_group, int64_t n_slots, float *Y, int64_t ldy) {
+    ST_TRY(check_type(type, q.K));
+    if (!is_quant_mv(type)) return st_fail(ST_ERR_INVALID, "cuda matvec_q8_id: %s weights", st_type_get(type)->name);
+    if (x_group < 1 || n_slots < 1 || n_slots > 65535 || (n_slots + x_group - 1) / x_group > q.n)
+        return st_fail(ST_ERR_INVALID, "cuda matvec_q8_id: %lld slots in groups of %lld over %lld rows",
+                       (long long)n_slots, (long long)x_group, (long long)q.n);
+    if (!ids) n_expert = 1;
+    mv_args a = { (const uint8_t *)W, (const uint8_t *)W2, st_row_size(st_type_get(type), q.K), expert_bytes, n_expert,
+                  M, q.K, ids, x_group, NULL, q.q, q.d, q.s, Y, ldy };
+    switch (type) {
+    case ST_TYPE_Q4_K: launch_q<unit_q4_K>(a, n_slots, cu->stream); break;
+    case ST_TYPE_Q5_K: launch_q<unit_q5_K>(a, n_slots, cu->stream); break;
+    case ST_TYPE_Q6_K: launch_q<unit_q6_K>(a, n_slots, cu->stream); break;
+    default:           launch_q<unit_q8_0>(a, n_slots, cu->stream); break;
+    }
+    return cu_launched("matvec_q8_id");
 }
 
 /* ---- Dequantization (prompt GEMM and get_rows) ---------------------------------------------- */

@@ -76,6 +76,54 @@ extern "C" st_status st_cuda_l2_norm_heads(st_cuda *cu, float *x, int64_t ld_tok
     return cu_launched("l2_norm_heads");
 }
 
+/* x += r; y = (x * s) * w; and y's 8-bit form per 32 (as quantize_q8_kernel): one block per row. */
+__global__ void add_rms_norm_q8_kernel(float *x, const float *r, const float *w, float *y, int8_t *xq, float *xd,
+                                       float *xs, int64_t dim, float eps) {
+    const int64_t row = blockIdx.x;
+    float *xr = x + row * dim;
+    double sum = 0.0;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = xr[i];
+        if (r) {
+            v = v + r[row * dim + i];
+            xr[i] = v;
+        }
+        sum += (double)(v * v);
+    }
+    sum = block_sum_d(sum);   /* its barriers also order the writes of x above */
+    const float mean = (float)sum / (float)dim;
+    const float s = 1.0f / sqrtf(mean + eps);
+    if (y)
+        for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[row * dim + i] = (xr[i] * s) * w[i];
+    if (xq) {
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+        const int64_t nb = dim / 32;
+        for (int64_t b = warp; b < nb; b += n_warps) {
+            const float v = (xr[b * 32 + lane] * s) * w[b * 32 + lane];
+            const float amax = warp_max(fabsf(v));
+            const float d = amax / 127.0f;
+            const float id = d != 0.0f ? 1.0f / d : 0.0f;
+            const int q = (int)roundf(v * id);
+            xq[row * dim + b * 32 + lane] = (int8_t)q;
+            const float qs = warp_sum((float)q);
+            if (lane == 0) {
+                xd[row * nb + b] = d;
+                xs[row * nb + b] = d * qs;
+            }
+        }
+    }
+}
+
+extern "C" st_status st_cuda_add_rms_norm_q8(st_cuda *cu, float *x, const float *r, const float *w, float *y,
+                                             st_cuda_q8 q, int64_t rows, int64_t dim, float eps) {
+    if (rows <= 0) return ST_OK;
+    if (q.q && (q.K != dim || dim % 32 || q.n < rows))
+        return st_fail(ST_ERR_INVALID, "cuda add_rms_norm_q8: %lld rows of %lld into %lld of %lld", (long long)rows,
+                       (long long)dim, (long long)q.n, (long long)q.K);
+    add_rms_norm_q8_kernel<<<(unsigned)rows, OPS_THREADS, 0, cu->stream>>>(x, r, w, y, q.q, q.d, q.s, dim, eps);
+    return cu_launched("add_rms_norm_q8");
+}
+
 /* ---- RoPE NeoX: one thread per (token, head, pair) --------------------------------------------- */
 
 struct rope_k {
@@ -248,10 +296,12 @@ extern "C" st_status st_cuda_attention(st_cuda *cu, const st_attn_args *a) {
         return st_fail(ST_ERR_UNSUPPORTED, "cuda attention: cache type %u", a->kv_type);
     const int64_t rows = a->n_tok * a->n_head;
     if (rows == 0) return ST_OK;
-    /* enough warps to fill the GPU (~8 per SM), each with at least 32 cells */
+    /* enough warps to fill the GPU (~8 per SM) */
     const int64_t want = (int64_t)cu->n_sm * 8;
     int64_t n_split = (want + rows - 1) / rows;
-    const int64_t max_split = (a->n_kv + 31) / 32;
+    /* at least 8 cells a split: each warp's walk over its cells is a chain of dependent steps
+     * (dot, warp sum, rescale), so decode wants many short walks */
+    const int64_t max_split = (a->n_kv + 7) / 8;
     if (n_split > max_split) n_split = max_split;
     if (n_split < 1) n_split = 1;
     const int64_t split_len = (a->n_kv + n_split - 1) / n_split;
@@ -357,11 +407,48 @@ __global__ void conv1d_kernel(const float *m, int64_t ld_m, const float *w, floa
     for (int i = 0; i < K1; i++) state[c * K1 + i] = win[i];
 }
 
+/* A prompt chunk: one thread per (token, channel) over the sequence s = state ++ m, the taps summed
+ * in conv1d_kernel's order; the state is moved on afterwards by conv1d_state_kernel (the chunk's
+ * outputs read the old state, so it cannot change in the same pass). A thread walking 4096 tokens
+ * of one channel took ~4 ms per layer on the H200 (bench/cuda/NOTES.md). */
+__device__ __forceinline__ float conv_seq(const float *m, int64_t ld_m, const float *state, int64_t c, int K1,
+                                          int64_t q) {
+    return q < K1 ? state[c * K1 + q] : m[(q - K1) * ld_m + c];
+}
+
+__global__ void conv1d_tokens_kernel(const float *m, int64_t ld_m, const float *w, const float *state, float *out,
+                                     int64_t ld_out, int64_t n_tok, int64_t C, int K, int apply_silu) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_tok * C) return;
+    const int64_t t = i / C, c = i % C;
+    const int K1 = K - 1;
+    float o = 0.0f;
+    for (int k = 0; k < K; k++) o = __fadd_rn(o, __fmul_rn(conv_seq(m, ld_m, state, c, K1, t + k), w[c * K + k]));
+    if (apply_silu) o = o / (1.0f + expf(-o));
+    out[t * ld_out + c] = o;
+}
+
+__global__ void conv1d_state_kernel(const float *m, int64_t ld_m, float *state, int64_t n_tok, int64_t C, int K) {
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const int K1 = K - 1;
+    float next[CONV_MAX_K];
+    for (int k = 0; k < K1; k++) next[k] = conv_seq(m, ld_m, state, c, K1, n_tok + k);
+    for (int k = 0; k < K1; k++) state[c * K1 + k] = next[k];
+}
+
 extern "C" st_status st_cuda_conv1d(st_cuda *cu, const float *m, int64_t ld_m, const float *w, float *state,
                                     float *out, int64_t ld_out, int64_t n_tok, int64_t C, int64_t K,
                                     int apply_silu) {
     if (K < 1 || K > CONV_MAX_K) return st_fail(ST_ERR_UNSUPPORTED, "cuda conv1d: kernel size %lld", (long long)K);
     if (C == 0) return ST_OK;
+    if (n_tok > 1) {
+        conv1d_tokens_kernel<<<cu_blocks(n_tok * C, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(
+            m, ld_m, w, state, out, ld_out, n_tok, C, (int)K, apply_silu);
+        ST_TRY(cu_launched("conv1d"));
+        conv1d_state_kernel<<<cu_blocks(C, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(m, ld_m, state, n_tok, C, (int)K);
+        return cu_launched("conv1d state");
+    }
     conv1d_kernel<<<cu_blocks(C, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(m, ld_m, w, state, out, ld_out,
                                                                                n_tok, C, (int)K, apply_silu);
     return cu_launched("conv1d");

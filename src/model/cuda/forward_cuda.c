@@ -22,6 +22,8 @@ typedef struct dfwd {
     int64_t n, n_kv;
     const int32_t *pos;          /* device */
     st_dprofile *prof;
+    int unfused;
+    st_cuda_q8 q8;               /* the normed rows h in 8 bits (decode-sized chunks), q8.q NULL if not */
     st_status err;
 } dfwd;
 
@@ -105,6 +107,7 @@ size_t st_forward_cuda_ws_size(const void *model, int id, int64_t n) {
     case WSD_SH_Y: return moe ? (size_t)(n * d) * F : 0;
     case WSD_SH_G: return moe ? (size_t)n * F : 0;
     case WSD_LOGITS: return (size_t)((n < ST_DEV_LOGIT_ROWS ? n : ST_DEV_LOGIT_ROWS) * hp->n_vocab) * F;
+    case WSD_Q8: return st_cuda_q8_bytes(d, n < 8 ? n : 8);
     default: return 0;
     }
 }
@@ -171,6 +174,46 @@ static void dmatmul(dfwd *f, const st_tensor *w, const float *x, int64_t ldx, in
         for (int64_t i = 0; i < n; i++) DO(st_cuda_axpy(f->cu, y + i * ldy, M, y + i * ldy, w->scale, 0));
 }
 
+static int is_quant(uint32_t t) {
+    return t == ST_TYPE_Q4_K || t == ST_TYPE_Q5_K || t == ST_TYPE_Q6_K || t == ST_TYPE_Q8_0;
+}
+
+/* Products of the normed rows h: on a decode-sized chunk, the matrices of one quantized type share
+ * one launch on the prepared 8-bit rows (the GDN's four projections, attention's q, k, v). */
+typedef struct dmm {
+    const st_tensor *w;
+    float *y;
+    int64_t ldy;
+} dmm;
+
+static void dmatmul_h(dfwd *f, const dmm *it, int n_it, const float *h, int64_t n) {
+    int64_t d = f->hp->n_embd;
+    int done[8] = {0};
+    for (int i = 0; i < n_it && i < 8; i++) {
+        if (done[i]) continue;
+        const st_tensor *w = it[i].w;
+        if (!f->q8.q || f->q8.n != n || !is_quant(w->type) || w->ne[0] != d) {
+            dmatmul(f, w, h, d, n, it[i].y, it[i].ldy);
+            done[i] = 1;
+            continue;
+        }
+        st_cuda_mv mv[4];
+        const st_tensor *ws[4];
+        int nm = 0;
+        for (int j = i; j < n_it && j < 8 && nm < 4; j++) {
+            if (done[j] || it[j].w->type != w->type || it[j].w->ne[0] != d) continue;
+            mv[nm] = (st_cuda_mv){it[j].w->data, it[j].w->ne[1], it[j].y, it[j].ldy};
+            ws[nm++] = it[j].w;
+            done[j] = 1;
+        }
+        DO(st_cuda_matvec_q8_multi(f->cu, w->type, mv, nm, f->q8));
+        for (int k = 0; k < nm; k++)
+            if (ws[k]->scale != 1.0f)
+                for (int64_t r = 0; r < n; r++)
+                    DO(st_cuda_axpy(f->cu, mv[k].Y + r * mv[k].ldy, mv[k].M, mv[k].Y + r * mv[k].ldy, ws[k]->scale, 0));
+    }
+}
+
 static void dbias(dfwd *f, const st_tensor *b, float *y, int64_t ldy, int64_t n) {
     if (b->data) DO(st_cuda_pointwise(f->cu, ST_CUDA_ADD, y, ldy, b->f32, 0, y, ldy, n, b->ne[0]));
 }
@@ -181,7 +224,9 @@ static void dswiglu_ffn(dfwd *f, const st_tensor *gate, const st_tensor *up, con
     int64_t d = f->hp->n_embd, ff = gate->ne[1];
     int fused = n <= 8 && gate->type != ST_TYPE_F32 && gate->type != ST_TYPE_F16 && gate->type != ST_TYPE_BF16 &&
                 gate->scale == 1.0f && up->scale == 1.0f;
-    if (fused) {
+    if (fused && f->q8.q && f->q8.n == n) {
+        DO(st_cuda_matvec_q8_id(f->cu, gate->type, gate->data, up->data, 0, 0, ff, NULL, f->q8, 1, n, mid, ff));
+    } else if (fused) {
         DO(st_cuda_matmul_id_swiglu(f->cu, gate->type, gate->data, up->data, 0, 0, ff, d, NULL, h, d, 1, n, mid, ff));
     } else {
         float *u = BUF(WSD_FF_B);
@@ -218,15 +263,14 @@ static void dattention(dfwd *f, int il, const float *h, float *out) {
     if (L->wqkv.data) {
         int64_t wd = nq + 2 * nkv;
         float *qkv = BUF(WSD_QKV);
-        dmatmul(f, &L->wqkv, h, d, n, qkv, wd);
+        dmatmul_h(f, &(dmm){&L->wqkv, qkv, wd}, 1, h, n);
         dbias(f, &L->bqkv, qkv, wd, n);
         DO(st_cuda_copy2d(f->cu, qg, (size_t)nq * F, qkv, (size_t)wd * F, (size_t)nq * F, (size_t)n));
         DO(st_cuda_copy2d(f->cu, k, (size_t)nkv * F, qkv + nq, (size_t)wd * F, (size_t)nkv * F, (size_t)n));
         DO(st_cuda_copy2d(f->cu, v, (size_t)nkv * F, qkv + nq + nkv, (size_t)wd * F, (size_t)nkv * F, (size_t)n));
     } else {
-        dmatmul(f, &L->wq, h, d, n, qg, nq);
-        dmatmul(f, &L->wk, h, d, n, k, nkv);
-        dmatmul(f, &L->wv, h, d, n, v, nkv);
+        dmm it[3] = {{&L->wq, qg, nq}, {&L->wk, k, nkv}, {&L->wv, v, nkv}};
+        dmatmul_h(f, it, 3, h, n);
     }
     dbias(f, &L->bq, qg, nq, n);
     dbias(f, &L->bk, k, nkv, n);
@@ -269,14 +313,25 @@ static void dgdn(dfwd *f, int il, const float *h, float *out) {
     float *m = BUF(WSD_QKV), *z = BUF(WSD_Z), *a = BUF(WSD_A), *b = BUF(WSD_B);
 
     /* Projections: m = [Q | K | V] conv channels, z, and the gate inputs a and b. */
+    float *ba = BUF(WSD_BA);
+    dmm it[4];
+    int n_it = 0;
     if (L->ssm_qkv.data) {
-        dmatmul(f, &L->ssm_qkv, h, d, n, m, C);
-        dmatmul(f, &L->ssm_gate, h, d, n, z, vd);
+        it[n_it++] = (dmm){&L->ssm_qkv, m, C};
+        it[n_it++] = (dmm){&L->ssm_gate, z, vd};
+    }
+    if (L->ssm_ba.data) {
+        it[n_it++] = (dmm){&L->ssm_ba, ba, 2 * n_v};
     } else {
+        it[n_it++] = (dmm){&L->ssm_beta, b, n_v};
+        it[n_it++] = (dmm){&L->ssm_alpha, a, n_v};
+    }
+    dmatmul_h(f, it, n_it, h, n);
+    if (!L->ssm_qkv.data) {
         /* qwen3next's legacy ssm_in, per k-head g: [q_g | k_g | v of r heads | z of r heads]. */
         float *p = BUF(WSD_CONV);
         int64_t blk = 2 * dk + 2 * r * dk, ldp = n_k * blk;
-        dmatmul(f, &L->ssm_in, h, d, n, p, ldp);
+        dmatmul_h(f, &(dmm){&L->ssm_in, p, ldp}, 1, h, n);
         for (int64_t g = 0; g < n_k; g++) {
             const float *src = p + g * blk;
             DO(st_cuda_copy2d(f->cu, m + g * dk, (size_t)C * F, src, (size_t)ldp * F, (size_t)dk * F, (size_t)n));
@@ -289,16 +344,11 @@ static void dgdn(dfwd *f, int il, const float *h, float *out) {
     }
     if (L->ssm_ba.data) {
         /* ssm_ba per k-head g: [b of v-heads g*r .. g*r+r-1 | a of the same heads]. */
-        float *ba = BUF(WSD_BA);
-        dmatmul(f, &L->ssm_ba, h, d, n, ba, 2 * n_v);
         for (int64_t g = 0; g < n_k; g++) {
             DO(st_cuda_copy2d(f->cu, b + g * r, (size_t)n_v * F, ba + 2 * r * g, (size_t)(2 * n_v) * F, (size_t)r * F, (size_t)n));
             DO(st_cuda_copy2d(f->cu, a + g * r, (size_t)n_v * F, ba + 2 * r * g + r, (size_t)(2 * n_v) * F, (size_t)r * F,
                               (size_t)n));
         }
-    } else {
-        dmatmul(f, &L->ssm_beta, h, d, n, b, n_v);
-        dmatmul(f, &L->ssm_alpha, h, d, n, a, n_v);
     }
 
     /* beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a */
@@ -319,7 +369,9 @@ static void dgdn(dfwd *f, int il, const float *h, float *out) {
         .g = gg, .beta = beta, .state = S->ssm, .out = o, .ld_out = vd,
         .scale = 1.0f / sqrtf((float)dk),
     };
-    DO(st_cuda_gdn_step(f->cu, &g));
+    /* long prompt chunks: the chunked form (tensor-free, f32); decode and short chunks: per token */
+    if (n > 64 && dk <= 128) DO(st_cuda_gdn_chunked(f->cu, &g));
+    else DO(st_cuda_gdn_step(f->cu, &g));
 
     /* o_h = RMSNorm(o_h; ssm_norm) * silu(z_h); out = W_out o */
     DO(st_cuda_rms_norm(f->cu, o, dk, L->ssm_norm.f32, o, dk, n * n_v, dk, hp->eps));
@@ -348,11 +400,16 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
     DO(st_cuda_moe_route(f->cu, logits, E, n, E, k, ids, w));
 
     if (n > 8 && !L->gate_up_exps.data) {
-        /* A prompt chunk: slots sorted by expert, grouped tensor-core GEMMs (waits once). */
+        /* A prompt chunk: slots sorted by expert, grouped tensor-core GEMMs (waits once), on the
+         * f16 copies of the experts when the device holds them. */
         st_cuda_moe_w mw = {.type_gate = L->gate_exps.type, .type_up = L->up_exps.type, .type_down = L->down_exps.type,
                             .gate = L->gate_exps.data, .up = L->up_exps.data, .down = L->down_exps.data,
                             .n_expert = E, .d = d, .ff = ff};
-        DO(st_cuda_moe_ffn_prefill(f->cu, &mw, ids, w, k, h, d, n, out, d, 0));
+        if (f->w->moe_gu_f16 && f->w->moe_gu_f16[il])
+            DO(st_cuda_moe_ffn_prefill_f16(f->cu, &mw, f->w->moe_gu_f16[il], f->w->moe_down_f16[il], ids, w, k, h, d, n,
+                                           out, d, 0));
+        else
+            DO(st_cuda_moe_ffn_prefill(f->cu, &mw, ids, w, k, h, d, n, out, d, 0));
         goto shared;
     }
 
@@ -368,6 +425,8 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
         DO(st_cuda_matmul_id(f->cu, gt->type, wg, gu_bytes, E, ff, d, ids, h, d, k, n * k, ge, ff));
         DO(st_cuda_matmul_id(f->cu, gt->type, wu, gu_bytes, E, ff, d, ids, h, d, k, n * k, up, ff));
         DO(st_cuda_pointwise(f->cu, ST_CUDA_SWIGLU, ge, ff, up, ff, ge, ff, n * k, ff));
+    } else if (f->q8.q && f->q8.n == n) {
+        DO(st_cuda_matvec_q8_id(f->cu, gt->type, wg, wu, gu_bytes, E, ff, ids, f->q8, k, n * k, ge, ff));
     } else {
         DO(st_cuda_matmul_id_swiglu(f->cu, gt->type, wg, wu, gu_bytes, E, ff, d, ids, h, d, k, n * k, ge, ff));
     }
@@ -387,6 +446,20 @@ shared:
 
 /* ---- the pass ---------------------------------------------------------------------------------- */
 
+/* x += r (when r is not NULL), h = RMSNorm(x; w) for `rows` rows, and h's 8-bit form for a
+ * decode-sized chunk (f->q8), in one kernel; unfused: the plain ops. */
+static void dnorm(dfwd *f, float *x, const float *r, const st_tensor *w, float *h, int64_t rows) {
+    int64_t d = f->hp->n_embd;
+    f->q8 = (st_cuda_q8){0};
+    if (f->unfused) {
+        if (r) DO(st_cuda_pointwise(f->cu, ST_CUDA_ADD, x, d, r, d, x, d, rows, d));
+        DO(st_cuda_rms_norm(f->cu, x, d, w->f32, h, d, rows, d, f->hp->eps));
+        return;
+    }
+    if (rows <= 8 && d % 32 == 0) f->q8 = st_cuda_q8_at(st_workspace_get(f->ws, WSD_Q8), d, rows);
+    DO(st_cuda_add_rms_norm_q8(f->cu, x, r, w->f32, h, f->q8, rows, d, f->hp->eps));
+}
+
 st_status st_forward_cuda(st_cuda *cu, const struct st_model *m, const st_dweights *w, st_dlayer_state *state,
                           uint32_t kv_type, st_workspace *ws, const st_dchunk *c, st_dlogits_fn emit, void *emit_ctx) {
     const st_hparams *hp = &m->hp;
@@ -394,7 +467,8 @@ st_status st_forward_cuda(st_cuda *cu, const struct st_model *m, const st_dweigh
     if (n <= 0 || n > ws->rows)
         return st_fail(ST_ERR_INVALID, "cuda forward: chunk of %lld rows, workspace holds %lld", (long long)n, (long long)ws->rows);
     dfwd fw = {.cu = cu, .m = m, .hp = hp, .w = w, .s = state, .kv_type = kv_type, .ws = ws, .n = n, .n_kv = c->n_kv,
-               .pos = st_workspace_get(ws, WSD_POS), .prof = c->tokens_host ? c->prof : NULL, .err = ST_OK};
+               .pos = st_workspace_get(ws, WSD_POS), .prof = c->tokens_host ? c->prof : NULL, .unfused = c->unfused,
+               .err = ST_OK};
     dfwd *f = &fw;
     float *x = BUF(WSD_X), *h = BUF(WSD_H), *t = BUF(WSD_T);
     if (f->prof) {
@@ -410,46 +484,49 @@ st_status st_forward_cuda(st_cuda *cu, const struct st_model *m, const st_dweigh
         DO(st_cuda_get_rows_dev(cu, w->tok_embd.type, w->tok_embd.data, V, d, st_workspace_get(ws, WSD_TOK), n, x, d));
     prof_end(f, DPROF_EMBED);
 
+    /* Each sublayer's output is added to x by the norm that follows it. */
     int hybrid = st_hp_is_hybrid(hp), last_only = !c->logits_all;
+    const float *pending = NULL;
     for (int il = 0; il < hp->n_layer; il++) {
         const st_layer *L = st_dlayer(w, il);
         /* x += Mixer(RMSNorm(x)) */
         prof_begin(f);
-        DO(st_cuda_rms_norm(cu, x, d, L->attn_norm.f32, h, d, n, d, hp->eps));
+        dnorm(f, x, pending, &L->attn_norm, h, n);
         prof_end(f, DPROF_NORM_ADD);
         prof_begin(f);
         int linear = hybrid && hp->is_linear[il];
         if (linear) dgdn(f, il, h, t);
         else dattention(f, il, h, t);
         prof_end(f, linear ? DPROF_GDN : DPROF_ATTN);
-        prof_begin(f);
-        DO(st_cuda_pointwise(cu, ST_CUDA_ADD, x, d, t, d, x, d, n, d));
 
-        /* Only the rows that need logits go on after the last mixer. */
+        /* x += FFN(RMSNorm(x; ffn_norm or post_attention_norm)); only the rows that need logits go on
+         * after the last mixer. */
+        prof_begin(f);
         int64_t rows = n;
-        if (last_only && il == hp->n_layer - 1) {
-            if (n > 1) DO(st_cuda_copy(cu, x, x + (n - 1) * d, (size_t)d * F));
+        if (last_only && il == hp->n_layer - 1 && n > 1) {
+            DO(st_cuda_pointwise(cu, ST_CUDA_ADD, x, d, t, d, x, d, n, d));
+            DO(st_cuda_copy(cu, x, x + (n - 1) * d, (size_t)d * F));
             rows = 1;
+            dnorm(f, x, NULL, &L->ffn_norm, h, rows);
+        } else {
+            if (last_only && il == hp->n_layer - 1) rows = 1;
+            dnorm(f, x, t, &L->ffn_norm, h, rows);
         }
-        /* x += FFN(RMSNorm(x; ffn_norm or post_attention_norm)) */
-        DO(st_cuda_rms_norm(cu, x, d, L->ffn_norm.f32, h, d, rows, d, hp->eps));
         prof_end(f, DPROF_NORM_ADD);
         prof_begin(f);
         if (st_hp_is_moe(hp)) dmoe(f, il, h, t, rows);
         else dffn_dense(f, il, h, t, rows);
         prof_end(f, DPROF_FFN);
-        prof_begin(f);
-        DO(st_cuda_pointwise(cu, ST_CUDA_ADD, x, d, t, d, x, d, rows, d));
-        prof_end(f, DPROF_NORM_ADD);
+        pending = t;
     }
 
     /* logits = W_out RMSNorm(x; output_norm), for the rows that need them */
     int64_t n_out = last_only ? 1 : n;
     prof_begin(f);
-    DO(st_cuda_rms_norm(cu, x, d, w->output_norm.f32, h, d, n_out, d, hp->eps));
+    dnorm(f, x, pending, &w->output_norm, h, n_out);
     float *lg = BUF(WSD_LOGITS);
     if (last_only) {
-        dmatmul(f, &w->output, h, d, 1, lg, V);
+        dmatmul_h(f, &(dmm){&w->output, lg, V}, 1, h, 1);
         prof_end(f, DPROF_HEAD);
         return f->err;
     }
@@ -458,5 +535,6 @@ st_status st_forward_cuda(st_cuda *cu, const struct st_model *m, const st_dweigh
         dmatmul(f, &w->output, h + r0 * d, d, nr, lg, V);
         if (f->err == ST_OK && emit) f->err = emit(emit_ctx, r0, nr);
     }
+    prof_end(f, DPROF_HEAD);
     return f->err;
 }

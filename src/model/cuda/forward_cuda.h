@@ -18,6 +18,9 @@
 typedef struct st_dweights {
     st_tensor tok_embd, output, output_norm;
     st_tensor *layers;           /* n_layer st_layer's worth, as st_layer */
+    /* Optional f16 copies of each MoE layer's experts for prompt chunks (st_cuda_moe_dequant_f16),
+     * per layer gate|up [E][2ff][d] and down [E][d][ff]; NULL when not made. */
+    void **moe_gu_f16, **moe_down_f16;
 } st_dweights;
 
 static inline const st_layer *st_dlayer(const st_dweights *w, int64_t il) {
@@ -38,7 +41,7 @@ enum st_dws_id {
     WSD_CONV, WSD_Z, WSD_BA, WSD_A, WSD_B, WSD_G, WSD_BETA, WSD_GDN_OUT,
     WSD_FF_A, WSD_FF_B,
     WSD_ROUTER, WSD_IDS, WSD_W, WSD_GE, WSD_YE, WSD_SH, WSD_SH_Y, WSD_SH_G,
-    WSD_LOGITS,
+    WSD_LOGITS, WSD_Q8,
     WSD_COUNT
 };
 
@@ -67,6 +70,7 @@ typedef struct st_dchunk {
     const int32_t *tokens_host;  /* the ids on the host (eager chunks: embedding with a range check), or
                                     NULL: read WSD_TOK on the device (graph capture) */
     st_dprofile *prof;           /* NULL, or time each block into it (eager chunks only) */
+    int unfused;                 /* 1: the plain op sequence (no fused norms, no prepared activations) */
 } st_dchunk;
 
 /* Called for each block of logits rows when logits_all: rows r0 .. r0+nr-1 are in WSD_LOGITS. */
