@@ -31,7 +31,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: strata chat [-m MODEL] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
             "                   [--system TEXT] [--no-think] [--show-thinking] [--state-dir DIR]\n"
-            "                   [--prefill N] [-t THREADS] [--ctx N]\n"
+            "                   [--prefill N] [-t THREADS] [--ctx N] [--device D]\n"
             "  An interactive chat (Qwen ChatML), streaming the replies. Type a message and Enter.\n"
             "  Commands: /reset (new conversation), /think on|off (reasoning), /save NAME, /load NAME,\n"
             "  /help, /quit.\n"
@@ -43,7 +43,7 @@ static void usage(FILE *f) {
             "                  it is hidden and only the answer is printed\n"
             "  --state-dir DIR where /save and /load keep sessions (default " SV_STATE_DIR_DEFAULT ", as for\n"
             "                  `strata serve`)\n"
-            "  --temp, --top-k, --top-p, --min-p, --seed, --prefill, -t, --ctx: as for `strata run`\n");
+            "  --temp, --top-k, --top-p, --min-p, --seed, --prefill, -t, --ctx, --device: as for `strata run`\n");
 }
 
 static void help(void) {
@@ -303,6 +303,9 @@ int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "--prefill") && has) sp.n_prefill = atoi(argv[++i]);
         else if (!strcmp(a, "-t") && has) sp.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "--ctx") && has) sp.n_ctx = atoll(argv[++i]);
+        else if (!strcmp(a, "--device") && has) {
+            if (cli_parse_device(argv[++i])) return 2;
+        }
         else {
             fprintf(stderr, "strata: chat: unknown or incomplete option '%s'\n", a);
             usage(stderr);

@@ -41,7 +41,7 @@ int cli_load_model(const char *path, struct st_model **out) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: strata run [-m MODEL] -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
-            "                  [--repeat-penalty R] [--prefill N] [-t THREADS] [--ctx N] [--kv-f32]\n"
+            "                  [--repeat-penalty R] [--prefill N] [-t THREADS] [--ctx N] [--kv-f32] [--device D]\n"
             "  Prints the model's continuation of TEXT, streaming, to stdout.\n"
             "  -m MODEL      a GGUF file (default: the demo model, models/strata-demo-q8_0.gguf)\n"
             "  -n N          tokens to generate (default 128)\n"
@@ -55,6 +55,8 @@ static void usage(FILE *f) {
             "  -t THREADS    threads (default: one per core)\n"
             "  --ctx N       context size in tokens (default min(context_length, 4096))\n"
             "  --kv-f32      keep the KV cache in f32 instead of f16\n"
+            "  --device D    cpu, cuda or auto (default: cuda when this build has it and a GPU is present,\n"
+            "                else cpu)\n"
             "  --copy-weights / --no-copy-weights\n"
             "                copy the weights out of the file mapping into RAM (about twice the decode\n"
             "                speed per core), or read them in place; default: copy when the model\n"
@@ -91,6 +93,9 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-t") && has) sp.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "--ctx") && has) sp.n_ctx = atoll(argv[++i]);
         else if (!strcmp(a, "--kv-f32")) sp.kv_f32 = 1;
+        else if (!strcmp(a, "--device") && has) {
+            if (cli_parse_device(argv[++i])) return 2;
+        }
         else if (!strcmp(a, "--copy-weights")) cli_copy_weights = 1;
         else if (!strcmp(a, "--no-copy-weights")) cli_copy_weights = 0;
         else {

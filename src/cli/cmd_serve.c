@@ -24,6 +24,8 @@ static void serve_usage(FILE *f) {
             "  --api-key KEY        require this key (Bearer or x-api-key) on every endpoint but /health;\n"
             "                       also read from STRATA_API_KEY\n"
             "  --ctx N              context length in tokens (default: the model's)\n"
+            "  --device D           cpu, cuda or auto (default: cuda when this build has it and a GPU is\n"
+            "                       present, else cpu)\n"
             "  --cors ORIGIN        allow browser calls from ORIGIN (or *); off by default\n"
             "  --queue N            requests that may wait for the engine (default 32; more get 429)\n"
             "  --max-body BYTES     largest request body (default 8388608; larger get 413)\n"
@@ -58,6 +60,9 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--cors")) cfg.cors = val;
         else if (!strcmp(a, "--engine")) engine_kind = val;
         else if (!strcmp(a, "--state-dir")) cfg.state_dir = val;
+        else if (!strcmp(a, "--device")) {
+            if (cli_parse_device(val)) return 2;
+        }
         else if (!strcmp(a, "--port") && !parse_int(val, 0, 65535, &v)) cfg.port = (int)v;
         else if (!strcmp(a, "--ctx") && !parse_int(val, 16, 1 << 24, &v)) ctx = v;
         else if (!strcmp(a, "--queue") && !parse_int(val, 1, 1 << 16, &v)) cfg.queue_max = (int)v;
@@ -70,7 +75,7 @@ int cmd_serve(int argc, char **argv) {
         st = sv_engine_echo_open((int)ctx, &engine);
     } else if (!strcmp(engine_kind, "strata")) {
         if (!(model = cli_model_or_default(model, "serve"))) return 2;
-        st = sv_engine_strata_open(model, (int)ctx, &engine);
+        st = sv_engine_strata_open(model, (int)ctx, cli_device, &engine);
     } else {
         fprintf(stderr, "strata serve: --engine must be strata or echo, not %s\n", engine_kind);
         return 2;

@@ -148,7 +148,8 @@ struct sv_engine {
 /* The stand-in engine of the server's tests (engine_echo.c). */
 st_status sv_engine_echo_open(int context_length, sv_engine **out);
 /* The real engine (engine_strata.c): the model file, context length (0 = the model's). */
-st_status sv_engine_strata_open(const char *model_path, int context_length, sv_engine **out);
+/* device: ST_DEVICE_AUTO, ST_DEVICE_CPU or ST_DEVICE_CUDA (strata.h). */
+st_status sv_engine_strata_open(const char *model_path, int context_length, int device, sv_engine **out);
 
 void sv_prompt_free(sv_prompt *p);
 

@@ -248,12 +248,13 @@ static const sv_engine_ops strata_ops = {
     .close = se_close,
 };
 
-st_status sv_engine_strata_open(const char *model_path, int context_length, sv_engine **out) {
+st_status sv_engine_strata_open(const char *model_path, int context_length, int device, sv_engine **out) {
     *out = NULL;
     strata_engine *x = calloc(1, sizeof *x);
     if (!x) return st_fail(ST_ERR_NOMEM, "out of memory");
     x->base.ops = &strata_ops;
     st_model_params mp = st_model_default_params();
+    mp.device = device;
     st_status st = st_model_load(model_path, &mp, &x->model);
     if (st != ST_OK) { free(x); return st; }
     if (!st_model_has_tokenizer(x->model)) {
