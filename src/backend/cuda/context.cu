@@ -29,6 +29,9 @@ st_status st_cuda_open(int device, st_cuda **out) {
     cu->device = device;
     st_status s = cu_check(cudaSetDevice(device), "cudaSetDevice");
     if (s == ST_OK) s = cu_check(cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking), "stream");
+    if (s == ST_OK) s = cu_check(cudaStreamCreateWithFlags(&cu->side, cudaStreamNonBlocking), "stream");
+    if (s == ST_OK) s = cu_check(cudaEventCreateWithFlags(&cu->fork_ev, cudaEventDisableTiming), "event");
+    if (s == ST_OK) s = cu_check(cudaEventCreateWithFlags(&cu->join_ev, cudaEventDisableTiming), "event");
     if (s == ST_OK) s = cu_check(cudaEventCreate(&cu->t0), "event");
     if (s == ST_OK) s = cu_check(cudaEventCreate(&cu->t1), "event");
     if (s == ST_OK && cublasCreate(&cu->blas) != CUBLAS_STATUS_SUCCESS) {
@@ -53,8 +56,14 @@ st_status st_cuda_open(int device, st_cuda **out) {
 
 void st_cuda_close(st_cuda *cu) {
     if (!cu) return;
+    if (cu->forked) st_cuda_unfork(cu);
     if (cu->stream) cudaStreamSynchronize(cu->stream);
+    if (cu->side) cudaStreamSynchronize(cu->side);
     if (cu->scratch) cudaFree(cu->scratch);
+    if (cu->side_scratch) cudaFree(cu->side_scratch);
+    if (cu->side) cudaStreamDestroy(cu->side);
+    if (cu->fork_ev) cudaEventDestroy(cu->fork_ev);
+    if (cu->join_ev) cudaEventDestroy(cu->join_ev);
     if (cu->blas) cublasDestroy(cu->blas);
     if (cu->t0) cudaEventDestroy(cu->t0);
     if (cu->t1) cudaEventDestroy(cu->t1);
@@ -156,6 +165,42 @@ st_status cu_scratch(st_cuda *cu, size_t bytes, void **out) {
     }
     *out = cu->scratch;
     return ST_OK;
+}
+
+/* Swaps the context's stream and scratch with the side's (cuBLAS follows the stream). */
+static void swap_side(st_cuda *cu) {
+    cudaStream_t st = cu->stream;
+    cu->stream = cu->side;
+    cu->side = st;
+    void *p = cu->scratch;
+    cu->scratch = cu->side_scratch;
+    cu->side_scratch = p;
+    size_t b = cu->scratch_bytes;
+    cu->scratch_bytes = cu->side_scratch_bytes;
+    cu->side_scratch_bytes = b;
+    cublasSetStream(cu->blas, cu->stream);
+}
+
+st_status st_cuda_fork(st_cuda *cu) {
+    if (cu->forked) return st_fail(ST_ERR_INVALID, "cuda: fork while forked");
+    CU_TRY(cudaEventRecord(cu->fork_ev, cu->stream), "fork");
+    CU_TRY(cudaStreamWaitEvent(cu->side, cu->fork_ev, 0), "fork");
+    swap_side(cu);
+    cu->forked = 1;
+    return ST_OK;
+}
+
+st_status st_cuda_unfork(st_cuda *cu) {
+    if (!cu->forked) return st_fail(ST_ERR_INVALID, "cuda: unfork without a fork");
+    st_status s = cu_check(cudaEventRecord(cu->join_ev, cu->stream), "unfork");
+    swap_side(cu);
+    cu->forked = 0;
+    return s;
+}
+
+st_status st_cuda_join(st_cuda *cu) {
+    if (cu->forked) ST_TRY(st_cuda_unfork(cu));
+    return cu_check(cudaStreamWaitEvent(cu->stream, cu->join_ev, 0), "join");
 }
 
 st_status st_cuda_reserve_scratch(st_cuda *cu, size_t bytes) {

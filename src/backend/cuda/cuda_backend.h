@@ -59,6 +59,14 @@ st_status st_cuda_capture_begin(st_cuda *cu);
 st_status st_cuda_capture_end(st_cuda *cu, st_cuda_graph **out);
 st_status st_cuda_graph_launch(st_cuda *cu, const st_cuda_graph *g);
 void st_cuda_graph_free(st_cuda_graph *g);
+/* Independent work on a second stream: after st_cuda_fork every op runs on the side stream (with
+ * its own scratch), after everything enqueued before the fork; st_cuda_unfork returns to the main
+ * stream while the side runs on; st_cuda_join (which unforks first if needed) makes the main
+ * stream wait for the side's work. Captured graphs keep the two branches parallel; the branches
+ * must not write what the other reads, and a capture must join before it ends. */
+st_status st_cuda_fork(st_cuda *cu);
+st_status st_cuda_unfork(st_cuda *cu);
+st_status st_cuda_join(st_cuda *cu);
 /* Milliseconds of GPU time between timer_start and timer_stop (events on the stream). */
 st_status st_cuda_timer_start(st_cuda *cu);
 st_status st_cuda_timer_stop(st_cuda *cu, float *ms);
@@ -136,6 +144,10 @@ typedef struct st_cuda_q8 {
 size_t st_cuda_q8_bytes(int64_t K, int64_t n);
 st_cuda_q8 st_cuda_q8_at(void *buf, int64_t K, int64_t n);
 st_status st_cuda_quantize_q8(st_cuda *cu, const float *X, int64_t ldx, st_cuda_q8 q);
+/* y = RMSNorm(x; w) * silu(z) per row of dim (rows contiguous; the Gated DeltaNet's output gate):
+ * bit for bit st_cuda_rms_norm then st_cuda_pointwise(MUL_SILU). In place allowed (y == x). */
+st_status st_cuda_rms_norm_mul_silu(st_cuda *cu, const float *x, const float *w, const float *z, float *y,
+                                    int64_t rows, int64_t dim, float eps);
 /* The residual step and the next norm in one pass, rows of dim contiguous floats:
  *   x += r (when r is not NULL; x is written back),  y = RMSNorm(x) * w  (when y is not NULL),
  *   q = y's 8-bit form (when q.q is not NULL; q.K == dim).

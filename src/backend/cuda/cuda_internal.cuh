@@ -27,6 +27,13 @@ struct st_cuda {
     size_t scratch_bytes;
     int n_sm;
     char desc[512];
+    /* st_cuda_fork/join: a second stream with its own scratch, for independent work of one layer
+     * (the shared expert beside the routed ones); while forked, `stream` and `scratch` are its. */
+    cudaStream_t side, main_stream;
+    cudaEvent_t fork_ev, join_ev;
+    void *side_scratch;
+    size_t side_scratch_bytes;
+    int forked;
 };
 
 /* Returns ST_OK, or ST_ERR_IO with "where: CUDA's message". */

@@ -76,6 +76,30 @@ extern "C" st_status st_cuda_l2_norm_heads(st_cuda *cu, float *x, int64_t ld_tok
     return cu_launched("l2_norm_heads");
 }
 
+__global__ void rms_norm_mul_silu_kernel(const float *x, const float *w, const float *z, float *y, int64_t dim,
+                                         float eps) {
+    const int64_t row = blockIdx.x;
+    const float *xr = x + row * dim;
+    double sum = 0.0;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += (double)(xr[i] * xr[i]);
+    sum = block_sum_d(sum);   /* its barriers also order the reads of x before the writes of y */
+    const float mean = (float)sum / (float)dim;
+    const float s = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        const float v = (xr[i] * s) * w[i];
+        const float g = z[row * dim + i];
+        y[row * dim + i] = v * (g / (1.0f + expf(-g)));
+    }
+}
+
+extern "C" st_status st_cuda_rms_norm_mul_silu(st_cuda *cu, const float *x, const float *w, const float *z, float *y,
+                                               int64_t rows, int64_t dim, float eps) {
+    if (rows <= 0) return ST_OK;
+    /* the block size of rms_norm_kernel, so the double sum adds in the same order */
+    rms_norm_mul_silu_kernel<<<(unsigned)rows, OPS_THREADS, 0, cu->stream>>>(x, w, z, y, dim, eps);
+    return cu_launched("rms_norm_mul_silu");
+}
+
 /* x += r; y = (x * s) * w; and y's 8-bit form per 32 (as quantize_q8_kernel): one block per row. */
 __global__ void add_rms_norm_q8_kernel(float *x, const float *r, const float *w, float *y, int8_t *xq, float *xd,
                                        float *xs, int64_t dim, float eps) {

@@ -374,8 +374,12 @@ static void dgdn(dfwd *f, int il, const float *h, float *out) {
     else DO(st_cuda_gdn_step(f->cu, &g));
 
     /* o_h = RMSNorm(o_h; ssm_norm) * silu(z_h); out = W_out o */
-    DO(st_cuda_rms_norm(f->cu, o, dk, L->ssm_norm.f32, o, dk, n * n_v, dk, hp->eps));
-    DO(st_cuda_pointwise(f->cu, ST_CUDA_MUL_SILU, o, vd, z, vd, o, vd, n, vd));
+    if (f->unfused) {
+        DO(st_cuda_rms_norm(f->cu, o, dk, L->ssm_norm.f32, o, dk, n * n_v, dk, hp->eps));
+        DO(st_cuda_pointwise(f->cu, ST_CUDA_MUL_SILU, o, vd, z, vd, o, vd, n, vd));
+    } else {
+        DO(st_cuda_rms_norm_mul_silu(f->cu, o, L->ssm_norm.f32, z, o, n * n_v, dk, hp->eps));
+    }
     dmatmul(f, &L->ssm_out, o, vd, n, out, d);
 }
 
@@ -384,6 +388,16 @@ static void dgdn(dfwd *f, int il, const float *h, float *out) {
 static void dffn_dense(dfwd *f, int il, const float *h, float *out, int64_t n) {
     const st_layer *L = st_dlayer(f->w, il);
     dswiglu_ffn(f, &L->ffn_gate, &L->ffn_up, &L->ffn_down, h, n, BUF(WSD_FF_A), out);
+}
+
+/* The shared expert before its add: SH_Y = SwiGLU_sh(h), SH_G = sigmoid(g . h). */
+static void shared_expert(dfwd *f, const st_layer *L, const float *h, int64_t n) {
+    int64_t d = f->hp->n_embd;
+    float *sg = BUF(WSD_SH_G);
+    dswiglu_ffn(f, &L->gate_shexp, &L->up_shexp, &L->down_shexp, h, n, BUF(WSD_SH), BUF(WSD_SH_Y));
+    /* The gate is a {d} f32 vector: one output row, never scaled. */
+    DO(st_cuda_matmul(f->cu, ST_TYPE_F32, L->gate_inp_shexp.f32, 1, d, h, d, n, sg, 1));
+    DO(st_cuda_pointwise(f->cu, ST_CUDA_SIGMOID, sg, 1, NULL, 0, sg, 1, n, 1));
 }
 
 /* Routing (softmax, top-k, renormalised), the k experts' SwiGLU per (token, slot) with the expert
@@ -395,6 +409,17 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
     int64_t d = hp->n_embd, E = hp->n_expert, k = hp->n_expert_used[il], ff = hp->n_ff_exp;
     float *logits = BUF(WSD_ROUTER), *w = BUF(WSD_W), *ge = BUF(WSD_GE), *ye = BUF(WSD_YE);
     int32_t *ids = st_workspace_get(f->ws, WSD_IDS);
+
+    /* Decode: the shared expert's product and gate on the side stream, beside the routed experts;
+     * only its weighted add into out waits for both branches. */
+    int side = L->gate_shexp.data && n <= 8 && !f->unfused && f->err == ST_OK;
+    if (side) {
+        /* the unfork runs whatever happened on the side, so the context never stays forked */
+        if ((f->err = st_cuda_fork(f->cu)) != ST_OK) return;
+        shared_expert(f, L, h, n);
+        st_status u = st_cuda_unfork(f->cu);
+        if (f->err == ST_OK) f->err = u;
+    }
 
     dmatmul(f, &L->gate_inp, h, d, n, logits, E);
     DO(st_cuda_moe_route(f->cu, logits, E, n, E, k, ids, w));
@@ -435,12 +460,13 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
 
 shared:
     if (L->gate_shexp.data) {
-        float *sg = BUF(WSD_SH_G), *sy = BUF(WSD_SH_Y);
-        dswiglu_ffn(f, &L->gate_shexp, &L->up_shexp, &L->down_shexp, h, n, BUF(WSD_SH), sy);
-        /* The gate is a {d} f32 vector: one output row, never scaled. */
-        DO(st_cuda_matmul(f->cu, ST_TYPE_F32, L->gate_inp_shexp.f32, 1, d, h, d, n, sg, 1));
-        DO(st_cuda_pointwise(f->cu, ST_CUDA_SIGMOID, sg, 1, NULL, 0, sg, 1, n, 1));
-        DO(st_cuda_moe_combine(f->cu, sy, d, sg, n, 1, d, out, d, 1));
+        if (side) {
+            st_status j = st_cuda_join(f->cu);
+            if (f->err == ST_OK) f->err = j;
+        } else {
+            shared_expert(f, L, h, n);
+        }
+        DO(st_cuda_moe_combine(f->cu, BUF(WSD_SH_Y), d, BUF(WSD_SH_G), n, 1, d, out, d, 1));
     }
 }
 
