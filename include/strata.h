@@ -121,7 +121,9 @@ const float *st_session_logits(const st_session *s);
  * copy of its recurrent state taken with st_session_checkpoint() (take them where a later prompt
  * may diverge, such as before each message). Nothing here leaves a state that does not match the
  * ids. After a cut or a load the logits are stale: feed at least one token before sampling.
- * A session whose state lives on a device answers ST_ERR_UNSUPPORTED to the state functions. */
+ * A session whose state lives on a device (a GPU) copies it across: checkpoints are kept in host
+ * memory, and a state saved on a device is byte for byte the CPU's, so it loads on either (with
+ * the same KV type). */
 
 #define ST_SESSION_CHECKPOINTS 4 /* checkpoints kept; taking one more drops the oldest */
 

@@ -91,3 +91,16 @@ if(STRATA_BUILD_TESTS)
   endforeach()
   set_tests_properties(cuda_workspace_model_check_leak PROPERTIES WILL_FAIL TRUE)
 endif()
+
+# Session state on the GPU (label cuda; exit 77 = skipped without a GPU): cut back to a checkpoint,
+# save/load between device and CPU sessions in the one file format, refused states leave the
+# device session unchanged (tests/cuda/state_check.c).
+if(STRATA_BUILD_TESTS)
+  add_executable(state_check ${CMAKE_SOURCE_DIR}/tests/cuda/state_check.c)
+  target_link_libraries(state_check PRIVATE strata_static m)
+  add_test(NAME cuda_session_state COMMAND sh -c "
+    d=$(mktemp -d); trap 'rm -rf $d' EXIT
+    $<TARGET_FILE:strata> synth $d/m.gguf --arch qwen35moe --preset tiny --type q8_0 >/dev/null || exit 1
+    $<TARGET_FILE:state_check> $d/m.gguf")
+  set_tests_properties(cuda_session_state PROPERTIES LABELS cuda SKIP_RETURN_CODE 77)
+endif()

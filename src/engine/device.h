@@ -47,4 +47,19 @@ uint64_t st_device_session_scratch_bytes(const st_device_session *ds);
 /* The device's own free-memory accounting (cudaMemGetInfo), for the workspace tests. */
 st_status st_device_mem_info(const st_device_session *ds, size_t *free_bytes, size_t *total_bytes);
 
+/* One part of a layer's state, in the host st_state's layout (model/forward.h), so that a state
+ * copied out of a device is the CPU session's byte for byte (session_state.c saves, loads and
+ * checkpoints through these). */
+enum st_dstate_part {
+    ST_DSTATE_CONV,  /* Gated DeltaNet layer: conv state [C][K-1] f32, all of it */
+    ST_DSTATE_SSM,   /* Gated DeltaNet layer: delta-rule state [n_v][dv][dk] f32, all of it */
+    ST_DSTATE_K,     /* attention layer: the first n_cells cells of the K cache, [n_cells][H_kv*hd] of kv_type */
+    ST_DSTATE_V,     /* the same of the V cache */
+};
+/* Device -> host (read) or host -> device (write) of one part; both wait for the device, so the
+ * host buffer is free again on return. ST_ERR_INVALID for a part the layer lacks, ST_ERR_RANGE
+ * for cells past n_ctx. Only between feeds. */
+st_status st_device_session_read_state(st_device_session *ds, int64_t il, int part, int64_t n_cells, void *host);
+st_status st_device_session_write_state(st_device_session *ds, int64_t il, int part, int64_t n_cells, const void *host);
+
 #endif

@@ -30,6 +30,12 @@ st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, i
 }
 st_status st_device_session_reserve(st_device_session *ds, int64_t rows) { return no_device(); }
 uint64_t st_device_session_state_bytes(const st_device_session *ds) { return 0; }
+st_status st_device_session_read_state(st_device_session *ds, int64_t il, int part, int64_t n_cells, void *host) {
+    return no_device();
+}
+st_status st_device_session_write_state(st_device_session *ds, int64_t il, int part, int64_t n_cells, const void *host) {
+    return no_device();
+}
 uint64_t st_device_session_scratch_bytes(const st_device_session *ds) { return 0; }
 st_status st_device_mem_info(const st_device_session *ds, size_t *free_bytes, size_t *total_bytes) {
     *free_bytes = *total_bytes = 0;

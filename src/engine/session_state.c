@@ -22,7 +22,13 @@
  *   end  u64 FNV-1a 64 of every byte before it
  * Loading checks all of it (magic, version, fingerprint, shapes, length, checksum, ids inside the
  * vocabulary, checkpoints in order) before it changes anything, so a refused string leaves the
- * session as it was. */
+ * session as it was.
+ *
+ * A session on a device (engine/device.h) keeps its KV caches and recurrent states there, in the
+ * host st_state's layouts: saving downloads the KV rows of the held positions and the recurrent
+ * states, loading uploads them, a checkpoint downloads the recurrent state into host memory and a
+ * cut uploads it back. The bytes are the same either way, so a state saved on a GPU loads on the
+ * CPU and the other way round (when the KV type matches). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,13 +68,43 @@ void st_checkpoints_free(struct st_checkpoints *c) {
     free(c);
 }
 
-/* The state on the host. A session whose state lives on a device (its host st_state then has no
- * layers) is refused here until the device keeps checkpoints and copies its state out. */
-static st_status host_state(st_session *s, const char *what, st_state **out) {
-    *out = st_session_state(s);
-    if (!(*out)->layers)
-        return st_fail(ST_ERR_UNSUPPORTED, "%s: the session's state is on a device; cut-back, checkpoints and saving are not available there yet",
-                       what);
+/* Where a session's state lives: the host st_state with every layer's buffers, or the session's
+ * device, st then holding only n_ctx, kv_type and n_past (the parts cross with device.h's
+ * st_device_session_read_state / _write_state, in the same layouts). */
+typedef struct state_ref {
+    st_state *st;
+    st_device_session *dev;  /* NULL: on the host */
+} state_ref;
+
+static st_status state_of(st_session *s, const char *what, state_ref *r) {
+    r->st = st_session_state(s);
+    r->dev = st_session_device(s);
+    if (!r->dev && !r->st->layers) return st_fail(ST_ERR_INVALID, "%s: the session has no state", what);
+    return ST_OK;
+}
+
+/* The host address of one part of layer il (host state only). */
+static void *host_part(const state_ref *r, int64_t il, int part) {
+    st_layer_state *L = &r->st->layers[il];
+    switch (part) {
+    case ST_DSTATE_CONV: return L->conv;
+    case ST_DSTATE_SSM: return L->ssm;
+    case ST_DSTATE_K: return L->k_cache;
+    default: return L->v_cache;
+    }
+}
+
+/* Copies `bytes` of one part of layer il (its first n_cells cells for K and V) out to dst. */
+static st_status read_part(const state_ref *r, int64_t il, int part, int64_t n_cells, size_t bytes, void *dst) {
+    if (r->dev) return st_device_session_read_state(r->dev, il, part, n_cells, dst);
+    if (bytes) memcpy(dst, host_part(r, il, part), bytes);
+    return ST_OK;
+}
+
+/* And back in from src. */
+static st_status write_part(const state_ref *r, int64_t il, int part, int64_t n_cells, size_t bytes, const void *src) {
+    if (r->dev) return st_device_session_write_state(r->dev, il, part, n_cells, src);
+    if (bytes) memcpy(host_part(r, il, part), src, bytes);
     return ST_OK;
 }
 
@@ -92,20 +128,20 @@ static size_t kv_bytes(const st_hparams *hp, uint32_t kv_type, int64_t il, uint6
 }
 
 /* Copies every linear layer's recurrent state into buf (save) or back from it (!save). */
-static void copy_recurrent(const st_hparams *hp, st_state *st, float *buf, int save) {
+static st_status copy_recurrent(const st_hparams *hp, const state_ref *r, float *buf, int save) {
     size_t conv = conv_floats(hp), ssm = ssm_floats(hp);
     for (int64_t il = 0; il < hp->n_layer; il++) {
         if (!is_linear(hp, il)) continue;
-        st_layer_state *L = &st->layers[il];
         if (save) {
-            memcpy(buf, L->conv, conv * sizeof *buf);
-            memcpy(buf + conv, L->ssm, ssm * sizeof *buf);
+            ST_TRY(read_part(r, il, ST_DSTATE_CONV, 0, conv * sizeof *buf, buf));
+            ST_TRY(read_part(r, il, ST_DSTATE_SSM, 0, ssm * sizeof *buf, buf + conv));
         } else {
-            memcpy(L->conv, buf, conv * sizeof *buf);
-            memcpy(L->ssm, buf + conv, ssm * sizeof *buf);
+            ST_TRY(write_part(r, il, ST_DSTATE_CONV, 0, conv * sizeof *buf, buf));
+            ST_TRY(write_part(r, il, ST_DSTATE_SSM, 0, ssm * sizeof *buf, buf + conv));
         }
         buf += conv + ssm;
     }
+    return ST_OK;
 }
 
 /* ---- ids, cut-back, checkpoints ---- */
@@ -125,8 +161,9 @@ st_status st_session_checkpoint(st_session *s) {
     const st_hparams *hp = hparams(s);
     size_t nf = recurrent_floats(hp);
     if (!nf) return ST_OK; /* attention only: a cut needs no checkpoint */
-    st_state *st;
-    ST_TRY(host_state(s, "checkpoint", &st));
+    state_ref r;
+    ST_TRY(state_of(s, "checkpoint", &r));
+    st_state *st = r.st;
     struct st_checkpoints **slot = st_session_checkpoint_slot(s);
     if (!*slot && !(*slot = calloc(1, sizeof **slot))) return st_fail(ST_ERR_NOMEM, "checkpoint: out of memory");
     struct st_checkpoints *c = *slot;
@@ -140,14 +177,16 @@ st_status st_session_checkpoint(st_session *s) {
     }
     if (!c->data[c->n] && !(c->data[c->n] = malloc(nf * sizeof(float))))
         return st_fail(ST_ERR_NOMEM, "checkpoint: out of memory for %zu floats of recurrent state", nf);
-    copy_recurrent(hp, st, c->data[c->n], 1);
+    /* A failed download adds nothing (the buffer stays for the next checkpoint). */
+    ST_TRY(copy_recurrent(hp, &r, c->data[c->n], 1));
     c->pos[c->n++] = st->n_past;
     return ST_OK;
 }
 
 st_status st_session_cut(st_session *s, int64_t n, int64_t *kept) {
-    st_state *st;
-    ST_TRY(host_state(s, "cut", &st));
+    state_ref r;
+    ST_TRY(state_of(s, "cut", &r));
+    st_state *st = r.st;
     if (n < 0 || n > st->n_past)
         return st_fail(ST_ERR_RANGE, "cut: position %lld is outside the %lld held", (long long)n, (long long)st->n_past);
     struct st_checkpoints *c = *st_session_checkpoint_slot(s);
@@ -165,7 +204,13 @@ st_status st_session_cut(st_session *s, int64_t n, int64_t *kept) {
                            "cut: no checkpoint at or before position %lld (%d held%s): the recurrent state cannot run backwards",
                            (long long)n, c ? c->n : 0, c && c->n ? ", all later" : "");
         to = c->pos[i];
-        copy_recurrent(hparams(s), st, c->data[i], 0);
+        st_status cs = copy_recurrent(hparams(s), &r, c->data[i], 0);
+        if (cs != ST_OK) {
+            /* A half-written state matches no ids: start a fresh sequence, keep the message. */
+            st_session_reset(s);
+            if (kept) *kept = 0;
+            return cs;
+        }
     }
     while (c && c->n && c->pos[c->n - 1] > to) c->n--;
     st->n_past = to;
@@ -239,21 +284,52 @@ static void put(sink *k, const void *p, size_t n) {
     }
 }
 
-static void write_state(st_session *s, st_state *st, const state_head *h, sink *k) {
+/* Puts one part of layer il: straight from the host state, or downloaded into stage first. */
+static st_status put_part(sink *k, const state_ref *r, int64_t il, int part, int64_t n_cells, size_t bytes, void *stage) {
+    if (!r->dev) {
+        put(k, host_part(r, il, part), bytes);
+        return ST_OK;
+    }
+    ST_TRY(read_part(r, il, part, n_cells, bytes, stage));
+    put(k, stage, bytes);
+    return ST_OK;
+}
+
+/* The largest part of any layer for n_ids positions: a device state's staging buffer. */
+static size_t largest_part(const st_hparams *hp, uint32_t kv_type, uint64_t n_ids) {
+    size_t b = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        size_t p = is_linear(hp, il) ? (conv_floats(hp) > ssm_floats(hp) ? conv_floats(hp) : ssm_floats(hp)) * sizeof(float)
+                                     : kv_bytes(hp, kv_type, il, n_ids);
+        if (p > b) b = p;
+    }
+    return b;
+}
+
+static st_status write_state(st_session *s, const state_ref *r, const state_head *h, sink *k) {
     const st_hparams *hp = hparams(s);
     const struct st_checkpoints *c = *st_session_checkpoint_slot(s);
+    void *stage = NULL;
+    if (r->dev) {
+        size_t sb = largest_part(hp, h->kv_type, h->n_ids);
+        if (!(stage = malloc(sb ? sb : 1)))
+            return st_fail(ST_ERR_NOMEM, "save: out of memory for a staging buffer of %zu bytes", sb);
+    }
     put(k, h, sizeof *h);
     put(k, st_session_ids(s), (size_t)h->n_ids * sizeof(int32_t));
-    for (int64_t il = 0; il < hp->n_layer; il++) {
-        const st_layer_state *L = &st->layers[il];
+    st_status st = ST_OK;
+    int64_t n = (int64_t)h->n_ids;
+    for (int64_t il = 0; il < hp->n_layer && st == ST_OK; il++) {
         if (is_linear(hp, il)) {
-            put(k, L->conv, conv_floats(hp) * sizeof(float));
-            put(k, L->ssm, ssm_floats(hp) * sizeof(float));
+            st = put_part(k, r, il, ST_DSTATE_CONV, 0, conv_floats(hp) * sizeof(float), stage);
+            if (st == ST_OK) st = put_part(k, r, il, ST_DSTATE_SSM, 0, ssm_floats(hp) * sizeof(float), stage);
         } else {
-            put(k, L->k_cache, kv_bytes(hp, st->kv_type, il, h->n_ids));
-            put(k, L->v_cache, kv_bytes(hp, st->kv_type, il, h->n_ids));
+            st = put_part(k, r, il, ST_DSTATE_K, n, kv_bytes(hp, h->kv_type, il, h->n_ids), stage);
+            if (st == ST_OK) st = put_part(k, r, il, ST_DSTATE_V, n, kv_bytes(hp, h->kv_type, il, h->n_ids), stage);
         }
     }
+    free(stage);
+    ST_TRY(st);
     for (uint32_t i = 0; i < h->n_ckpt; i++) {
         uint64_t pos = (uint64_t)c->pos[i];
         put(k, &pos, sizeof pos);
@@ -261,22 +337,24 @@ static void write_state(st_session *s, st_state *st, const state_head *h, sink *
     }
     uint64_t sum = k->hash;
     put(k, &sum, sizeof sum);
+    return ST_OK;
 }
 
-static st_status make_head(st_session *s, st_state **st, state_head *h) {
-    ST_TRY(host_state(s, "save", st));
+static st_status make_head(st_session *s, state_ref *r, state_head *h) {
+    ST_TRY(state_of(s, "save", r));
+    const st_state *st = r->st;
     const st_hparams *hp = hparams(s);
     const struct st_checkpoints *c = *st_session_checkpoint_slot(s);
     memset(h, 0, sizeof *h);
     memcpy(h->magic, STATE_MAGIC, 8);
     h->version = STATE_VERSION;
-    h->kv_type = (*st)->kv_type;
+    h->kv_type = st->kv_type;
     char fp[65];
     st_model_fingerprint(st_session_model(s), fp);
     memcpy(h->fingerprint, fp, strlen(fp));
     h->n_layer = (uint32_t)hp->n_layer;
     h->n_ckpt = c ? (uint32_t)c->n : 0;
-    h->n_ids = (uint64_t)(*st)->n_past;
+    h->n_ids = (uint64_t)st->n_past;
     h->ckpt_floats = recurrent_floats(hp);
     h->bytes = state_bytes(hp, h->kv_type, h->n_ids, h->n_ckpt, h->ckpt_floats);
     return ST_OK;
@@ -284,15 +362,19 @@ static st_status make_head(st_session *s, st_state **st, state_head *h) {
 
 st_status st_session_state_save(const st_session *cs, void **buf, size_t *n) {
     st_session *s = (st_session *)cs;
-    st_state *st;
+    state_ref r;
     state_head h;
     *buf = NULL;
     *n = 0;
-    ST_TRY(make_head(s, &st, &h));
+    ST_TRY(make_head(s, &r, &h));
     unsigned char *b = malloc((size_t)h.bytes);
     if (!b) return st_fail(ST_ERR_NOMEM, "save: out of memory for a session state of %llu bytes", (unsigned long long)h.bytes);
     sink k = {.buf = b, .hash = FNV_START};
-    write_state(s, st, &h, &k);
+    st_status ws = write_state(s, &r, &h, &k);
+    if (ws != ST_OK) {
+        free(b);
+        return ws;
+    }
     *buf = b;
     *n = (size_t)h.bytes;
     return ST_OK;
@@ -300,11 +382,11 @@ st_status st_session_state_save(const st_session *cs, void **buf, size_t *n) {
 
 st_status st_session_state_write(const st_session *cs, FILE *f) {
     st_session *s = (st_session *)cs;
-    st_state *st;
+    state_ref r;
     state_head h;
-    ST_TRY(make_head(s, &st, &h));
+    ST_TRY(make_head(s, &r, &h));
     sink k = {.f = f, .hash = FNV_START};
-    write_state(s, st, &h, &k);
+    ST_TRY(write_state(s, &r, &h, &k));
     if (k.failed || fflush(f))
         return st_fail(ST_ERR_IO, "save: writing %llu bytes of session state failed: %s", (unsigned long long)h.bytes, strerror(errno));
     return ST_OK;
@@ -367,8 +449,9 @@ static st_status check_body(st_session *s, const state_head *h, const unsigned c
 }
 
 st_status st_session_state_load(st_session *s, const void *buf, size_t n) {
-    st_state *st;
-    ST_TRY(host_state(s, "load", &st));
+    state_ref r;
+    ST_TRY(state_of(s, "load", &r));
+    st_state *st = r.st;
     const st_hparams *hp = hparams(s);
     const unsigned char *b = buf;
     state_head h;
@@ -390,19 +473,25 @@ st_status st_session_state_load(st_session *s, const void *buf, size_t n) {
     size_t off = sizeof h;
     memcpy(st_session_id_buffer(s), b + off, (size_t)h.n_ids * sizeof(int32_t));
     off += (size_t)h.n_ids * sizeof(int32_t);
-    for (int64_t il = 0; il < hp->n_layer; il++) {
-        st_layer_state *L = &st->layers[il];
+    st_status ls = ST_OK;
+    int64_t n_ids = (int64_t)h.n_ids;
+    for (int64_t il = 0; il < hp->n_layer && ls == ST_OK; il++) {
         if (is_linear(hp, il)) {
-            memcpy(L->conv, b + off, conv_floats(hp) * sizeof(float));
-            off += conv_floats(hp) * sizeof(float);
-            memcpy(L->ssm, b + off, ssm_floats(hp) * sizeof(float));
-            off += ssm_floats(hp) * sizeof(float);
+            size_t conv = conv_floats(hp) * sizeof(float), ssm = ssm_floats(hp) * sizeof(float);
+            ls = write_part(&r, il, ST_DSTATE_CONV, 0, conv, b + off);
+            if (ls == ST_OK) ls = write_part(&r, il, ST_DSTATE_SSM, 0, ssm, b + off + conv);
+            off += conv + ssm;
         } else {
             size_t kv = kv_bytes(hp, st->kv_type, il, h.n_ids);
-            memcpy(L->k_cache, b + off, kv);
-            memcpy(L->v_cache, b + off + kv, kv);
+            ls = write_part(&r, il, ST_DSTATE_K, n_ids, kv, b + off);
+            if (ls == ST_OK) ls = write_part(&r, il, ST_DSTATE_V, n_ids, kv, b + off + kv);
             off += 2 * kv;
         }
+    }
+    if (ls != ST_OK) {
+        /* Only a device's copy fails here: the state is half old, half new and matches no ids. */
+        st_session_reset(s);
+        return ls;
     }
     st->n_past = (int64_t)h.n_ids;
     st_checkpoints_clear(*slot);
@@ -418,8 +507,9 @@ st_status st_session_state_load(st_session *s, const void *buf, size_t n) {
 }
 
 st_status st_session_state_read(st_session *s, FILE *f) {
-    st_state *st;
-    ST_TRY(host_state(s, "load", &st));
+    state_ref ref;
+    ST_TRY(state_of(s, "load", &ref));
+    st_state *st = ref.st;
     state_head h;
     size_t got = fread(&h, 1, sizeof h, f);
     if (got < sizeof h) {

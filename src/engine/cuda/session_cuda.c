@@ -364,6 +364,44 @@ uint64_t st_device_session_state_bytes(const st_device_session *ds) {
 
 uint64_t st_device_session_scratch_bytes(const st_device_session *ds) { return ds->ws.bytes; }
 
+/* The device address and byte count of one part of layer il's state (device.h), or a refusal. */
+static st_status state_part(st_device_session *ds, int64_t il, int part, int64_t n_cells, void **dev, size_t *bytes) {
+    const st_hparams *hp = &ds->m->hp;
+    if (il < 0 || il >= hp->n_layer)
+        return st_fail(ST_ERR_RANGE, "cuda session state: layer %lld of %lld", (long long)il, (long long)hp->n_layer);
+    st_dlayer_state *L = &ds->state[il];
+    int gdn = is_gdn(hp, il), rec = part == ST_DSTATE_CONV || part == ST_DSTATE_SSM;
+    if (part < ST_DSTATE_CONV || part > ST_DSTATE_V || gdn != rec)
+        return st_fail(ST_ERR_INVALID, "cuda session state: layer %lld is %s and has no part %d", (long long)il,
+                       gdn ? "a Gated DeltaNet layer" : "an attention layer", part);
+    if (rec) {
+        *dev = part == ST_DSTATE_CONV ? (void *)L->conv : (void *)L->ssm;
+        *bytes = part == ST_DSTATE_CONV ? conv_bytes(hp) : ssm_bytes(hp);
+        return ST_OK;
+    }
+    if (n_cells < 0 || n_cells > ds->n_ctx)
+        return st_fail(ST_ERR_RANGE, "cuda session state: %lld cells of layer %lld; the cache has %lld", (long long)n_cells,
+                       (long long)il, (long long)ds->n_ctx);
+    *dev = part == ST_DSTATE_K ? L->k_cache : L->v_cache;
+    *bytes = (size_t)n_cells * st_kv_row_bytes(ds->kv_type, hp->n_head_kv[il] * hp->head_dim);
+    return ST_OK;
+}
+
+st_status st_device_session_read_state(st_device_session *ds, int64_t il, int part, int64_t n_cells, void *host) {
+    void *dev;
+    size_t bytes;
+    ST_TRY(state_part(ds, il, part, n_cells, &dev, &bytes));
+    return bytes ? st_cuda_download(ds->cu, host, dev, bytes) : ST_OK;
+}
+
+st_status st_device_session_write_state(st_device_session *ds, int64_t il, int part, int64_t n_cells, const void *host) {
+    void *dev;
+    size_t bytes;
+    ST_TRY(state_part(ds, il, part, n_cells, &dev, &bytes));
+    /* The addresses stay the same, so the captured decode graphs stay valid. */
+    return bytes ? st_cuda_upload(ds->cu, dev, host, bytes) : ST_OK;
+}
+
 st_status st_device_mem_info(const st_device_session *ds, size_t *free_bytes, size_t *total_bytes) {
     return st_cuda_mem_info(ds->cu, free_bytes, total_bytes);
 }
