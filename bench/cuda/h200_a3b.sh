@@ -47,6 +47,10 @@ done | tee $OUT/model_check.txt
 timeout 60 $BIN/model_check $W/t_qwen35moe_q8_0.gguf --workspace 2>&1 | tail -2 | tee -a $OUT/model_check.txt
 echo "negative control (the workspace built to leak; must FAIL):" | tee -a $OUT/model_check.txt
 timeout 60 $BIN/model_check_leak $W/t_qwen35moe_q8_0.gguf --workspace 2>&1 | tail -2 | tee -a $OUT/model_check.txt
+if [ -x $BIN/state_check ]; then
+  echo "session state on the device (cut-back, checkpoints, save/load across devices):" | tee -a $OUT/model_check.txt
+  timeout 120 $BIN/state_check $W/t_qwen35moe_q8_0.gguf 2>&1 | tail -12 | tee -a $OUT/model_check.txt
+fi
 STRATA_CUDA_FUSED=0 timeout 60 $BIN/model_check $W/t_qwen35moe_q4_k.gguf --prompt 100 --decode 32 2>&1 | tail -1 | sed 's/^/unfused: /' | tee -a $OUT/model_check.txt
 stamp "strata bench"
 echo "== default: fused norms and products, f16 expert copies when they fit" | tee $OUT/strata-bench.txt

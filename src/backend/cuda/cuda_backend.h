@@ -168,6 +168,12 @@ st_status st_cuda_matvec_q8_multi(st_cuda *cu, uint32_t type, const st_cuda_mv *
 st_status st_cuda_matvec_q8_id(st_cuda *cu, uint32_t type, const void *W, const void *W2, size_t expert_bytes,
                                int64_t n_expert, int64_t M, const int32_t *ids, st_cuda_q8 q, int64_t x_group,
                                int64_t n_slots, float *Y, int64_t ldy);
+/* The SwiGLU of st_cuda_matvec_q8_id (W2 the up matrix) written straight into 8 bits: out's row s
+ * (out.K == M, a multiple of 32) is slot s's silu(gate) * up, as st_cuda_quantize_q8 would form it
+ * from the f32 result, so the down product reads it with no quantize launch. */
+st_status st_cuda_matvec_q8_swiglu_q8(st_cuda *cu, uint32_t type, const void *W_gate, const void *W_up,
+                                      size_t expert_bytes, int64_t n_expert, int64_t M, const int32_t *ids,
+                                      st_cuda_q8 q, int64_t x_group, int64_t n_slots, st_cuda_q8 out);
 
 /* ---- The rest of backend.h, same arguments (device pointers) ------------------------------- */
 

@@ -561,6 +561,70 @@ extern "C" st_status st_cuda_matvec_q8_multi(st_cuda *cu, uint32_t type, const s
     return cu_launched("matvec_q8_multi");
 }
 
+/* SwiGLU of 32 consecutive rows per block (a warp per row), written in 8 bits: the 32 outputs of a
+ * block are one quantization group of the down product's input, as quantize_q8_kernel forms it. */
+template <class U> __global__ void __launch_bounds__(1024)
+swiglu_q8_kernel(mv_args a, int8_t *yq, float *yd, float *ys) {
+    __shared__ float part[32];
+    const int64_t col = blockIdx.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t row = (int64_t)blockIdx.x * 32 + warp;
+    int64_t n_units = a.K / U::ELEMS;
+    const uint8_t *W = a.W, *W2 = a.W2;
+    if (a.ids) {
+        const int32_t e = a.ids[col];
+        if (e < 0 || e >= a.n_expert) n_units = 0;
+        else { W += (size_t)e * a.expert_bytes; W2 += (size_t)e * a.expert_bytes; }
+    }
+    const int64_t xr = col / a.x_group, nb = a.K / 32;
+    const int8_t *xq = a.xq + xr * a.K;
+    const float *xd = a.xd + xr * nb, *xs = a.xs + xr * nb;
+    float acc = 0.0f, acc2 = 0.0f;
+    for (int64_t u = lane; u < n_units; u += 32) {
+        acc += unit_dot<U>(W + (size_t)row * a.row_bytes, u, xq, xd, xs);
+        acc2 += unit_dot<U>(W2 + (size_t)row * a.row_bytes, u, xq, xd, xs);
+    }
+    acc = group_sum<32>(acc);
+    acc2 = group_sum<32>(acc2);
+    if (lane == 0) part[warp] = acc / (1.0f + expf(-acc)) * acc2;
+    __syncthreads();
+    if (warp == 0) {
+        const float v = part[lane];
+        const float amax = warp_max(fabsf(v));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const int q = (int)roundf(v * id);
+        yq[col * a.M + row - warp + lane] = (int8_t)q;
+        const float qs = warp_sum((float)q);
+        if (lane == 0) {
+            yd[col * (a.M / 32) + blockIdx.x] = d;
+            ys[col * (a.M / 32) + blockIdx.x] = d * qs;
+        }
+    }
+}
+
+extern "C" st_status st_cuda_matvec_q8_swiglu_q8(st_cuda *cu, uint32_t type, const void *W_gate, const void *W_up,
+                                                 size_t expert_bytes, int64_t n_expert, int64_t M, const int32_t *ids,
+                                                 st_cuda_q8 q, int64_t x_group, int64_t n_slots, st_cuda_q8 out) {
+    ST_TRY(check_type(type, q.K));
+    if (!is_quant_mv(type)) return st_fail(ST_ERR_INVALID, "cuda swiglu_q8: %s weights", st_type_get(type)->name);
+    if (M % 32 || out.K != M || out.n < n_slots || x_group < 1 || n_slots < 1 || n_slots > 65535 ||
+        (n_slots + x_group - 1) / x_group > q.n)
+        return st_fail(ST_ERR_INVALID, "cuda swiglu_q8: %lld rows, %lld slots in groups of %lld, out %lld x %lld",
+                       (long long)M, (long long)n_slots, (long long)x_group, (long long)out.n, (long long)out.K);
+    if (!ids) n_expert = 1;
+    mv_args a = { (const uint8_t *)W_gate, (const uint8_t *)W_up, st_row_size(st_type_get(type), q.K), expert_bytes,
+                  n_expert, M, q.K, ids, x_group, NULL, q.q, q.d, q.s, NULL, 0 };
+    dim3 grid((unsigned)(M / 32), (unsigned)n_slots);
+    switch (type) {
+    case ST_TYPE_Q4_K: swiglu_q8_kernel<unit_q4_K><<<grid, 1024, 0, cu->stream>>>(a, out.q, out.d, out.s); break;
+    case ST_TYPE_Q5_K: swiglu_q8_kernel<unit_q5_K><<<grid, 1024, 0, cu->stream>>>(a, out.q, out.d, out.s); break;
+    case ST_TYPE_Q6_K: swiglu_q8_kernel<unit_q6_K><<<grid, 1024, 0, cu->stream>>>(a, out.q, out.d, out.s); break;
+    default:           swiglu_q8_kernel<unit_q8_0><<<grid, 1024, 0, cu->stream>>>(a, out.q, out.d, out.s); break;
+    }
+    return cu_launched("swiglu_q8");
+}
+
 extern "C" st_status st_cuda_matvec_q8_id(st_cuda *cu, uint32_t type, const void *W, const void *W2,
                                           size_t expert_bytes, int64_t n_expert, int64_t M, const int32_t *ids,
                                           st_cuda_q8 q, int64_t x_group, int64_t n_slots, float *Y, int64_t ldy) {

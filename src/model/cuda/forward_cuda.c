@@ -108,6 +108,9 @@ size_t st_forward_cuda_ws_size(const void *model, int id, int64_t n) {
     case WSD_SH_G: return moe ? (size_t)n * F : 0;
     case WSD_LOGITS: return (size_t)((n < ST_DEV_LOGIT_ROWS ? n : ST_DEV_LOGIT_ROWS) * hp->n_vocab) * F;
     case WSD_Q8: return st_cuda_q8_bytes(d, n < 8 ? n : 8);
+    /* the SwiGLU outputs in 8 bits (decode): routed slots, and the shared expert or dense FFN */
+    case WSD_GEQ: return moe && ffe % 32 == 0 ? st_cuda_q8_bytes(ffe, (n < 8 ? n : 8) * k) : 0;
+    case WSD_SHQ: return ff > 0 && ff % 32 == 0 ? st_cuda_q8_bytes(ff, n < 8 ? n : 8) : 0;
     default: return 0;
     }
 }
@@ -218,12 +221,42 @@ static void dbias(dfwd *f, const st_tensor *b, float *y, int64_t ldy, int64_t n)
     if (b->data) DO(st_cuda_pointwise(f->cu, ST_CUDA_ADD, y, ldy, b->f32, 0, y, ldy, n, b->ne[0]));
 }
 
+/* Independent work of a decode step on the side stream (st_cuda_fork): side_begin moves the ops
+ * that follow to it (returns 0, doing nothing, for prompt chunks, unfused runs or after an error),
+ * side_end returns to the main stream, side_join makes the main stream wait for the side. The
+ * unfork and the join run whatever happened, so the context never stays forked. */
+static int side_begin(dfwd *f, int64_t n) {
+    if (n > 8 || f->unfused || f->err != ST_OK) return 0;
+    return (f->err = st_cuda_fork(f->cu)) == ST_OK;
+}
+
+static void side_end(dfwd *f, int side) {
+    if (!side) return;
+    st_status s = st_cuda_unfork(f->cu);
+    if (f->err == ST_OK) f->err = s;
+}
+
+static void side_join(dfwd *f, int side) {
+    if (!side) return;
+    st_status s = st_cuda_join(f->cu);
+    if (f->err == ST_OK) f->err = s;
+}
+
 /* out = W_down (silu(W_gate h) * (W_up h)), through `mid` [n][ff]. */
 static void dswiglu_ffn(dfwd *f, const st_tensor *gate, const st_tensor *up, const st_tensor *down, const float *h,
                         int64_t n, float *mid, float *out) {
     int64_t d = f->hp->n_embd, ff = gate->ne[1];
     int fused = n <= 8 && gate->type != ST_TYPE_F32 && gate->type != ST_TYPE_F16 && gate->type != ST_TYPE_BF16 &&
                 gate->scale == 1.0f && up->scale == 1.0f;
+    if (fused && f->q8.q && f->q8.n == n && ff % 32 == 0 && is_quant(down->type)) {
+        /* SwiGLU straight into 8 bits, read by the down product with no quantize launch */
+        st_cuda_q8 mq = st_cuda_q8_at(st_workspace_get(f->ws, WSD_SHQ), ff, n);
+        DO(st_cuda_matvec_q8_swiglu_q8(f->cu, gate->type, gate->data, up->data, 0, 0, ff, NULL, f->q8, 1, n, mq));
+        DO(st_cuda_matvec_q8_id(f->cu, down->type, down->data, NULL, 0, 0, d, NULL, mq, 1, n, out, d));
+        if (down->scale != 1.0f)
+            for (int64_t r = 0; r < n; r++) DO(st_cuda_axpy(f->cu, out + r * d, d, out + r * d, down->scale, 0));
+        return;
+    }
     if (fused && f->q8.q && f->q8.n == n) {
         DO(st_cuda_matvec_q8_id(f->cu, gate->type, gate->data, up->data, 0, 0, ff, NULL, f->q8, 1, n, mid, ff));
     } else if (fused) {
@@ -277,14 +310,18 @@ static void dattention(dfwd *f, int il, const float *h, float *out) {
     dbias(f, &L->bv, v, nkv, n);
 
     /* Per-head RMSNorm (q into a dense [n][H][hd]), RoPE, then K and V into the cache. */
+    /* In decode the k and v half runs on the side stream beside the q half. */
     float *q = BUF(WSD_QN);
-    DO(st_cuda_rms_norm(f->cu, qg, gated ? 2 * hd : hd, L->q_norm.f32, q, hd, n * H, hd, hp->eps));
-    DO(st_cuda_rms_norm(f->cu, k, hd, L->k_norm.f32, k, hd, n * Hkv, hd, hp->eps));
     st_rope_params rp = rope_params(hp);
-    DO(st_cuda_rope_neox(f->cu, q, hd * H, hd, n, H, f->pos, &rp));
+    int side = side_begin(f, n);
+    DO(st_cuda_rms_norm(f->cu, k, hd, L->k_norm.f32, k, hd, n * Hkv, hd, hp->eps));
     DO(st_cuda_rope_neox(f->cu, k, hd * Hkv, hd, n, Hkv, f->pos, &rp));
     DO(st_cuda_kv_store_pos(f->cu, f->kv_type, S->k_cache, nkv, f->pos, k, nkv, n));
     DO(st_cuda_kv_store_pos(f->cu, f->kv_type, S->v_cache, nkv, f->pos, v, nkv, n));
+    side_end(f, side);
+    DO(st_cuda_rms_norm(f->cu, qg, gated ? 2 * hd : hd, L->q_norm.f32, q, hd, n * H, hd, hp->eps));
+    DO(st_cuda_rope_neox(f->cu, q, hd * H, hd, n, H, f->pos, &rp));
+    side_join(f, side);
 
     float *o = BUF(WSD_ATT);
     st_attn_args a = {
@@ -352,13 +389,17 @@ static void dgdn(dfwd *f, int il, const float *h, float *out) {
     }
 
     /* beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a */
+    /* (in decode on the side stream, beside the conv) */
     float *gg = BUF(WSD_G), *beta = BUF(WSD_BETA);
+    int side = side_begin(f, n);
     DO(st_cuda_gdn_gates(f->cu, a, n_v, b, n_v, L->ssm_dt.f32, L->ssm_a.f32, n, n_v, gg, beta));
+    side_end(f, side);
 
     /* u = silu(conv(m)) with the carried state; q and k heads L2-normalised */
     float *u = BUF(WSD_CONV);
     DO(st_cuda_conv1d(f->cu, m, C, L->ssm_conv1d.f32, S->conv, u, C, n, C, K, 1));
     DO(st_cuda_l2_norm_heads(f->cu, u, C, n, 2 * n_k, dk, hp->eps));
+    side_join(f, side);
 
     /* the delta rule, state carried on the device */
     float *o = BUF(WSD_GDN_OUT);
@@ -412,14 +453,9 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
 
     /* Decode: the shared expert's product and gate on the side stream, beside the routed experts;
      * only its weighted add into out waits for both branches. */
-    int side = L->gate_shexp.data && n <= 8 && !f->unfused && f->err == ST_OK;
-    if (side) {
-        /* the unfork runs whatever happened on the side, so the context never stays forked */
-        if ((f->err = st_cuda_fork(f->cu)) != ST_OK) return;
-        shared_expert(f, L, h, n);
-        st_status u = st_cuda_unfork(f->cu);
-        if (f->err == ST_OK) f->err = u;
-    }
+    int side = L->gate_shexp.data ? side_begin(f, n) : 0;
+    if (side) shared_expert(f, L, h, n);
+    side_end(f, side);
 
     dmatmul(f, &L->gate_inp, h, d, n, logits, E);
     DO(st_cuda_moe_route(f->cu, logits, E, n, E, k, ids, w));
@@ -450,6 +486,13 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
         DO(st_cuda_matmul_id(f->cu, gt->type, wg, gu_bytes, E, ff, d, ids, h, d, k, n * k, ge, ff));
         DO(st_cuda_matmul_id(f->cu, gt->type, wu, gu_bytes, E, ff, d, ids, h, d, k, n * k, up, ff));
         DO(st_cuda_pointwise(f->cu, ST_CUDA_SWIGLU, ge, ff, up, ff, ge, ff, n * k, ff));
+    } else if (f->q8.q && f->q8.n == n && ff % 32 == 0 && is_quant(dn->type)) {
+        /* decode: SwiGLU straight into 8 bits, then the down product on it */
+        st_cuda_q8 gq = st_cuda_q8_at(st_workspace_get(f->ws, WSD_GEQ), ff, n * k);
+        DO(st_cuda_matvec_q8_swiglu_q8(f->cu, gt->type, wg, wu, gu_bytes, E, ff, ids, f->q8, k, n * k, gq));
+        DO(st_cuda_matvec_q8_id(f->cu, dn->type, dn->data, NULL, down_bytes, E, d, ids, gq, 1, n * k, ye, d));
+        DO(st_cuda_moe_combine(f->cu, ye, d, w, n, k, d, out, d, 0));
+        goto shared;
     } else if (f->q8.q && f->q8.n == n) {
         DO(st_cuda_matvec_q8_id(f->cu, gt->type, wg, wu, gu_bytes, E, ff, ids, f->q8, k, n * k, ge, ff));
     } else {
@@ -460,12 +503,8 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
 
 shared:
     if (L->gate_shexp.data) {
-        if (side) {
-            st_status j = st_cuda_join(f->cu);
-            if (f->err == ST_OK) f->err = j;
-        } else {
-            shared_expert(f, L, h, n);
-        }
+        if (side) side_join(f, side);
+        else shared_expert(f, L, h, n);
         DO(st_cuda_moe_combine(f->cu, BUF(WSD_SH_Y), d, BUF(WSD_SH_G), n, 1, d, out, d, 1));
     }
 }
