@@ -122,7 +122,7 @@ static int feed_prompt(st_session *s, const int32_t *ids, size_t n, int32_t im_s
         while (end < n && ids[end] != im_start) end++;
         if (st_session_feed(s, ids + done, (int64_t)(end - (size_t)done), NULL) != ST_OK) return cli_fail("chat");
         done = (int64_t)end;
-        /* Without a checkpoint (no memory, or a state on a device) only reuse is lost. */
+        /* Without a checkpoint (out of memory, or a device copy failed) only reuse is lost. */
         if ((size_t)done < n && st_session_checkpoint(s) != ST_OK) st_clear_error();
     }
     return 0;

@@ -177,7 +177,7 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
         st = st_session_feed(x->session, req->prompt + done, (int64_t)k, NULL);
         if (st != ST_OK) goto out;
         done += k;
-        /* Without a checkpoint (no memory, or a state on a device) only reuse is lost. */
+        /* Without a checkpoint (out of memory, or a device copy failed) only reuse is lost. */
         if (done < req->n_prompt && req->prompt[done] == x->im_start && x->recurrent && st_session_checkpoint(x->session) != ST_OK)
             st_clear_error();
         if (req->on_progress) req->on_progress(req->ctx, (size_t)usage->cached_tokens, done, req->n_prompt);
