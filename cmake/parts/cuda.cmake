@@ -15,10 +15,8 @@ endif()
 if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
   set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
 endif()
-if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-  # Hopper machine code, plus PTX the driver compiles for newer GPUs
-  set(CMAKE_CUDA_ARCHITECTURES "90-real;90-virtual")
-endif()
+# CMAKE_CUDA_ARCHITECTURES defaults to "90-real;90-virtual" (the top-level CMakeLists.txt sets it
+# before the library's targets exist).
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 set(CMAKE_CUDA_STANDARD 17)
