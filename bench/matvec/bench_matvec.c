@@ -3,8 +3,10 @@
  * ggml's own kernels on the same weights, threads and split, in the same run.
  *
  *   bench_matvec [--threads N] [--repeats R] [--types q4_K,q6_K,...] [--peer DIR] [--mib WORKING_SET]
- *                [--best]
+ *                [--best] [--repack]
  *
+ * --repack runs ours on the load-time repacked layout where the CPU has one (quant/repack.h: Q4_K);
+ * ggml still reads the file's layout.
  * --mib sets the working set per shape (default 512 MiB); a small one (--mib 0.5 --threads 1
  * --best) measures the kernels from cache, i.e. their compute speed, for tuning.
  *
@@ -31,6 +33,7 @@
 #include "base/pool.h"
 #include "quant/dot.h"
 #include "quant/quant.h"
+#include "quant/repack.h"
 
 /* ---- the peer's ABI (ggml-cpu.h), declared here to load it at run time ---- */
 typedef void (*ggml_from_float_fn)(const float *x, void *y, int64_t k);
@@ -187,6 +190,8 @@ typedef struct shape { const char *name; int64_t K, M; int batch; } shape;
 
 typedef struct result { double ours, ggml; int copies; double mib; } result;
 
+static int use_repack;
+
 static result run_shape(st_pool *pool, const peer *pr, uint32_t type, shape sh, int repeats, double ws_mib) {
     result res = {0, 0, 0, 0};
     const st_type_info *t = st_type_get(type);
@@ -206,7 +211,14 @@ static result run_shape(st_pool *pool, const peer *pr, uint32_t type, shape sh, 
         st_quantize_row(type, f, rows + (size_t)r * w_row, sh.K);
     }
     char *W = aligned_alloc(64, (bytes * (size_t)copies + 63) / 64 * 64);
-    for (size_t r = 0; r < (size_t)sh.M * (size_t)copies; r++) memcpy(W + r * w_row, rows + (r % uniq) * w_row, w_row);
+    const uint32_t file_type = type;
+    char *rows_r = NULL;
+    if (use_repack && st_repack_target(type) != type) {
+        type = st_repack_target(type);
+        rows_r = malloc(w_row * uniq);
+        st_repack_blocks(type, rows_r, rows, uniq * (sh.K / t->block_size));
+    }
+    for (size_t r = 0; r < (size_t)sh.M * (size_t)copies; r++) memcpy(W + r * w_row, (rows_r ? rows_r : rows) + (r % uniq) * w_row, w_row);
     int batch = sh.batch > 1 ? sh.batch : 1;
     float *x = malloc(sizeof(float) * (size_t)sh.K), *y = malloc(sizeof(float) * (size_t)(sh.M * batch));
     for (int64_t i = 0; i < sh.K; i++) x[i] = frand();
@@ -228,6 +240,11 @@ static result run_shape(st_pool *pool, const peer *pr, uint32_t type, shape sh, 
         if (r >= 0) gbs[r] = (double)bytes * copies / (st_now() - t0) / 1e9;
     }
     res.ours = median(gbs, repeats);
+    if (rows_r) {
+        for (size_t r = 0; r < (size_t)sh.M * (size_t)copies; r++) memcpy(W + r * w_row, rows + (r % uniq) * w_row, w_row);
+        free(rows_r);
+        type = file_type;
+    }
 
     const struct ggml_type_traits_cpu_abi *tr = pr->cpu ? pr->traits((int)type) : 0;
     if (tr && tr->vec_dot) {
@@ -268,8 +285,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--peer") && i + 1 < argc) peer_dir = argv[++i];
         else if (!strcmp(argv[i], "--mib") && i + 1 < argc) ws_mib = atof(argv[++i]);
         else if (!strcmp(argv[i], "--best")) report_best = 1;
+        else if (!strcmp(argv[i], "--repack")) use_repack = 1;
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--repeats R] [--types a,b] [--peer DIR] [--mib MIB] [--best]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--repeats R] [--types a,b] [--peer DIR] [--mib MIB] [--best] [--repack]\n", argv[0]);
             return 2;
         }
     }
@@ -323,7 +341,7 @@ int main(int argc, char **argv) {
                 snprintf(ratio, sizeof ratio, "%.2fx", r.ours / r.ggml);
             }
             printf("| %s | %s | %d | %.1f | %s | %s | %.0f%% | %s |\n", name, shapes[s].name, r.copies, r.ours, g, ratio,
-                   100 * r.ours / bw, level_name(type));
+                   100 * r.ours / bw, use_repack && st_repack_target(type) != type ? "AVX-512 repacked" : level_name(type));
             for (int ti = 0; ti < 3; ti++)
                 if (!strcmp(name, target_names[ti])) {
                     if (100 * r.ours / bw < target_worst_bw[ti]) target_worst_bw[ti] = 100 * r.ours / bw;

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "engine/device.h"
 #include "model/model.h"
+#include "quant/repack.h"
 #include "quant/types.h"
 #include "text/tokenizer.h"
 
@@ -72,6 +73,61 @@ static void rebase_tensor(st_tensor *t, const char *base, size_t size, char *cop
     t->escale = rebase(t->escale, base, size, copy);
 }
 
+/* Every st_tensor of the model, for the repacking pass. */
+static int all_tensors(struct st_model *m, st_tensor **out, int cap) {
+    int n = 0;
+    st_tensor *top[] = {&m->tok_embd, &m->output, &m->output_norm};
+    for (int i = 0; i < 3 && n < cap; i++) out[n++] = top[i];
+    for (int64_t i = 0; i < m->hp.n_layer; i++) {
+        st_tensor *ts = (st_tensor *)&m->layers[i];
+        for (size_t j = 0; j < sizeof(st_layer) / sizeof(st_tensor) && n < cap; j++) out[n++] = &ts[j];
+    }
+    return n;
+}
+
+static int overlaps(const st_tensor *a, const st_tensor *b) {
+    const char *a0 = a->data, *b0 = b->data;
+    return a0 < b0 + tensor_bytes(b) && b0 < a0 + tensor_bytes(a);
+}
+
+/* The CPU kernels' layouts (quant/repack.h), in place in the copy, for the matrices that only the
+ * matrix products read: not the token embedding (rows are looked up and dequantized), not a
+ * tensor read as f32 (f32 != NULL), only bytes inside the copy, not one whose bytes another tensor shares with a different
+ * extent (a tied output head is the token embedding). Same bytes per row, so nothing moves. The
+ * CUDA upload never sees this: it reads the mapping and returns before the copy. */
+static void repack_weights(struct st_model *m, const char *copy, size_t size) {
+    int cap = 3 + (int)m->hp.n_layer * (int)(sizeof(st_layer) / sizeof(st_tensor));
+    st_tensor **ts = malloc((size_t)cap * sizeof *ts);
+    if (!ts) return; /* the plain layout is always correct */
+    int n = all_tensors(m, ts, cap);
+    for (int i = 0; i < n; i++) {
+        st_tensor *t = ts[i];
+        uint32_t to = st_repack_target(t->type);
+        if (!t->data || t->repacked || t->f32 || to == t->type || t == &m->tok_embd) continue;
+        if ((const char *)t->data < copy || (const char *)t->data + tensor_bytes(t) > copy + size) continue;
+        int ok = !overlaps(t, &m->tok_embd), twins = 0;
+        for (int j = 0; j < n && ok; j++) {
+            if (j == i || !ts[j]->data || !overlaps(t, ts[j])) continue;
+            if (ts[j]->data == t->data && tensor_bytes(ts[j]) == tensor_bytes(t) && ts[j]->type == t->type && !ts[j]->f32) twins++;
+            else ok = 0;
+        }
+        if (!ok) continue;
+        const st_type_info *ti = st_type_get(t->type);
+        int64_t blocks = (int64_t)(tensor_bytes(t) / (uint64_t)ti->type_size);
+        if (!st_repack_blocks(to, (void *)t->data, t->data, blocks)) continue;
+        t->type = to;
+        t->repacked = 1;
+        /* tensors bound to the very same bytes (same extent) follow */
+        for (int j = 0; j < n && twins; j++)
+            if (j != i && ts[j]->data == t->data && tensor_bytes(ts[j]) == tensor_bytes(t)) {
+                ts[j]->type = to;
+                ts[j]->repacked = 1;
+                twins--;
+            }
+    }
+    free(ts);
+}
+
 /* MemAvailable from /proc/meminfo in bytes, 0 if unknown. */
 static size_t mem_available(void) {
     FILE *f = fopen("/proc/meminfo", "r");
@@ -119,6 +175,7 @@ static st_status copy_weights(struct st_model *m, int progress) {
         for (size_t j = 0; j < sizeof(st_layer) / sizeof(st_tensor); j++) rebase_tensor(&ts[j], base, size, copy);
     }
     m->weights_copy = copy;
+    repack_weights(m, copy, size);
     uintptr_t page = 4096, lo = ((uintptr_t)base + page - 1) & ~(page - 1), hi = ((uintptr_t)base + size) & ~(page - 1);
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
     return ST_OK;

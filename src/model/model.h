@@ -78,6 +78,9 @@ typedef struct st_tensor {
     const float *f32;             /* 1-D vectors: f32 view (the mapping, or the model's copy) */
     float scale;                  /* .scale {1} applied to the product; 1 when absent or ignored */
     const float *escale;          /* per-expert .scale {E}, NULL when absent */
+    int repacked;                 /* data is in a CPU layout of quant/repack.h (set at load, after
+                                     the copy): type is then that layout's internal id, which only
+                                     the CPU matrix products read; st_repack_file_type gives the file's */
 } st_tensor;
 
 typedef struct st_layer {

@@ -7,6 +7,7 @@
 
 #include "base/cpu.h"
 #include "quant/quant.h"
+#include "quant/repack.h"
 
 uint32_t st_dot_act_type(uint32_t type) {
     switch (type) {
@@ -16,7 +17,7 @@ uint32_t st_dot_act_type(uint32_t type) {
     case ST_TYPE_Q4_0: case ST_TYPE_Q5_0: case ST_TYPE_Q8_0: case ST_TYPE_IQ4_NL: return ST_TYPE_Q8_0;
     case ST_TYPE_Q4_1: case ST_TYPE_Q5_1: return ST_TYPE_Q8_1;
     case ST_TYPE_Q2_K: case ST_TYPE_Q3_K: case ST_TYPE_Q4_K: case ST_TYPE_Q5_K: case ST_TYPE_Q6_K:
-    case ST_TYPE_IQ4_XS: return ST_TYPE_Q8_K;
+    case ST_TYPE_IQ4_XS: case ST_TYPE_Q4_K_R: return ST_TYPE_Q8_K;
     default: return ST_TYPE_COUNT;
     }
 }
@@ -47,14 +48,17 @@ static void read_prefetch_env(void) {
 
 int st_dot_level(uint32_t type) {
     pthread_once(&prefetch_once, read_prefetch_env);
-    if (type >= ST_TYPE_COUNT) return 0;
     const st_cpu_features *f = st_cpu();
+    /* the repacked layouts (repack.h) have an AVX-512 kernel, else the plain type's via conversion */
+    if (type == ST_TYPE_Q4_K_R) return have_avx512(f) ? 2 : st_dot_level(ST_TYPE_Q4_K);
+    if (type >= ST_TYPE_COUNT) return 0;
     if (have_avx512(f) && st_dot_avx512[type]) return 2;
     if (have_avx2(f) && st_dot_avx2[type]) return 1;
     return 0;
 }
 
 st_dot_fn st_dot_kernel(uint32_t type) {
+    if (type == ST_TYPE_Q4_K_R) return st_dot_level(type) == 2 ? st_dot_q4_K_r_avx512 : st_dot_q4_K_r_plain;
     if (type >= ST_TYPE_COUNT) return 0;
     switch (st_dot_level(type)) {
     case 2: return st_dot_avx512[type];

@@ -13,7 +13,8 @@
  *
  * Variants: a scalar reference (dot_ref.c, integer sums exactly as the block formats define them),
  * AVX2 (dot_avx2.c) and AVX-512 with VNNI (dot_avx512.c). st_dot_kernel() picks the best one for
- * st_cpu() at the moment of the call (st_cpu_limit() in tests forces a lower one). */
+ * st_cpu() at the moment of the call (st_cpu_limit() in tests forces a lower one). The functions
+ * below also take the internal ids of the load-time repacked layouts (repack.h: ST_TYPE_Q4_K_R). */
 #ifndef ST_QUANT_DOT_H
 #define ST_QUANT_DOT_H
 

@@ -14,6 +14,7 @@
 #include "backend/cpu/matmul.h"
 
 #include "quant/dot.h"
+#include "quant/repack.h"
 #include "quant/types.h"
 
 /* bytes of weight rows per tile: well inside a 512 KiB - 2 MiB L2, beside the activations */
@@ -95,7 +96,7 @@ static void batch_worker(void *ctx, int ith, int nth) {
 
 void st_matmul_batch(st_pool *pool, uint32_t type, int64_t K, const st_matmul_part *parts, int n_parts,
                      void *scratch) {
-    const st_type_info *info = st_type_get(type);
+    const st_type_info *info = st_layout_get(type); /* also the repacked layouts of quant/repack.h */
     uint32_t act = st_dot_act_type(type);
     if (!info || act == ST_TYPE_COUNT || n_parts <= 0) return;
     if (n_parts > MAX_PARTS) {
