@@ -17,11 +17,6 @@
 #define UNROLL _Pragma("GCC unroll 8")
 #define R_BLOCK 144
 
-INLINE float h2f_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
 INLINE void prefetch_ahead(const void *p, size_t bytes) {
     const int dist = st_dot_prefetch;
     if (dist)
@@ -49,6 +44,7 @@ INLINE void q4_K_r_nx(int64_t k, const void *wv, const void *xv, size_t xs, cons
     /* even j: bits 0-5 of (word >> 6); odd j: bits 0-1 of it and bits 2-5 of (word >> 10) */
     const __m256i mask_a = _mm256_set_epi16(3, 3, 0x3f, 0x3f, 3, 3, 0x3f, 0x3f, 3, 3, 0x3f, 0x3f, 3, 3, 0x3f, 0x3f);
     const __m256i mask_c = _mm256_set_epi16(0x3c, 0x3c, 0, 0, 0x3c, 0x3c, 0, 0, 0x3c, 0x3c, 0, 0, 0x3c, 0x3c, 0, 0);
+    const __m256i one = _mm256_set1_epi32(1);
     for (int64_t b = 0; b < k / QK_K; b++) {
         const uint8_t *blk = w + b * R_BLOCK;
         prefetch_ahead(blk, R_BLOCK);
@@ -64,17 +60,19 @@ INLINE void q4_K_r_nx(int64_t k, const void *wv, const void *xv, size_t xs, cons
         __m256i mw = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(meta), mn_ctrl);
         __m256i mins = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(mw, 6), mask_a),
                                        _mm256_and_si256(_mm256_srli_epi16(mw, 10), mask_c));
-        float d = h2f_at(blk + 12), dmin = h2f_at(blk + 14);
+        /* [d, dmin] from the header's last 4 bytes in one conversion; times x's d per row */
+        const __m128 dd = _mm_cvtph_ps(_mm_bsrli_si128(meta, 12));
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)((const char *)xv + (size_t)j * xs) + b;
-            __m512i isum = _mm512_setzero_si512();
-            UNROLL for (int t = 0; t < 4; t++) {
+            __m512i isum = _mm512_madd_epi16(_mm512_maddubs_epi16(u[0], _mm512_loadu_si512(xb->qs)), sc[0]);
+            UNROLL for (int t = 1; t < 4; t++) {
                 __m512i p = _mm512_maddubs_epi16(u[t], _mm512_loadu_si512(xb->qs + 64 * t));
                 isum = _mm512_dpwssd_epi32(isum, p, sc[t]);
             }
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * xb->d), acc[j]);
+            const __m128 s = _mm_mul_ps(dd, _mm_set1_ps(xb->d));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(s), acc[j]);
             __m256i m = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), mins);
-            accm[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * xb->d), accm[j]);
+            accm[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_permutexvar_ps(one, _mm256_castps128_ps256(s)), accm[j]);
         }
     }
     UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]) - hsum256_ps(accm[j]);
