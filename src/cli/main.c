@@ -29,7 +29,8 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n`strata <command> --help` describes a command's options. Without -m, run, chat, serve\n"
                "and bench use the demo model (models/strata-demo-q8_0.gguf); `strata` alone on a\n"
-               "terminal chats with it.\n");
+               "terminal chats with it. run, chat, serve, bench and eval take --device cpu|cuda|auto:\n"
+               "a build with CUDA (-DSTRATA_CUDA=ON) runs the model on the GPU when one is present.\n");
 }
 
 int cli_fail(const char *what) {
