@@ -36,10 +36,13 @@ void st_device_session_free(st_device_session *ds);
 /* Zero recurrent state, no positions. */
 st_status st_device_session_reset(st_device_session *ds);
 /* Feeds one chunk of n tokens at positions n_past .. n_past+n-1 (ids already checked). logits_all
- * (host, [n][n_vocab]) receives every row's logits when not NULL; logits_last (host, n_vocab)
- * always receives the last row's. n == 1 replays a captured CUDA graph. */
+ * (host, [n][n_vocab]) receives every row's logits when not NULL; the last row's are always kept
+ * for st_device_session_logits. n == 1 replays a captured CUDA graph. */
 st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
-                                 float *logits_all, float *logits_last);
+                                 float *logits_all);
+/* The last fed row's logits (n_vocab floats, zeros before the first feed; pinned host memory the
+ * download writes straight into), valid until the next feed. */
+const float *st_device_session_logits(const st_device_session *ds);
 /* Grows the workspace to `rows` rows (between chunks only). */
 st_status st_device_session_reserve(st_device_session *ds, int64_t rows);
 uint64_t st_device_session_state_bytes(const st_device_session *ds);

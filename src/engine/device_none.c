@@ -25,9 +25,10 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
 void st_device_session_free(st_device_session *ds) {}
 st_status st_device_session_reset(st_device_session *ds) { return no_device(); }
 st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
-                                 float *logits_all, float *logits_last) {
+                                 float *logits_all) {
     return no_device();
 }
+const float *st_device_session_logits(const st_device_session *ds) { return NULL; }
 st_status st_device_session_reserve(st_device_session *ds, int64_t rows) { return no_device(); }
 uint64_t st_device_session_state_bytes(const st_device_session *ds) { return 0; }
 st_status st_device_session_read_state(st_device_session *ds, int64_t il, int part, int64_t n_cells, void *host) {

@@ -29,7 +29,6 @@ struct st_session {
     int32_t *ids;                 /* the ids fed: [n_ctx], the first n_past held (session_state.c) */
     struct st_checkpoints *ckpt;  /* recurrent-state checkpoints (session_state.c), NULL until one */
     st_device_session *dev;    /* the state on the model's device; NULL on the CPU */
-    float *dev_logits;         /* host copy of the last row's logits from the device */
 };
 
 st_session_params st_session_default_params(void) {
@@ -62,9 +61,7 @@ static st_status alloc_state(st_session *s) {
 
 /* The device half of st_session_new: state and workspace on the model's device. */
 static st_status device_session_new(st_session *s, st_session **out) {
-    s->dev_logits = calloc((size_t)s->m->hp.n_vocab, sizeof(float));
-    st_status st = s->dev_logits ? ST_OK : st_fail(ST_ERR_NOMEM, "session: out of memory");
-    if (st == ST_OK) st = st_device_session_new(s->m->dev, s->m, s->state.n_ctx, s->state.kv_type, &s->dev);
+    st_status st = st_device_session_new(s->m->dev, s->m, s->state.n_ctx, s->state.kv_type, &s->dev);
     if (st == ST_OK) st = st_device_session_reserve(s->dev, 1);
     if (st != ST_OK) {
         st_session_free(s);
@@ -113,7 +110,6 @@ void st_session_free(st_session *s) {
     free(s->ids);
     st_checkpoints_free(s->ckpt);
     st_device_session_free(s->dev);
-    free(s->dev_logits);
     if (s->state.layers) {
         for (int64_t il = 0; il < s->m->hp.n_layer; il++) {
             st_layer_state *L = &s->state.layers[il];
@@ -165,7 +161,7 @@ uint64_t st_session_state_bytes(const st_session *s) {
     return b;
 }
 const float *st_session_logits(const st_session *s) {
-    return s->dev ? s->dev_logits : st_workspace_f32(&s->ws, WS_LOGITS);
+    return s->dev ? st_device_session_logits(s->dev) : st_workspace_f32(&s->ws, WS_LOGITS);
 }
 
 st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all) {
@@ -184,7 +180,7 @@ st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float
         int64_t rows = n - off < s->p.n_prefill ? n - off : s->p.n_prefill;
         if (s->dev) {
             st_status st = st_device_session_feed(s->dev, tokens + off, rows, s->state.n_past,
-                                                  logits_all ? logits_all + off * V : NULL, s->dev_logits);
+                                                  logits_all ? logits_all + off * V : NULL);
             if (st != ST_OK) {
                 st_session_reset(s);
                 return st;

@@ -18,7 +18,7 @@
 #include "model/forward.h"
 
 /* The pairs i < n_rot/2 whose IMRoPE sector takes the 4th position (ggml_mrope_cache_init). */
-static int imrope_fixed_pairs(const st_hparams *hp, int64_t *pairs) {
+int fwd_imrope_fixed_pairs(const st_hparams *hp, int64_t *pairs) {
     if (hp->rope_kind != ST_ROPE_IMROPE) return 0;
     const int32_t *sec = hp->rope_sections;
     int64_t sum = sec[0] + sec[1] + sec[2] + sec[3];
@@ -35,7 +35,7 @@ static int imrope_fixed_pairs(const st_hparams *hp, int64_t *pairs) {
 static void rope(st_fwd *f, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_head, const st_rope_params *rp) {
     const st_hparams *hp = f->hp;
     int64_t fixed[256];
-    int n_fixed = hp->n_rot / 2 <= 256 ? imrope_fixed_pairs(hp, fixed) : 0;
+    int n_fixed = hp->n_rot / 2 <= 256 ? fwd_imrope_fixed_pairs(hp, fixed) : 0;
     if (n_fixed == 0) {
         st_op_rope_neox(f->pool, x, ld_tok, ld_head, f->n, n_head, f->pos, rp);
         return;
@@ -63,7 +63,7 @@ static void rope(st_fwd *f, float *x, int64_t ld_tok, int64_t ld_head, int64_t n
             }
 }
 
-static st_rope_params rope_params(const st_hparams *hp) {
+st_rope_params fwd_rope_params(const st_hparams *hp) {
     st_rope_params p = st_rope_plain(hp->n_rot, hp->rope_freq_base);
     p.freq_scale = hp->rope_freq_scale;
     p.attn_factor = hp->rope_attn_factor;
@@ -115,7 +115,7 @@ void fwd_attention(st_fwd *f, int il, const float *h, float *out) {
     st_op_rms_norm(f->pool, qg, gated ? 2 * hd : hd, L->q_norm.f32, q, hd, n * H, hd, hp->eps);
     st_op_rms_norm(f->pool, k, hd, L->k_norm.f32, k, hd, n * Hkv, hd, hp->eps);
 
-    st_rope_params rp = rope_params(hp);
+    st_rope_params rp = fwd_rope_params(hp);
     rope(f, q, hd * H, hd, H, &rp);
     rope(f, k, hd * Hkv, hd, Hkv, &rp);
 

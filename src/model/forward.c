@@ -9,7 +9,7 @@
 #include "model/moe_exec.h"
 #include "quant/types.h"
 
-static int64_t max_heads(const st_hparams *hp, int kv) {
+int64_t fwd_max_heads(const st_hparams *hp, int kv) {
     int64_t mx = 0;
     for (int64_t i = 0; i < hp->n_layer; i++) {
         if (hp->is_linear[i]) continue;
@@ -27,7 +27,7 @@ static int64_t max_dense_ff(const st_hparams *hp) {
     return mx;
 }
 
-static int64_t max_used_experts(const st_hparams *hp) {
+int64_t fwd_max_experts_used(const st_hparams *hp) {
     int64_t mx = 0;
     for (int64_t i = 0; i < hp->n_layer; i++)
         if (hp->n_expert_used[i] > mx) mx = hp->n_expert_used[i];
@@ -88,12 +88,12 @@ size_t st_forward_ws_size(const void *ctx, int id, int64_t n) {
     const st_hparams *hp = &m->hp;
     const size_t F = sizeof(float);
     int64_t d = hp->n_embd, hd = hp->head_dim;
-    int64_t H = max_heads(hp, 0), Hkv = max_heads(hp, 1);
+    int64_t H = fwd_max_heads(hp, 0), Hkv = fwd_max_heads(hp, 1);
     int hybrid = st_hp_is_hybrid(hp), moe = st_hp_is_moe(hp);
     int64_t qw = hd * H * (hybrid ? 2 : 1);
     int64_t kd = hybrid ? st_hp_key_dim(hp) : 0, vd = hybrid ? hp->ssm_inner : 0;
     int64_t C = hybrid ? st_hp_conv_channels(hp) : 0, n_v = hybrid ? hp->ssm_n_v : 0;
-    int64_t k = moe ? max_used_experts(hp) : 0, E = moe ? hp->n_expert : 0, ffe = moe ? hp->n_ff_exp : 0;
+    int64_t k = moe ? fwd_max_experts_used(hp) : 0, E = moe ? hp->n_expert : 0, ffe = moe ? hp->n_ff_exp : 0;
     int64_t qkv = qw + 2 * hd * Hkv;
     if (2 * kd + 2 * vd > qkv) qkv = 2 * kd + 2 * vd;
     switch (id) {

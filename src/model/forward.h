@@ -98,6 +98,15 @@ size_t fwd_moe_act_row(const struct st_model *m, int down);
 /* Floats per row of the fused job's gate|up buffer (WS_GE). */
 int64_t fwd_moe_gu_width(const st_hparams *hp);
 
+/* Facts of the hyperparameters both forwards (this one and model/cuda/) size and run by:
+ * the most query (kv 0) or kv heads (kv 1) of any attention layer, the most experts any layer
+ * uses (forward.c); the RoPE settings, and the IMRoPE pairs that stay unrotated for text, written
+ * into pairs[n_rot/2] (attn.c). */
+int64_t fwd_max_heads(const st_hparams *hp, int kv);
+int64_t fwd_max_experts_used(const st_hparams *hp);
+st_rope_params fwd_rope_params(const st_hparams *hp);
+int fwd_imrope_fixed_pairs(const st_hparams *hp, int64_t *pairs);
+
 /* The per-architecture passes (qwen3.c, qwen35.c). */
 void fwd_layers_qwen3(st_fwd *f, int last_only);
 void fwd_layers_qwen35(st_fwd *f, int last_only);

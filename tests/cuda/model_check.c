@@ -25,57 +25,26 @@
 #include <string.h>
 
 #include "engine/session_internal.h"
+#include "logit_compare.h"
 #include "strata.h"
 
 typedef struct cmp {
-    int64_t rows, top1, near;  /* near: disagreements where the CPU's top two are within TIE */
+    int64_t rows, top1, near;  /* near: disagreements at a near tie (logit_compare.h) */
     double kl, err;
 } cmp;
 
-/* Two logits this close are a tie that rounding may break either way (the 8-bit activations
- * differ between the two sides: per 32 on the GPU, per 256 for the K-quants on the CPU). */
-#define TIE 0.1
-
-static int64_t argmax(const float *x, int64_t n) {
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 static void compare_row(cmp *c, const float *ref, const float *got, int64_t V) {
-    double mr = -INFINITY, mg = -INFINITY, amax = 0, dmax = 0;
+    double amax = 0, dmax = 0;
     for (int64_t i = 0; i < V; i++) {
-        if (ref[i] > mr) mr = ref[i];
-        if (got[i] > mg) mg = got[i];
         if (fabs(ref[i]) > amax) amax = fabs(ref[i]);
         if (fabs(ref[i] - got[i]) > dmax) dmax = fabs(ref[i] - got[i]);
     }
-    double zr = 0, zg = 0;
-    for (int64_t i = 0; i < V; i++) {
-        zr += exp(ref[i] - mr);
-        zg += exp(got[i] - mg);
-    }
-    double kl = 0;
-    for (int64_t i = 0; i < V; i++) {
-        double lp = ref[i] - mr - log(zr), lq = got[i] - mg - log(zg);
-        kl += exp(lp) * (lp - lq);
-    }
+    int exact, agree = lc_top1(ref, got, V, &exact);
     c->rows++;
-    int64_t a = argmax(ref, V), b = argmax(got, V);
-    c->top1 += a == b;
-    if (a != b && ref[a] - ref[b] <= TIE) c->near++;
-    c->kl += kl;
+    c->top1 += exact;
+    c->near += agree && !exact;
+    c->kl += lc_kl(ref, got, V);
     if (amax > 0 && dmax / amax > c->err) c->err = dmax / amax;
-}
-
-static st_status load(const char *path, int device, st_model **m) {
-    st_model_params p = st_model_default_params();
-    p.progress = 0;
-    p.prefault = 0;
-    p.copy_weights = 0;
-    p.device = device;
-    return st_model_load(path, &p, m);
 }
 
 static int fail(const char *what) {
@@ -137,8 +106,8 @@ int main(int argc, char **argv) {
         return 77;
     }
     st_model *cm, *gm;
-    if (load(path, ST_DEVICE_CPU, &cm) != ST_OK) return fail("cpu model");
-    if (load(path, ST_DEVICE_CUDA, &gm) != ST_OK) return fail("cuda model");
+    if (lc_load(path, ST_DEVICE_CPU, &cm) != ST_OK) return fail("cpu model");
+    if (lc_load(path, ST_DEVICE_CUDA, &gm) != ST_OK) return fail("cuda model");
     if (ws) return check_workspace(gm);
 
     int64_t V = st_model_n_vocab(cm);
@@ -171,7 +140,7 @@ int main(int argc, char **argv) {
 
     cmp dc = {0};
     for (int64_t i = 0; i < D; i++) {
-        int32_t t = (int32_t)argmax(st_session_logits(cs), V);
+        int32_t t = (int32_t)lc_argmax(st_session_logits(cs), V);
         if (st_session_feed(cs, &t, 1, NULL) != ST_OK) return fail("cpu decode");
         if (st_session_feed(gs, &t, 1, NULL) != ST_OK) return fail("cuda decode");
         compare_row(&dc, st_session_logits(cs), st_session_logits(gs), V);

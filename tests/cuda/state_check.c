@@ -27,9 +27,9 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "logit_compare.h"
 #include "strata.h"
 
-#define TIE 0.1     /* two CPU logits this close are a tie that rounding may break either way */
 #define KL_MAX 1e-3
 
 enum { NA = 40, NB = 12, ND = 4, NE = 9 };
@@ -42,13 +42,6 @@ static int fail(const char *what) {
     return 1;
 }
 
-static int64_t argmax(const float *x, int64_t n) {
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* Rows compared within noise: top-1 agreement (near ties count) and the sum of KL(ref || got). */
 typedef struct cmp {
     int64_t rows, agree;
@@ -56,32 +49,10 @@ typedef struct cmp {
 } cmp;
 
 static void compare_row(cmp *c, const float *ref, const float *got) {
-    double mr = -INFINITY, mg = -INFINITY, zr = 0, zg = 0, kl = 0;
-    for (int64_t i = 0; i < V; i++) {
-        if (ref[i] > mr) mr = ref[i];
-        if (got[i] > mg) mg = got[i];
-    }
-    for (int64_t i = 0; i < V; i++) {
-        zr += exp(ref[i] - mr);
-        zg += exp(got[i] - mg);
-    }
-    for (int64_t i = 0; i < V; i++) {
-        double lp = ref[i] - mr - log(zr), lq = got[i] - mg - log(zg);
-        kl += exp(lp) * (lp - lq);
-    }
-    int64_t a = argmax(ref, V), b = argmax(got, V);
+    int exact;
     c->rows++;
-    c->agree += a == b || ref[a] - ref[b] <= TIE;
-    c->kl += kl;
-}
-
-static st_status load_model(const char *path, int device, st_model **m) {
-    st_model_params p = st_model_default_params();
-    p.progress = 0;
-    p.prefault = 0;
-    p.copy_weights = 0;
-    p.device = device;
-    return st_model_load(path, &p, m);
+    c->agree += lc_top1(ref, got, V, &exact);
+    c->kl += lc_kl(ref, got, V);
 }
 
 /* A session of 128 f16 cells (kv_f32 on request). warm (device sessions): the workspace grown to
@@ -155,8 +126,8 @@ int main(int argc, char **argv) {
         return 77;
     }
     st_model *gm, *cm;
-    if (load_model(argv[1], cpu_only ? ST_DEVICE_CPU : ST_DEVICE_CUDA, &gm) != ST_OK) return fail("cuda model");
-    if (load_model(argv[1], ST_DEVICE_CPU, &cm) != ST_OK) return fail("cpu model");
+    if (lc_load(argv[1], cpu_only ? ST_DEVICE_CPU : ST_DEVICE_CUDA, &gm) != ST_OK) return fail("cuda model");
+    if (lc_load(argv[1], ST_DEVICE_CPU, &cm) != ST_OK) return fail("cpu model");
     printf("state_check: %s %s on %s\n", argv[1], st_model_arch(gm), st_model_device(gm));
     V = st_model_n_vocab(gm);
     uint64_t x = 0x9E3779B97F4A7C15ull;

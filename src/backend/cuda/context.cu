@@ -116,10 +116,6 @@ st_status st_cuda_upload_async(st_cuda *cu, void *dst, const void *src_host, siz
     return cu_check(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, cu->stream), "upload");
 }
 
-st_status st_cuda_download_async(st_cuda *cu, void *dst_host, const void *src, size_t bytes) {
-    return cu_check(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, cu->stream), "download");
-}
-
 st_status st_cuda_host_alloc(size_t bytes, void **out) {
     *out = NULL;
     return cu_check(cudaMallocHost(out, bytes), "cudaMallocHost");

@@ -79,7 +79,6 @@ st_status st_cuda_copy2d(st_cuda *cu, void *dst, size_t dpitch, const void *src,
 /* Host -> device on the stream from pinned host memory (st_cuda_host_alloc); no wait, so it can
  * precede a graph launch. */
 st_status st_cuda_upload_async(st_cuda *cu, void *dst, const void *src_host, size_t bytes);
-st_status st_cuda_download_async(st_cuda *cu, void *dst_host, const void *src, size_t bytes);
 st_status st_cuda_host_alloc(size_t bytes, void **out);
 void st_cuda_host_free(void *p);
 

@@ -43,7 +43,7 @@ struct st_device_session {
     st_dlayer_state *state;
     st_workspace ws;
     int32_t *io;                 /* pinned: token, position */
-    float *logits;               /* pinned: n_vocab */
+    float *logits;               /* pinned: n_vocab, the last row's (st_session_logits reads it) */
     st_cuda_graph **graphs;      /* per bucket of GRAPH_BUCKET cells */
     int64_t n_graphs;
     int no_graphs;               /* STRATA_CUDA_GRAPHS=0, or a capture failed */
@@ -286,6 +286,7 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
     if (s == ST_OK) st_workspace_set_allocator(&ds->ws, &(st_ws_allocator){dev_alloc, dev_free, ds->cu});
     if (s == ST_OK) s = st_cuda_host_alloc(2 * sizeof(int32_t), (void **)&ds->io);
     if (s == ST_OK) s = st_cuda_host_alloc((size_t)hp->n_vocab * sizeof(float), (void **)&ds->logits);
+    if (s == ST_OK) memset(ds->logits, 0, (size_t)hp->n_vocab * sizeof(float));
     if (s == ST_OK) s = st_device_session_reset(ds);
     if (s != ST_OK) {
         st_device_session_free(ds);
@@ -415,7 +416,7 @@ static st_status emit_rows(void *ctx, int64_t r0, int64_t nr) {
 }
 
 /* One decode step through the graph of its bucket, capturing it after an eager run if new. */
-static st_status decode_step(st_device_session *ds, const int32_t *token, int64_t n_past, float *logits_last) {
+static st_status decode_step(st_device_session *ds, const int32_t *token, int64_t n_past) {
     int64_t V = ds->m->hp.n_vocab, b = n_past / GRAPH_BUCKET;
     int64_t n_kv = (b + 1) * GRAPH_BUCKET < ds->n_ctx ? (b + 1) * GRAPH_BUCKET : ds->n_ctx;
     st_dchunk c = {.n = 1, .pos0 = n_past, .n_kv = n_kv, .logits_all = 0, .tokens_host = NULL, .unfused = ds->unfused};
@@ -430,7 +431,6 @@ static st_status decode_step(st_device_session *ds, const int32_t *token, int64_
         c.tokens_host = token;
         ST_TRY(st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, NULL, NULL));
         ST_TRY(st_cuda_download(ds->cu, ds->logits, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)V * sizeof(float)));
-        memcpy(logits_last, ds->logits, (size_t)V * sizeof(float));
         c.tokens_host = NULL;
         st_cuda_graph *g = NULL;
         st_status s = st_cuda_capture_begin(ds->cu);
@@ -450,16 +450,16 @@ static st_status decode_step(st_device_session *ds, const int32_t *token, int64_
         }
         return ST_OK;
     }
-    ST_TRY(st_cuda_download(ds->cu, ds->logits, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)V * sizeof(float)));
-    memcpy(logits_last, ds->logits, (size_t)V * sizeof(float));
-    return ST_OK;
+    return st_cuda_download(ds->cu, ds->logits, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)V * sizeof(float));
 }
 
+const float *st_device_session_logits(const st_device_session *ds) { return ds->logits; }
+
 st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
-                                 float *logits_all, float *logits_last) {
+                                 float *logits_all) {
     int64_t V = ds->m->hp.n_vocab;
     ST_TRY(st_device_session_reserve(ds, n));
-    if (n == 1 && !logits_all && !ds->no_graphs) return decode_step(ds, tokens, n_past, logits_last);
+    if (n == 1 && !logits_all && !ds->no_graphs) return decode_step(ds, tokens, n_past);
 
     /* An eager chunk: positions up, then the pass. */
     int32_t *pos = malloc((size_t)n * sizeof *pos);
@@ -473,10 +473,8 @@ st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, i
     ds->emit_dst = logits_all;
     ST_TRY(st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, emit_rows, ds));
     if (logits_all) {
-        memcpy(logits_last, logits_all + (n - 1) * V, (size_t)V * sizeof(float));
+        memcpy(ds->logits, logits_all + (n - 1) * V, (size_t)V * sizeof(float));
         return ST_OK;
     }
-    ST_TRY(st_cuda_download(ds->cu, ds->logits, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)V * sizeof(float)));
-    memcpy(logits_last, ds->logits, (size_t)V * sizeof(float));
-    return ST_OK;
+    return st_cuda_download(ds->cu, ds->logits, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)V * sizeof(float));
 }

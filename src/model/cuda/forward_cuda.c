@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/cuda/forward_cuda.h"
+#include "model/forward.h"
 #include "quant/types.h"
 
 typedef struct dfwd {
@@ -46,23 +47,6 @@ static const size_t F = sizeof(float);
 
 /* ---- sizes ------------------------------------------------------------------------------------- */
 
-static int64_t max_heads(const st_hparams *hp, int kv) {
-    int64_t mx = 0;
-    for (int64_t i = 0; i < hp->n_layer; i++) {
-        if (hp->is_linear[i]) continue;
-        int64_t h = kv ? hp->n_head_kv[i] : hp->n_head[i];
-        if (h > mx) mx = h;
-    }
-    return mx;
-}
-
-static int64_t max_used(const st_hparams *hp) {
-    int64_t mx = 0;
-    for (int64_t i = 0; i < hp->n_layer; i++)
-        if (hp->n_expert_used[i] > mx) mx = hp->n_expert_used[i];
-    return mx;
-}
-
 /* The widest dense SwiGLU: the dense FFN's, or the shared expert's. */
 static int64_t max_dense_ff(const struct st_model *m) {
     int64_t mx = 0;
@@ -78,12 +62,12 @@ size_t st_forward_cuda_ws_size(const void *model, int id, int64_t n) {
     const struct st_model *m = model;
     const st_hparams *hp = &m->hp;
     int64_t d = hp->n_embd, hd = hp->head_dim;
-    int64_t H = max_heads(hp, 0), Hkv = max_heads(hp, 1);
+    int64_t H = fwd_max_heads(hp, 0), Hkv = fwd_max_heads(hp, 1);
     int hybrid = st_hp_is_hybrid(hp), moe = st_hp_is_moe(hp);
     int64_t qw = hd * H * (hybrid ? 2 : 1);
     int64_t kd = hybrid ? st_hp_key_dim(hp) : 0, vd = hybrid ? hp->ssm_inner : 0;
     int64_t C = hybrid ? st_hp_conv_channels(hp) : 0, n_v = hybrid ? hp->ssm_n_v : 0;
-    int64_t k = moe ? max_used(hp) : 0, E = moe ? hp->n_expert : 0, ffe = moe ? hp->n_ff_exp : 0;
+    int64_t k = moe ? fwd_max_experts_used(hp) : 0, E = moe ? hp->n_expert : 0, ffe = moe ? hp->n_ff_exp : 0;
     int64_t qkv = qw + 2 * hd * Hkv;
     if (2 * kd + 2 * vd > qkv) qkv = 2 * kd + 2 * vd;
     int64_t ff = max_dense_ff(m);
@@ -141,18 +125,11 @@ st_status st_forward_cuda_check(const struct st_model *m) {
     if (st_hp_is_hybrid(hp) && (hp->ssm_state % 32 || hp->ssm_state > 256 || hp->ssm_conv_kernel > 16))
         return st_fail(ST_ERR_UNSUPPORTED, "cuda: Gated DeltaNet state %lld, conv kernel %lld", (long long)hp->ssm_state,
                        (long long)hp->ssm_conv_kernel);
-    if (hp->rope_kind == ST_ROPE_IMROPE) {
-        /* Sections whose 4th part is empty make IMRoPE NeoX for text (attn.c); others are CPU-only. */
-        const int32_t *sec = hp->rope_sections;
-        int64_t sum = sec[0] + sec[1] + sec[2] + sec[3];
-        for (int64_t i = 0; i < hp->n_rot / 2 && sum > 0; i++) {
-            int64_t s = i % sum;
-            int h = s % 3 == 1 && s < 3 * sec[1], w = s % 3 == 2 && s < 3 * sec[2], t = s % 3 == 0 && s < 3 * sec[0];
-            if (!h && !w && !t)
-                return st_fail(ST_ERR_UNSUPPORTED, "cuda: IMRoPE sections [%d, %d, %d, %d] leave pairs unrotated", sec[0],
-                               sec[1], sec[2], sec[3]);
-        }
-    }
+    /* Sections whose 4th part is empty make IMRoPE NeoX for text (attn.c); others are CPU-only. */
+    int64_t fixed[256];
+    if (hp->n_rot / 2 <= 256 && fwd_imrope_fixed_pairs(hp, fixed) > 0)
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda: IMRoPE sections [%d, %d, %d, %d] leave pairs unrotated",
+                       hp->rope_sections[0], hp->rope_sections[1], hp->rope_sections[2], hp->rope_sections[3]);
     ST_TRY(check_tensor(&m->tok_embd));
     ST_TRY(check_tensor(&m->output));
     for (int64_t i = 0; i < hp->n_layer; i++) {
@@ -272,17 +249,6 @@ static void dswiglu_ffn(dfwd *f, const st_tensor *gate, const st_tensor *up, con
 
 /* ---- attention (attn.c) ------------------------------------------------------------------------ */
 
-static st_rope_params rope_params(const st_hparams *hp) {
-    st_rope_params p = st_rope_plain(hp->n_rot, hp->rope_freq_base);
-    p.freq_scale = hp->rope_freq_scale;
-    p.attn_factor = hp->rope_attn_factor;
-    if (hp->rope_yarn) {
-        p.ext_factor = hp->rope_ext_factor;
-        st_rope_yarn_corr_dims(hp->n_rot, hp->rope_n_ctx_orig, hp->rope_freq_base, 32.0f, 1.0f, p.corr_dims);
-    }
-    return p;
-}
-
 static void dattention(dfwd *f, int il, const float *h, float *out) {
     const st_hparams *hp = f->hp;
     const st_layer *L = st_dlayer(f->w, il);
@@ -312,7 +278,7 @@ static void dattention(dfwd *f, int il, const float *h, float *out) {
     /* Per-head RMSNorm (q into a dense [n][H][hd]), RoPE, then K and V into the cache. */
     /* In decode the k and v half runs on the side stream beside the q half. */
     float *q = BUF(WSD_QN);
-    st_rope_params rp = rope_params(hp);
+    st_rope_params rp = fwd_rope_params(hp);
     int side = side_begin(f, n);
     DO(st_cuda_rms_norm(f->cu, k, hd, L->k_norm.f32, k, hd, n * Hkv, hd, hp->eps));
     DO(st_cuda_rope_neox(f->cu, k, hd * Hkv, hd, n, Hkv, f->pos, &rp));
