@@ -24,7 +24,7 @@ set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 
 # The CUDA backend is part of libstrata itself: the kernels (src/backend/cuda/*.cu) and the C code
 # that drives them (src/**/cuda/*.c: the device forward and the device session), with
-# STRATA_HAVE_CUDA defined so that engine/device_none.c steps aside.
+# STRATA_HAVE_CUDA defined so that model/device_model_none.c and engine/device_none.c step aside.
 file(GLOB STRATA_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cu)
 file(GLOB_RECURSE STRATA_CUDA_C_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/*.c)
 list(FILTER STRATA_CUDA_C_SOURCES INCLUDE REGEX "/cuda/[^/]*\\.c$")
@@ -68,7 +68,7 @@ endif()
 if(STRATA_BUILD_TESTS)
   add_executable(model_check ${CMAKE_SOURCE_DIR}/tests/cuda/model_check.c)
   target_link_libraries(model_check PRIVATE strata_static m)
-  add_executable(model_check_leak ${CMAKE_SOURCE_DIR}/tests/cuda/model_check.c ${CMAKE_SOURCE_DIR}/src/engine/workspace.c)
+  add_executable(model_check_leak ${CMAKE_SOURCE_DIR}/tests/cuda/model_check.c ${CMAKE_SOURCE_DIR}/src/base/workspace.c)
   target_compile_definitions(model_check_leak PRIVATE STRATA_WORKSPACE_SKIP_RELEASE)
   target_link_libraries(model_check_leak PRIVATE strata_static m)
   foreach(arch qwen35moe qwen35 qwen3next qwen3moe qwen3)

@@ -3,7 +3,7 @@
 # catch that leak, so ctest expects this test to fail.
 if(STRATA_BUILD_TESTS)
   add_executable(test_workspace_leak ${CMAKE_SOURCE_DIR}/tests/unit/test_workspace.c
-                                     ${CMAKE_SOURCE_DIR}/src/engine/workspace.c)
+                                     ${CMAKE_SOURCE_DIR}/src/base/workspace.c)
   target_compile_definitions(test_workspace_leak PRIVATE STRATA_WORKSPACE_SKIP_RELEASE)
   target_link_libraries(test_workspace_leak PRIVATE strata_static)
   target_include_directories(test_workspace_leak PRIVATE ${CMAKE_SOURCE_DIR}/tests)

@@ -6,6 +6,7 @@
 # so the fuzz build does not depend on the rest of the library compiling under clang.
 set(STRATA_GGUF_SOURCES
   ${CMAKE_SOURCE_DIR}/src/gguf/gguf_read.c
+  ${CMAKE_SOURCE_DIR}/src/gguf/gguf_names.c
   ${CMAKE_SOURCE_DIR}/src/gguf/gguf_value.c
   ${CMAKE_SOURCE_DIR}/src/gguf/gguf_write.c
   ${CMAKE_SOURCE_DIR}/src/base/status.c
@@ -28,7 +29,8 @@ if(STRATA_FUZZ)
     message(FATAL_ERROR "STRATA_FUZZ needs clang (libFuzzer): configure with CC=clang")
   endif()
   add_executable(fuzz_gguf ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_gguf.c
-                 ${CMAKE_SOURCE_DIR}/src/gguf/gguf_read.c ${CMAKE_SOURCE_DIR}/src/gguf/gguf_value.c
+                 ${CMAKE_SOURCE_DIR}/src/gguf/gguf_read.c ${CMAKE_SOURCE_DIR}/src/gguf/gguf_names.c
+                 ${CMAKE_SOURCE_DIR}/src/gguf/gguf_value.c
                  ${CMAKE_SOURCE_DIR}/src/base/status.c ${CMAKE_SOURCE_DIR}/src/base/mmap.c
                  ${CMAKE_SOURCE_DIR}/src/quant/types.c)
   target_include_directories(fuzz_gguf PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_SOURCE_DIR}/src)

@@ -1,32 +1,19 @@
-/* device.h: the engine's accelerator path. A model loaded for a device keeps its weights resident
- * there (st_device_model); a session on it keeps the KV caches, the recurrent states and the
+/* device.h: the engine's accelerator path. A session over a model loaded for a device
+ * (model/device.h: its weights resident there) keeps the KV caches, the recurrent states and the
  * prompt workspace there too (st_device_session), and its forward runs there (model/cuda/).
  * Only the token ids go in and the logits come out.
  *
  * Built with -DSTRATA_CUDA=ON this is the CUDA backend (engine/cuda/session_cuda.c); otherwise
- * device_none.c answers that the build has no device (st_device_count() == 0). session.c and
- * model_api.c dispatch here when the model was loaded for a device. */
+ * device_none.c answers that the build has no device. session.c and session_state.c dispatch
+ * here when the model was loaded for a device. */
 #ifndef ST_ENGINE_DEVICE_H
 #define ST_ENGINE_DEVICE_H
 
 #include <stdint.h>
+#include "model/device.h"
 #include "strata.h"
 
-struct st_model;
-typedef struct st_device_model st_device_model;
 typedef struct st_device_session st_device_session;
-
-/* Usable devices of this build (0 without CUDA, without a driver or without a GPU). */
-int st_device_count(void);
-
-/* Uploads every bound weight of m in its file type; refuses (naming the tensor) what the device
- * forward cannot run. progress: a progress line while uploading. */
-st_status st_device_model_load(const struct st_model *m, int progress, st_device_model **out);
-void st_device_model_free(st_device_model *dm);
-/* "NVIDIA H200, 132 SMs, 139.8 GiB, cc 9.0" */
-const char *st_device_model_describe(const st_device_model *dm);
-/* The device memory's read bandwidth in GB/s, measured now; 0 if it cannot be. */
-double st_device_model_bandwidth(st_device_model *dm);
 
 /* A sequence's state on the device: KV caches of n_ctx cells (kv_type F16 or F32), recurrent
  * states, and the prompt workspace for up to n_prefill rows (grown between chunks). */

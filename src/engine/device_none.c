@@ -1,6 +1,6 @@
-/* device_none.c: the engine's device entry points in a build without an accelerator backend
- * (configure with -DSTRATA_CUDA=ON for the CUDA one). There are no devices; a model asked to run
- * on one is refused with the reason. */
+/* device_none.c: the engine's device sessions (engine/device.h) in a build without an
+ * accelerator backend (configure with -DSTRATA_CUDA=ON for the CUDA one). No model is ever
+ * loaded for a device there (model/device_none.c refuses), so these only answer no. */
 #ifndef STRATA_HAVE_CUDA
 #include "engine/device.h"
 #include "base/status.h"
@@ -9,14 +9,6 @@ static st_status no_device(void) {
     return st_fail(ST_ERR_UNSUPPORTED, "this build of Strata has no CUDA backend (configure with -DSTRATA_CUDA=ON)");
 }
 
-int st_device_count(void) { return 0; }
-st_status st_device_model_load(const struct st_model *m, int progress, st_device_model **out) {
-    *out = NULL;
-    return no_device();
-}
-void st_device_model_free(st_device_model *dm) {}
-const char *st_device_model_describe(const st_device_model *dm) { return "none"; }
-double st_device_model_bandwidth(st_device_model *dm) { return 0.0; }
 st_status st_device_session_new(st_device_model *dm, const struct st_model *m, int64_t n_ctx, uint32_t kv_type,
                                 st_device_session **out) {
     *out = NULL;

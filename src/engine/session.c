@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "base/pool.h"
+#include "base/workspace.h"
 #include "engine/device.h"
 #include "engine/session_state.h"
-#include "engine/workspace.h"
 #include "model/forward.h"
 #include "quant/types.h"
 
@@ -91,7 +91,7 @@ st_status st_session_new(st_model *m, const st_session_params *params, st_sessio
     st_status st = st_pool_create(s->p.n_threads, &s->pool);
     if (st == ST_OK) {
         s->plan = (st_ws_plan){.m = m, .n_threads = st_pool_size(s->pool)};
-        st = st_workspace_init(&s->ws, WS_COUNT_IDS, st_forward_ws_size, &s->plan);
+        st = st_workspace_init(&s->ws, WS_N_BUFFERS, st_forward_ws_size, &s->plan);
     }
     if (st == ST_OK) st = alloc_state(s);
     /* One row up front, so st_session_logits() has a buffer before the first feed. */

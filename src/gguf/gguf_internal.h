@@ -1,5 +1,6 @@
 /* gguf_internal.h: the reader's in-memory form of a GGUF file, shared by the parser
- * (gguf_read.c) and the value accessors (gguf_value.c). Nothing outside src/gguf/ includes it.
+ * (gguf_read.c), the name tables (gguf_names.c) and the value accessors and lookups
+ * (gguf_value.c). Nothing outside src/gguf/ includes it.
  *
  * Every pointer here points into the file's bytes (the mapping or the caller's buffer) or into
  * memory the st_gguf owns; all of it was bounds-checked at open, so accessors only decode. */
@@ -60,6 +61,18 @@ struct st_gguf {
 size_t st_gguf_vtype_size(uint32_t type);
 /* "u32", "string", ...; "invalid" for an id outside the enum. */
 const char *st_gguf_vtype_name(uint32_t type);
+
+/* The name tables (gguf_names.c). A parse-time name lies in the file (pointer, length). */
+typedef struct st_gguf_name { const unsigned char *p; uint64_t len; } st_gguf_name;
+uint64_t st_gguf_name_hash(const void *p, size_t len);
+/* An empty table with room for n names (at most half full). */
+st_status st_gguf_table_new(int64_t n, size_t **slots, size_t *mask);
+/* Inserts entry i (names[i]); returns the index of an equal name already present (then nothing is
+ * inserted), or -1. */
+int64_t st_gguf_table_insert(size_t *slots, size_t mask, const st_gguf_name *names, int64_t i);
+/* The index of the entry called `name` (name_of gives an entry's NUL-terminated name), or -1. */
+int64_t st_gguf_table_find(const size_t *slots, size_t mask, const char *name,
+                           const char *(*name_of)(const st_gguf *, int64_t), const st_gguf *g);
 
 static inline uint64_t st_gguf_le64(const unsigned char *p) {
     uint64_t v;

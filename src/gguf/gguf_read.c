@@ -166,49 +166,6 @@ static void free_value(st_gguf_value *v) {
     v->index = NULL;
 }
 
-/* ---- name tables: FNV-1a over the bytes, linear probing ---- */
-
-static uint64_t name_hash(const void *p, size_t len) {
-    const unsigned char *b = p;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
-static st_status table_new(int64_t n, size_t **slots, size_t *mask) {
-    size_t cap = 16;
-    while (cap < 2 * (size_t)n) cap *= 2;
-    *slots = calloc(cap, sizeof **slots);
-    if (!*slots) return st_fail(ST_ERR_NOMEM, "name table of %zu slots: out of memory", cap);
-    *mask = cap - 1;
-    return ST_OK;
-}
-
-/* Parse-time names live in the file (pointer, length); names[i] is entry i's. Returns the index
- * of an equal name already present, or -1 after inserting i. */
-typedef struct file_name { const unsigned char *p; uint64_t len; } file_name;
-
-static int64_t table_insert(size_t *slots, size_t mask, const file_name *names, int64_t i) {
-    size_t h = (size_t)name_hash(names[i].p, (size_t)names[i].len) & mask;
-    for (;; h = (h + 1) & mask) {
-        if (!slots[h]) {
-            slots[h] = (size_t)i + 1;
-            return -1;
-        }
-        const file_name *o = &names[slots[h] - 1];
-        if (o->len == names[i].len && !memcmp(o->p, names[i].p, (size_t)o->len)) return (int64_t)slots[h] - 1;
-    }
-}
-
-static int64_t table_find(const size_t *slots, size_t mask, const char *name, const char *(*name_of)(const st_gguf *, int64_t),
-                          const st_gguf *g) {
-    if (!slots) return -1;
-    size_t len = strlen(name);
-    for (size_t h = (size_t)name_hash(name, len) & mask; slots[h]; h = (h + 1) & mask)
-        if (!strcmp(name_of(g, (int64_t)slots[h] - 1), name)) return (int64_t)slots[h] - 1;
-    return -1;
-}
-
 /* ---- the file, part by part ---- */
 
 static st_status parse_header(reader *r, st_gguf *g) {
@@ -244,8 +201,8 @@ static st_status parse_header(reader *r, st_gguf *g) {
     return ST_OK;
 }
 
-static st_status parse_kvs(reader *r, st_gguf *g, file_name *names) {
-    ST_TRY(table_new(g->n_kv, &g->kv_slots, &g->kv_mask));
+static st_status parse_kvs(reader *r, st_gguf *g, st_gguf_name *names) {
+    ST_TRY(st_gguf_table_new(g->n_kv, &g->kv_slots, &g->kv_mask));
     for (int64_t i = 0; i < g->n_kv; i++) {
         char buf[96];
         st_gguf_kv *kv = &g->kv[i];
@@ -256,7 +213,7 @@ static st_status parse_kvs(reader *r, st_gguf *g, file_name *names) {
         if (names[i].len == 0) return st_fail(ST_ERR_FORMAT, "key %" PRId64 ": the key is empty", i);
         if (memchr(names[i].p, 0, (size_t)names[i].len))
             return st_fail(ST_ERR_FORMAT, "key %" PRId64 " '%s': the key contains a NUL byte", i, shown(names[i].p, names[i].len, buf));
-        int64_t dup = table_insert(g->kv_slots, g->kv_mask, names, i);
+        int64_t dup = st_gguf_table_insert(g->kv_slots, g->kv_mask, names, i);
         if (dup >= 0)
             return st_fail(ST_ERR_FORMAT, "key %" PRId64 " '%s': duplicate of key %" PRId64, i, shown(names[i].p, names[i].len, buf), dup);
         uint32_t type = 0;
@@ -269,11 +226,11 @@ static st_status parse_kvs(reader *r, st_gguf *g, file_name *names) {
     return ST_OK;
 }
 
-static st_status read_alignment(st_gguf *g, const file_name *names) {
+static st_status read_alignment(st_gguf *g, const st_gguf_name *names) {
     g->alignment = ST_GGUF_DEFAULT_ALIGNMENT;
     static const char key[] = "general.alignment";
-    for (size_t h = (size_t)name_hash(key, sizeof key - 1) & g->kv_mask; g->kv_slots[h]; h = (h + 1) & g->kv_mask) {
-        const file_name *n = &names[g->kv_slots[h] - 1];
+    for (size_t h = (size_t)st_gguf_name_hash(key, sizeof key - 1) & g->kv_mask; g->kv_slots[h]; h = (h + 1) & g->kv_mask) {
+        const st_gguf_name *n = &names[g->kv_slots[h] - 1];
         if (n->len != sizeof key - 1 || memcmp(n->p, key, sizeof key - 1)) continue;
         const st_gguf_value *v = &g->kv[g->kv_slots[h] - 1].value;
         if (v->type != ST_GGUF_UINT32)
@@ -319,8 +276,8 @@ static st_status parse_tensor_shape(reader *r, st_gguf_tensor *t) {
     return ST_OK;
 }
 
-static st_status parse_tensors(reader *r, st_gguf *g, file_name *names) {
-    ST_TRY(table_new(g->n_tensors, &g->tensor_slots, &g->tensor_mask));
+static st_status parse_tensors(reader *r, st_gguf *g, st_gguf_name *names) {
+    ST_TRY(st_gguf_table_new(g->n_tensors, &g->tensor_slots, &g->tensor_mask));
     for (int64_t i = 0; i < g->n_tensors; i++) {
         char buf[96];
         st_status s = read_str(r, &names[i].p, &names[i].len, "name");
@@ -329,7 +286,7 @@ static st_status parse_tensors(reader *r, st_gguf *g, file_name *names) {
         if (names[i].len == 0) return st_fail(ST_ERR_FORMAT, "tensor %" PRId64 ": the name is empty", i);
         if (memchr(names[i].p, 0, (size_t)names[i].len))
             return st_fail(ST_ERR_FORMAT, "tensor %" PRId64 " '%s': the name contains a NUL byte", i, nm);
-        int64_t dup = table_insert(g->tensor_slots, g->tensor_mask, names, i);
+        int64_t dup = st_gguf_table_insert(g->tensor_slots, g->tensor_mask, names, i);
         if (dup >= 0) return st_fail(ST_ERR_FORMAT, "tensor %" PRId64 " '%s': duplicate of tensor %" PRId64, i, nm, dup);
         st_gguf_tensor *t = &g->tensors[i];
         s = parse_tensor_shape(r, t);
@@ -348,7 +305,7 @@ static int extent_cmp(const void *a, const void *b) {
 }
 
 /* Every tensor's bytes lie inside the file, and no two tensors share a byte. */
-static st_status place_tensors(st_gguf *g, size_t header_end, const file_name *names) {
+static st_status place_tensors(st_gguf *g, size_t header_end, const st_gguf_name *names) {
     size_t pad = (g->alignment - header_end % g->alignment) % g->alignment;
     g->data_offset = header_end + pad;
     if (g->n_tensors == 0) return ST_OK;
@@ -387,7 +344,7 @@ static st_status place_tensors(st_gguf *g, size_t header_end, const file_name *n
 }
 
 /* Copies every key and tensor name, NUL-terminated, into one block. */
-static st_status copy_names(st_gguf *g, const file_name *keys, const file_name *tnames) {
+static st_status copy_names(st_gguf *g, const st_gguf_name *keys, const st_gguf_name *tnames) {
     size_t total = 0;
     for (int64_t i = 0; i < g->n_kv; i++) total += (size_t)keys[i].len + 1;
     for (int64_t i = 0; i < g->n_tensors; i++) total += (size_t)tnames[i].len + 1;
@@ -414,8 +371,8 @@ static st_status parse(st_gguf *g) {
     ST_TRY(parse_header(&r, g));
     g->kv = calloc((size_t)g->n_kv + 1, sizeof *g->kv);
     g->tensors = calloc((size_t)g->n_tensors + 1, sizeof *g->tensors);
-    file_name *keys = calloc((size_t)g->n_kv + 1, sizeof *keys);
-    file_name *tnames = calloc((size_t)g->n_tensors + 1, sizeof *tnames);
+    st_gguf_name *keys = calloc((size_t)g->n_kv + 1, sizeof *keys);
+    st_gguf_name *tnames = calloc((size_t)g->n_tensors + 1, sizeof *tnames);
     st_status s = ST_OK;
     if (!g->kv || !g->tensors || !keys || !tnames)
         s = st_fail(ST_ERR_NOMEM, "%" PRId64 " keys and %" PRId64 " tensors: out of memory", g->n_kv, g->n_tensors);
@@ -505,17 +462,4 @@ const st_gguf_value *st_gguf_kv_value(const st_gguf *g, int64_t i) {
 
 const st_gguf_tensor *st_gguf_tensor_at(const st_gguf *g, int64_t i) {
     return i >= 0 && i < g->n_tensors ? &g->tensors[i] : NULL;
-}
-
-static const char *kv_name(const st_gguf *g, int64_t i) { return g->kv[i].key; }
-static const char *tensor_name(const st_gguf *g, int64_t i) { return g->tensors[i].name; }
-
-const st_gguf_value *st_gguf_find(const st_gguf *g, const char *key) {
-    int64_t i = table_find(g->kv_slots, g->kv_mask, key, kv_name, g);
-    return i >= 0 ? &g->kv[i].value : NULL;
-}
-
-const st_gguf_tensor *st_gguf_find_tensor(const st_gguf *g, const char *name) {
-    int64_t i = table_find(g->tensor_slots, g->tensor_mask, name, tensor_name, g);
-    return i >= 0 ? &g->tensors[i] : NULL;
 }

@@ -1,5 +1,6 @@
 /* gguf_value.c: reading typed values out of an open GGUF file: scalars with their conversions,
- * strings, arrays (by index, O(1), strings included), and lookups by key.
+ * strings, arrays (by index, O(1), strings included), and the lookups of a key or a tensor by
+ * name (through the name tables of gguf_names.c).
  *
  * The parser checked every byte these functions touch, so they only decode. Conversions are
  * exact or refused: an integer accessor takes any integer type whose value fits, a float accessor
@@ -230,4 +231,19 @@ st_status st_gguf_get_str(const st_gguf *g, const char *key, const char **s, siz
     const st_gguf_value *v;
     ST_TRY(find_or_fail(g, key, &v));
     return st_gguf_value_str(v, s, len);
+}
+
+/* ---- lookups by name ---- */
+
+static const char *kv_name(const st_gguf *g, int64_t i) { return g->kv[i].key; }
+static const char *tensor_name(const st_gguf *g, int64_t i) { return g->tensors[i].name; }
+
+const st_gguf_value *st_gguf_find(const st_gguf *g, const char *key) {
+    int64_t i = st_gguf_table_find(g->kv_slots, g->kv_mask, key, kv_name, g);
+    return i >= 0 ? &g->kv[i].value : NULL;
+}
+
+const st_gguf_tensor *st_gguf_find_tensor(const st_gguf *g, const char *name) {
+    int64_t i = st_gguf_table_find(g->tensor_slots, g->tensor_mask, name, tensor_name, g);
+    return i >= 0 ? &g->tensors[i] : NULL;
 }

@@ -4,6 +4,7 @@
  * biases, `.scale` companions (§2.1, with qwen3next's unscaled linear-attention projections),
  * fused attn_qkv, fused ffn_gate_up_exps, qwen3next's legacy ssm_in and its ssm_ba, and the tied
  * output head. MTP (NextN) blocks are never run by the main pass and are not bound. */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,10 +236,30 @@ static st_status bind_moe(struct st_model *m, st_layer *L, int il, int shared) {
     return ST_OK;
 }
 
+/* Every field of the layer unbound (data NULL, scale 1) before its tensors bind. */
+static void layer_clear(st_layer *L) {
+    for (int j = 0; j < ST_LAYER_N_TENSORS; j++) {
+        st_tensor *t = st_layer_tensor_at(L, j);
+        memset(t, 0, sizeof *t);
+        t->scale = 1.0f;
+    }
+}
+
+/* The table's kinds are what the binder did: a tensor has an f32 view exactly when its row is a
+ * VECTOR, so the walks that skip vectors (the matmul scratch) see every matrix. */
+static void check_kinds(const st_layer *L) {
+    for (int j = 0; j < ST_LAYER_N_TENSORS; j++) {
+        const st_tensor *t = st_layer_tensor_get(L, j);
+        assert(!t->data || (t->f32 != NULL) == (st_layer_tensors[j].kind == ST_LT_VECTOR));
+        (void)t;
+    }
+}
+
 static st_status bind_layer(struct st_model *m, int il) {
     const st_hparams *hp = &m->hp;
     st_layer *L = &m->layers[il];
     int64_t d = hp->n_embd;
+    layer_clear(L);
     ST_TRY(bindf(m, &L->attn_norm, REQUIRED | VECTOR, d, 1, 1, "blk.%d.attn_norm.weight", il));
     if (st_hp_is_hybrid(hp)) {
         ST_TRY(bindf(m, &L->ffn_norm, REQUIRED | VECTOR, d, 1, 1, "blk.%d.post_attention_norm.weight", il));
@@ -250,6 +271,7 @@ static st_status bind_layer(struct st_model *m, int il) {
     }
     if (st_hp_is_moe(hp)) ST_TRY(bind_moe(m, L, il, hp->arch != ST_ARCH_QWEN3MOE));
     else ST_TRY(bind_dense_ffn(m, L, il));
+    check_kinds(L);
     return ST_OK;
 }
 

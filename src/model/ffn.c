@@ -101,7 +101,7 @@ void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n) {
 
     /* Group the n*k (token, slot) pairs by expert: offset[e] .. offset[e+1] in `order`, and
      * slot_pos[t*k+j] = where pair (t, j) landed. */
-    int64_t *count = st_workspace_get(ws, WS_COUNT), *offset = count + E + 1;
+    int64_t *count = st_workspace_get(ws, WS_EXPERT_ROWS), *offset = count + E + 1;
     int32_t *order = st_workspace_get(ws, WS_ORDER), *slot_pos = st_workspace_get(ws, WS_SLOT);
     memset(count, 0, (size_t)(E + 1) * sizeof *count);
     for (int64_t i = 0; i < n * k; i++) count[ids[i]]++;

@@ -4,14 +4,14 @@
  * A chunk is n consecutive tokens of one sequence at positions pos0 .. pos0+n-1; decode is a chunk
  * of one row. The forward appends to the KV cache of each attention layer, carries the conv and
  * delta-rule state of each Gated DeltaNet layer, and writes logits only for the rows that need
- * them (every row, or the last). All per-chunk activations live in the workspace (engine/
+ * them (every row, or the last). All per-chunk activations live in the workspace (base/
  * workspace.h), sized by st_forward_ws_size; the state is allocated by the session (src/engine)
  * and never enters the workspace. */
 #ifndef ST_MODEL_FORWARD_H
 #define ST_MODEL_FORWARD_H
 
 #include "backend/backend.h"
-#include "engine/workspace.h"
+#include "base/workspace.h"
 #include "model/model.h"
 
 /* Per-layer state: a KV cache on attention layers, conv + delta state on GDN layers. */
@@ -36,16 +36,17 @@ typedef struct st_chunk {
     int64_t ld_logits;
 } st_chunk;
 
-/* Workspace buffer ids. */
+/* Workspace buffer ids (sized in forward_ws.c). WS_EXPERT_ROWS: each expert's row count and
+ * offset in a chunk (moe_exec.c's counting sort). */
 enum st_ws_id {
     WS_X, WS_H, WS_T, WS_POS,
     WS_Q, WS_QN, WS_K, WS_V, WS_ATT, WS_QKV,
     WS_CONV, WS_Z, WS_BA, WS_A, WS_B, WS_GATE_G, WS_GATE_BETA, WS_GDN_OUT, WS_GDN_SCRATCH,
     WS_FF_A, WS_FF_B,
-    WS_ROUTER, WS_IDS, WS_W, WS_SLOT, WS_ORDER, WS_COUNT, WS_XE, WS_GE, WS_UE, WS_YE, WS_MOE,
+    WS_ROUTER, WS_IDS, WS_W, WS_SLOT, WS_ORDER, WS_EXPERT_ROWS, WS_XE, WS_GE, WS_UE, WS_YE,
     WS_SH_G, WS_SH_OUT, WS_ACT1, WS_ACT2, WS_ENT,
     WS_MM, WS_LOGITS, WS_ROPE_KEEP,
-    WS_COUNT_IDS
+    WS_N_BUFFERS /* the number of ids, not a buffer */
 };
 
 /* What the workspace sizes depend on besides the rows. */
@@ -54,7 +55,7 @@ typedef struct st_ws_plan {
     int n_threads;
 } st_ws_plan;
 
-/* The workspace size function (ctx = an st_ws_plan). */
+/* The workspace size function (ctx = an st_ws_plan), forward_ws.c. */
 size_t st_forward_ws_size(const void *plan, int id, int64_t rows);
 
 /* Runs one chunk; the state advances by c->n positions. n_threads is the pool's size (for the
@@ -74,11 +75,11 @@ typedef struct st_fwd {
     void *mm_scratch;
 } st_fwd;
 
-/* y = scale * (W x) (+ bias), for n rows. */
+/* y = scale * (W x), for n rows; y += bias (fwd_matmul.c). */
 void fwd_matmul(st_fwd *f, const st_tensor *w, const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy);
 void fwd_add_bias(st_fwd *f, const st_tensor *b, float *y, int64_t ldy, int64_t n);
 
-/* Several weights on the same input rows (matmul_many.c): one pool job for few rows, else one
+/* Several weights on the same input rows (fwd_matmul.c): one pool job for few rows, else one
  * fwd_matmul each. Scales as fwd_matmul; no biases. */
 typedef struct fwd_mm_item {
     const st_tensor *w;
@@ -100,7 +101,7 @@ int64_t fwd_moe_gu_width(const st_hparams *hp);
 
 /* Facts of the hyperparameters both forwards (this one and model/cuda/) size and run by:
  * the most query (kv 0) or kv heads (kv 1) of any attention layer, the most experts any layer
- * uses (forward.c); the RoPE settings, and the IMRoPE pairs that stay unrotated for text, written
+ * uses (forward_ws.c); the RoPE settings, and the IMRoPE pairs that stay unrotated for text, written
  * into pairs[n_rot/2] (attn.c). */
 int64_t fwd_max_heads(const st_hparams *hp, int kv);
 int64_t fwd_max_experts_used(const st_hparams *hp);

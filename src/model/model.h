@@ -1,10 +1,12 @@
 /* model.h: a loaded model: its hyperparameters (read from the GGUF keys, MODELS.md §3) and its
  * weights (bound by name and shape to the GGUF mapping, §4), for the five Qwen architectures.
  *
- * The model owns the GGUF mapping; every weight pointer lies inside it and is used in place (no
- * copies). The only exception is a small 1-D vector (a norm, a bias, ssm_a, a .scale) stored in a
- * type other than f32: it is converted once into a model-owned f32 copy, because the pointwise ops
- * read f32. Nothing here knows about sessions, KV caches or scratch memory (src/engine). */
+ * The model owns the GGUF mapping; every weight pointer lies inside it and is used in place, or
+ * inside the model's one copy of the data section (copy_weights, model_api.c), or on a device
+ * (model/device.h). The only other copies are small 1-D vectors (a norm, a bias, ssm_a, a .scale)
+ * stored in a type other than f32: each is converted once into a model-owned f32 copy, because
+ * the pointwise ops read f32. Nothing here knows about sessions, KV caches or scratch memory
+ * (src/engine). */
 #ifndef ST_MODEL_MODEL_H
 #define ST_MODEL_MODEL_H
 
@@ -83,6 +85,7 @@ typedef struct st_tensor {
                                      the CPU matrix products read; st_repack_file_type gives the file's */
 } st_tensor;
 
+/* One layer's weights: st_tensor fields only, each listed once in st_layer_tensors below. */
 typedef struct st_layer {
     st_tensor attn_norm, ffn_norm; /* ffn_norm is post_attention_norm on the hybrids */
     /* attention */
@@ -99,6 +102,40 @@ typedef struct st_layer {
     st_tensor gate_inp_shexp, gate_shexp, up_shexp, down_shexp;
 } st_layer;
 
+/* ---- the table of a layer's tensors (layer.c) ----
+ *
+ * Every walk over a layer's tensors goes through this table, never through casts or hand lists:
+ * binding (every field starts unbound, and what binds as a vector must be a VECTOR row), the
+ * matmul scratch (sized from every bound MATRIX and EXPERTS row), the bytes a decoded token reads
+ * (EXPERTS rows count k/E), moving the pointers into the weight copy, the load-time repack, the
+ * CUDA upload and its type check.
+ *
+ * To add a tensor (qwen4exp's, an MTP block's): add the st_tensor field to st_layer above, add its
+ * row to the table in layer.c at the same place (the build fails while the table has fewer rows
+ * than st_layer has fields, and test_layer_table while a row is out of order), and bind it in
+ * bind.c. Nothing else needs to know the field exists, unless the forward uses it. */
+typedef enum st_layer_tensor_kind {
+    ST_LT_VECTOR,  /* read as f32 by pointwise code (norms, biases, conv and SSM parameters) */
+    ST_LT_MATRIX,  /* a weight matrix of the matrix products, read whole by each token */
+    ST_LT_EXPERTS, /* {K, M, E}: one matrix per expert, k of the E read by each token */
+} st_layer_tensor_kind;
+
+typedef struct st_layer_tensor {
+    const char *field;  /* "wq" */
+    size_t offset;      /* offsetof(st_layer, wq) */
+    st_layer_tensor_kind kind;
+} st_layer_tensor;
+
+#define ST_LAYER_N_TENSORS ((int)(sizeof(st_layer) / sizeof(st_tensor)))
+extern const st_layer_tensor st_layer_tensors[];
+
+static inline st_tensor *st_layer_tensor_at(st_layer *L, int i) {
+    return (st_tensor *)((char *)L + st_layer_tensors[i].offset);
+}
+static inline const st_tensor *st_layer_tensor_get(const st_layer *L, int i) {
+    return (const st_tensor *)((const char *)L + st_layer_tensors[i].offset);
+}
+
 struct st_tokenizer;
 
 /* The public st_model (strata.h). */
@@ -112,10 +149,16 @@ struct st_model {
     uint64_t weight_bytes;        /* bytes of every bound tensor */
     uint64_t decode_bytes;        /* weight bytes one decoded token reads */
     void *weights_copy;           /* the tensor data, when copied out of the mapping (copy_weights) */
-    struct st_device_model *dev;  /* the weights resident on a GPU (engine/device.h), or NULL */
+    struct st_device_model *dev;  /* the weights resident on a GPU (model/device.h), or NULL */
     struct st_tokenizer *tok;     /* NULL when the file's tokenizer is not supported */
     char tokenizer_error[512];    /* why tok is NULL */
 };
+
+/* Every tensor slot of the model (layer.c): tok_embd, output, output_norm, then each layer's in
+ * table order; slots that are not bound have data == NULL. A tied head's output is a copy of
+ * tok_embd (same data). */
+int64_t st_model_n_tensor_slots(const struct st_model *m);
+st_tensor *st_model_tensor_slot(struct st_model *m, int64_t i);
 
 /* hparams.c */
 st_status st_hparams_load(const st_gguf *g, st_hparams *hp);

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/workspace.h"
+#include "base/workspace.h"
 #include "test.h"
 
 #if defined(__SANITIZE_ADDRESS__)

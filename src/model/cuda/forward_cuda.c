@@ -133,9 +133,8 @@ st_status st_forward_cuda_check(const struct st_model *m) {
     ST_TRY(check_tensor(&m->tok_embd));
     ST_TRY(check_tensor(&m->output));
     for (int64_t i = 0; i < hp->n_layer; i++) {
-        const st_tensor *ts = (const st_tensor *)&m->layers[i];
-        for (size_t j = 0; j < sizeof(st_layer) / sizeof(st_tensor); j++) ST_TRY(check_tensor(&ts[j]));
         const st_layer *L = &m->layers[i];
+        for (int j = 0; j < ST_LAYER_N_TENSORS; j++) ST_TRY(check_tensor(st_layer_tensor_get(L, j)));
         if (L->gate_exps.data && L->up_exps.data && L->gate_exps.type != L->up_exps.type)
             return st_fail(ST_ERR_UNSUPPORTED, "cuda: %s and %s differ in type", L->gate_exps.name, L->up_exps.name);
         if (L->gate_shexp.data && L->gate_shexp.type != L->up_shexp.type)

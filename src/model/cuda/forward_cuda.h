@@ -11,21 +11,19 @@
 #define ST_MODEL_CUDA_FORWARD_CUDA_H
 
 #include "backend/cuda/cuda_backend.h"
-#include "engine/workspace.h"
+#include "base/workspace.h"
 #include "model/model.h"
 
 /* The weights on the device: the model's tensor table with device pointers in data/f32. */
 typedef struct st_dweights {
     st_tensor tok_embd, output, output_norm;
-    st_tensor *layers;           /* n_layer st_layer's worth, as st_layer */
+    st_layer *layers;            /* n_layer entries */
     /* Optional f16 copies of each MoE layer's experts for prompt chunks (st_cuda_moe_dequant_f16),
      * per layer gate|up [E][2ff][d] and down [E][d][ff]; NULL when not made. */
     void **moe_gu_f16, **moe_down_f16;
 } st_dweights;
 
-static inline const st_layer *st_dlayer(const st_dweights *w, int64_t il) {
-    return (const st_layer *)w->layers + il;
-}
+static inline const st_layer *st_dlayer(const st_dweights *w, int64_t il) { return &w->layers[il]; }
 
 /* Per-layer state on the device. */
 typedef struct st_dlayer_state {
@@ -42,7 +40,7 @@ enum st_dws_id {
     WSD_FF_A, WSD_FF_B,
     WSD_ROUTER, WSD_IDS, WSD_W, WSD_GE, WSD_YE, WSD_SH, WSD_SH_Y, WSD_SH_G,
     WSD_LOGITS, WSD_Q8, WSD_GEQ, WSD_SHQ,
-    WSD_COUNT
+    WSD_N_BUFFERS /* the number of ids, not a buffer */
 };
 
 /* Rows of logits the head computes per pass (logits for every row go out in blocks of these). */

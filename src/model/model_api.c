@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 
 #include "base/log.h"
-#include "engine/device.h"
+#include "model/device.h"
 #include "model/model.h"
 #include "quant/repack.h"
 #include "quant/types.h"
@@ -27,18 +27,12 @@ static uint64_t tensor_bytes(const st_tensor *t) {
 static uint64_t decode_bytes(const struct st_model *m) {
     const st_hparams *hp = &m->hp;
     uint64_t b = m->tok_embd.row_bytes + tensor_bytes(&m->output) + tensor_bytes(&m->output_norm);
-    for (int64_t i = 0; i < hp->n_layer; i++) {
-        const st_layer *L = &m->layers[i];
-        const st_tensor *dense[] = {&L->attn_norm, &L->ffn_norm, &L->wq, &L->wk, &L->wv, &L->wqkv, &L->wo,
-                                    &L->q_norm, &L->k_norm, &L->ssm_qkv, &L->ssm_gate, &L->ssm_in, &L->ssm_conv1d,
-                                    &L->ssm_beta, &L->ssm_alpha, &L->ssm_ba, &L->ssm_norm, &L->ssm_out,
-                                    &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->gate_inp, &L->gate_inp_shexp,
-                                    &L->gate_shexp, &L->up_shexp, &L->down_shexp};
-        for (size_t j = 0; j < sizeof dense / sizeof dense[0]; j++) b += tensor_bytes(dense[j]);
-        const st_tensor *experts[] = {&L->gate_exps, &L->up_exps, &L->gate_up_exps, &L->down_exps};
-        for (size_t j = 0; j < 4; j++)
-            if (hp->n_expert) b += tensor_bytes(experts[j]) * (uint64_t)hp->n_expert_used[i] / (uint64_t)hp->n_expert;
-    }
+    for (int64_t i = 0; i < hp->n_layer; i++)
+        for (int j = 0; j < ST_LAYER_N_TENSORS; j++) {
+            uint64_t tb = tensor_bytes(st_layer_tensor_get(&m->layers[i], j));
+            if (st_layer_tensors[j].kind != ST_LT_EXPERTS) b += tb;
+            else if (hp->n_expert) b += tb * (uint64_t)hp->n_expert_used[i] / (uint64_t)hp->n_expert;
+        }
     return b;
 }
 
@@ -59,8 +53,6 @@ static void prefault(const struct st_model *m, int progress) {
     if (progress) st_progress_end();
 }
 
-_Static_assert(sizeof(st_layer) % sizeof(st_tensor) == 0, "st_layer holds st_tensor fields only");
-
 /* Moves a pointer that lies in the mapping's data section into the copy. */
 static const void *rebase(const void *p, const char *base, size_t size, char *copy) {
     if (!p || (const char *)p < base || (const char *)p >= base + size) return p;
@@ -71,18 +63,6 @@ static void rebase_tensor(st_tensor *t, const char *base, size_t size, char *cop
     t->data = rebase(t->data, base, size, copy);
     t->f32 = rebase(t->f32, base, size, copy);
     t->escale = rebase(t->escale, base, size, copy);
-}
-
-/* Every st_tensor of the model, for the repacking pass. */
-static int all_tensors(struct st_model *m, st_tensor **out, int cap) {
-    int n = 0;
-    st_tensor *top[] = {&m->tok_embd, &m->output, &m->output_norm};
-    for (int i = 0; i < 3 && n < cap; i++) out[n++] = top[i];
-    for (int64_t i = 0; i < m->hp.n_layer; i++) {
-        st_tensor *ts = (st_tensor *)&m->layers[i];
-        for (size_t j = 0; j < sizeof(st_layer) / sizeof(st_tensor) && n < cap; j++) out[n++] = &ts[j];
-    }
-    return n;
 }
 
 static int overlaps(const st_tensor *a, const st_tensor *b) {
@@ -96,17 +76,17 @@ static int overlaps(const st_tensor *a, const st_tensor *b) {
  * extent (a tied output head is the token embedding). Same bytes per row, so nothing moves. The
  * CUDA upload never sees this: it reads the mapping and returns before the copy. */
 static void repack_weights(struct st_model *m, const char *copy, size_t size) {
-    int cap = 3 + (int)m->hp.n_layer * (int)(sizeof(st_layer) / sizeof(st_tensor));
-    st_tensor **ts = malloc((size_t)cap * sizeof *ts);
+    int64_t n = st_model_n_tensor_slots(m);
+    st_tensor **ts = malloc((size_t)n * sizeof *ts);
     if (!ts) return; /* the plain layout is always correct */
-    int n = all_tensors(m, ts, cap);
-    for (int i = 0; i < n; i++) {
+    for (int64_t i = 0; i < n; i++) ts[i] = st_model_tensor_slot(m, i);
+    for (int64_t i = 0; i < n; i++) {
         st_tensor *t = ts[i];
         uint32_t to = st_repack_target(t->type);
         if (!t->data || t->repacked || t->f32 || to == t->type || t == &m->tok_embd) continue;
         if ((const char *)t->data < copy || (const char *)t->data + tensor_bytes(t) > copy + size) continue;
         int ok = !overlaps(t, &m->tok_embd), twins = 0;
-        for (int j = 0; j < n && ok; j++) {
+        for (int64_t j = 0; j < n && ok; j++) {
             if (j == i || !ts[j]->data || !overlaps(t, ts[j])) continue;
             if (ts[j]->data == t->data && tensor_bytes(ts[j]) == tensor_bytes(t) && ts[j]->type == t->type && !ts[j]->f32) twins++;
             else ok = 0;
@@ -118,7 +98,7 @@ static void repack_weights(struct st_model *m, const char *copy, size_t size) {
         t->type = to;
         t->repacked = 1;
         /* tensors bound to the very same bytes (same extent) follow */
-        for (int j = 0; j < n && twins; j++)
+        for (int64_t j = 0; j < n && twins; j++)
             if (j != i && ts[j]->data == t->data && tensor_bytes(ts[j]) == tensor_bytes(t)) {
                 ts[j]->type = to;
                 ts[j]->repacked = 1;
@@ -167,13 +147,7 @@ static st_status copy_weights(struct st_model *m, int progress) {
         if (progress && done % (64 * align) == 0) st_progress("copying weights", (double)done, (double)size);
     }
     if (progress) st_progress_end();
-    rebase_tensor(&m->tok_embd, base, size, copy);
-    rebase_tensor(&m->output, base, size, copy);
-    rebase_tensor(&m->output_norm, base, size, copy);
-    for (int64_t i = 0; i < m->hp.n_layer; i++) {
-        st_tensor *ts = (st_tensor *)&m->layers[i];
-        for (size_t j = 0; j < sizeof(st_layer) / sizeof(st_tensor); j++) rebase_tensor(&ts[j], base, size, copy);
-    }
+    for (int64_t i = 0; i < st_model_n_tensor_slots(m); i++) rebase_tensor(st_model_tensor_slot(m, i), base, size, copy);
     m->weights_copy = copy;
     repack_weights(m, copy, size);
     uintptr_t page = 4096, lo = ((uintptr_t)base + page - 1) & ~(page - 1), hi = ((uintptr_t)base + size) & ~(page - 1);

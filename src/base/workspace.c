@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/workspace.h"
+#include "base/workspace.h"
 
 enum { WS_ALIGN = 64 };
 

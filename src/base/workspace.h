@@ -1,9 +1,8 @@
-/* workspace.h: the session's scratch memory for one chunk of the prompt chain (DESIGN.md "Memory:
- * who owns what").
+/* workspace.h: a set of scratch buffers sized in rows, with one growth rule (DESIGN.md "Memory:
+ * who owns what"). Generic: it knows ids and sizes, not what the buffers hold.
  *
- * The workspace holds a fixed set of buffers (hidden rows, norms, q/k/v, gates, router logits,
- * expert inputs and outputs, matmul scratch, ...), each sized from a number of rows by a size
- * function the owner supplies. Its rule:
+ * The owner (a session: model/forward.h's st_ws_id on the CPU, model/cuda/forward_cuda.h's
+ * st_dws_id on a device) gives the number of buffer ids and a size function. Its rule:
  *   - st_workspace_reserve(rows <= capacity) changes nothing: same buffers, same contents;
  *   - a larger request releases every buffer (each recorded once in the ownership list, so the
  *     release is one walk over that list), then allocates the whole set at the new high-water mark.
@@ -12,8 +11,8 @@
  *
  * Negative control: built with -DSTRATA_WORKSPACE_SKIP_RELEASE the release is skipped (a leak),
  * which tests/unit/test_workspace.c must detect (ctest runs that build expecting failure). */
-#ifndef ST_ENGINE_WORKSPACE_H
-#define ST_ENGINE_WORKSPACE_H
+#ifndef ST_BASE_WORKSPACE_H
+#define ST_BASE_WORKSPACE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,6 @@
-/* matmul_many.c: several weight matrices applied to the same few input rows in one pool job.
+/* fwd_matmul.c: the forward's products of a bound weight: fwd_matmul (y = scale * (W x), the
+ * weight's `.scale` applied, MODELS.md §2.1), fwd_add_bias, and fwd_matmul_many: several weight
+ * matrices applied to the same few input rows in one pool job.
  *
  * Decode multiplies one row by many small matrices that share their input (q, k and v; a Gated
  * DeltaNet layer's qkv, gate, beta and alpha; the router and the shared-expert gate). One
@@ -8,9 +10,22 @@
  * share of the weights. Results are the same dot products as st_matmul's, so bit-identical.
  * Used only for a few rows (decode); prompt chunks go through st_matmul, where a dispatch is
  * cheap next to the work. */
+#include "backend/cpu/matmul.h"
 #include "model/forward.h"
 #include "quant/dot.h"
 #include "quant/types.h"
+
+void fwd_matmul(st_fwd *f, const st_tensor *w, const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy) {
+    int64_t M = w->ne[1];
+    st_matmul(f->pool, w->type, w->data, M, w->ne[0], x, ldx, n, y, ldy, f->mm_scratch);
+    if (w->scale != 1.0f)
+        for (int64_t i = 0; i < n; i++) st_op_scale(y + i * ldy, M, y + i * ldy, w->scale);
+}
+
+void fwd_add_bias(st_fwd *f, const st_tensor *b, float *y, int64_t ldy, int64_t n) {
+    if (!b->data) return;
+    st_op_add(f->pool, y, ldy, b->f32, 0, y, ldy, n, b->ne[0]);
+}
 
 enum { MANY_MAX_ROWS = ST_DOT_MAX_NX };
 

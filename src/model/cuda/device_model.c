@@ -1,0 +1,180 @@
+/* device_model.c: model/device.h on CUDA: the model's weights resident on the GPU.
+ *
+ * The GGUF's whole data section is uploaded once, in its file types, into one device allocation
+ * through a pinned staging buffer; each bound tensor's pointer is rebased into it. The few vectors
+ * the binder converted to f32 on the host (f16 norms) are uploaded one by one. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "model/cuda/device_model.h"
+#include "quant/types.h"
+
+int st_device_count(void) { return st_cuda_device_count(); }
+
+static st_status own(st_device_model *dm, void *p) {
+    if (dm->n_owned == dm->cap_owned) {
+        int cap = dm->cap_owned ? 2 * dm->cap_owned : 64;
+        void **o = realloc(dm->owned, (size_t)cap * sizeof *o);
+        if (!o) return st_fail(ST_ERR_NOMEM, "cuda: out of memory");
+        dm->owned = o;
+        dm->cap_owned = cap;
+    }
+    dm->owned[dm->n_owned++] = p;
+    return ST_OK;
+}
+
+/* A host pointer of the mapping's data section moved into the blob; other vectors uploaded alone. */
+static st_status rebase(st_device_model *dm, const char *base, size_t size, const void *p, size_t bytes, const void **out) {
+    if (!p) {
+        *out = NULL;
+        return ST_OK;
+    }
+    if ((const char *)p >= base && (const char *)p < base + size) {
+        *out = (const char *)dm->blob + ((const char *)p - base);
+        return ST_OK;
+    }
+    void *d;
+    ST_TRY(st_cuda_alloc(dm->cu, bytes, &d));
+    ST_TRY(own(dm, d));
+    ST_TRY(st_cuda_upload(dm->cu, d, p, bytes));
+    *out = d;
+    return ST_OK;
+}
+
+static st_status rebase_tensor(st_device_model *dm, const char *base, size_t size, st_tensor *t) {
+    size_t bytes = t->row_bytes * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+    ST_TRY(rebase(dm, base, size, t->data, bytes, &t->data));
+    const void *f32;
+    size_t n = (size_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
+    ST_TRY(rebase(dm, base, size, t->f32, n * sizeof(float), &f32));
+    t->f32 = f32;
+    t->escale = NULL; /* checked to be all ones */
+    return ST_OK;
+}
+
+/* The data section through a pinned double buffer (so copies overlap the reads of the mapping). */
+static st_status upload_blob(st_device_model *dm, const char *base, size_t size, int progress) {
+    const size_t chunk = 64u << 20;
+    void *stage[2] = {NULL, NULL};
+    st_status s = st_cuda_host_alloc(chunk, &stage[0]);
+    if (s == ST_OK) s = st_cuda_host_alloc(chunk, &stage[1]);
+    for (size_t off = 0, i = 0; off < size && s == ST_OK; off += chunk, i++) {
+        size_t len = size - off < chunk ? size - off : chunk;
+        /* the copy that last used this buffer must be done */
+        if (i >= 2) s = st_cuda_sync(dm->cu);
+        if (s != ST_OK) break;
+        memcpy(stage[i % 2], base + off, len);
+        s = st_cuda_upload_async(dm->cu, (char *)dm->blob + off, stage[i % 2], len);
+        if (progress && i % 8 == 0) st_progress("uploading weights", (double)off, (double)size);
+    }
+    if (s == ST_OK) s = st_cuda_sync(dm->cu);
+    if (progress) st_progress_end();
+    st_cuda_host_free(stage[0]);
+    st_cuda_host_free(stage[1]);
+    return s;
+}
+
+/* f16 copies of every MoE layer's experts, so prompt chunks run their expert GEMMs without
+ * dequantizing (H200, 35B-A3B layer at 4096 tokens: 1.42 against 2.39 ms). They take 6*d*ff bytes
+ * per expert (64 GB for the 35B-A3B), so they are made only when that leaves 16 GiB of the device
+ * free; STRATA_CUDA_EXPERT_F16=0 never makes them, =1 always tries. */
+static st_status make_expert_f16(st_device_model *dm, const struct st_model *m, int progress) {
+    const st_hparams *hp = &m->hp;
+    const char *env = getenv("STRATA_CUDA_EXPERT_F16");
+    if (!st_hp_is_moe(hp) || (env && !strcmp(env, "0"))) return ST_OK;
+    size_t per_layer = (size_t)(hp->n_expert * 6 * hp->n_embd * hp->n_ff_exp), total = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if (dm->layers[il].gate_exps.data && dm->layers[il].up_exps.data) total += per_layer;
+    size_t free_b = 0, total_b = 0;
+    ST_TRY(st_cuda_mem_info(dm->cu, &free_b, &total_b));
+    if (total == 0 || (!(env && !strcmp(env, "1")) && free_b < total + ((size_t)16 << 30))) return ST_OK;
+    dm->f16_gu = calloc((size_t)hp->n_layer, sizeof *dm->f16_gu);
+    dm->f16_down = calloc((size_t)hp->n_layer, sizeof *dm->f16_down);
+    if (!dm->f16_gu || !dm->f16_down) return st_fail(ST_ERR_NOMEM, "cuda: out of memory");
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        const st_layer *L = &dm->layers[il];
+        if (!L->gate_exps.data || !L->up_exps.data) continue;
+        st_cuda_moe_w mw = {.type_gate = L->gate_exps.type, .type_up = L->up_exps.type, .type_down = L->down_exps.type,
+                            .gate = L->gate_exps.data, .up = L->up_exps.data, .down = L->down_exps.data,
+                            .n_expert = hp->n_expert, .d = hp->n_embd, .ff = hp->n_ff_exp};
+        ST_TRY(st_cuda_alloc(dm->cu, per_layer * 2 / 3, &dm->f16_gu[il]));
+        ST_TRY(st_cuda_alloc(dm->cu, per_layer / 3, &dm->f16_down[il]));
+        ST_TRY(st_cuda_moe_dequant_f16(dm->cu, &mw, dm->f16_gu[il], dm->f16_down[il]));
+        if (progress) st_progress("expert f16 copies", (double)(il + 1), (double)hp->n_layer);
+    }
+    if (progress) st_progress_end();
+    dm->w.moe_gu_f16 = dm->f16_gu;
+    dm->w.moe_down_f16 = dm->f16_down;
+    return ST_OK;
+}
+
+st_status st_device_model_load(const struct st_model *m, int progress, st_device_model **out) {
+    *out = NULL;
+    if (st_cuda_device_count() <= 0) return st_fail(ST_ERR_UNSUPPORTED, "cuda: no GPU found");
+    ST_TRY(st_forward_cuda_check(m));
+    st_device_model *dm = calloc(1, sizeof *dm);
+    if (!dm) return st_fail(ST_ERR_NOMEM, "cuda: out of memory");
+    st_status s = st_cuda_open(0, &dm->cu);
+    size_t off = st_gguf_data_offset(m->gguf), size = st_gguf_file_size(m->gguf) - off;
+    const char *base = NULL;
+    if (s == ST_OK && st_gguf_n_tensors(m->gguf) > 0) {
+        const st_gguf_tensor *t0 = st_gguf_tensor_at(m->gguf, 0);
+        base = (const char *)t0->data - t0->offset;
+        /* the model's pointers must still be the mapping's (no host copy) */
+        s = st_cuda_alloc(dm->cu, size, &dm->blob);
+        if (s == ST_OK) s = upload_blob(dm, base, size, progress);
+    }
+    if (s == ST_OK) {
+        dm->layers = calloc((size_t)m->hp.n_layer, sizeof *dm->layers);
+        dm->n_layers = m->hp.n_layer;
+        if (!dm->layers) s = st_fail(ST_ERR_NOMEM, "cuda: out of memory");
+    }
+    if (s == ST_OK) {
+        dm->w.tok_embd = m->tok_embd;
+        dm->w.output = m->output;
+        dm->w.output_norm = m->output_norm;
+        s = rebase_tensor(dm, base, size, &dm->w.tok_embd);
+        if (s == ST_OK) s = rebase_tensor(dm, base, size, &dm->w.output);
+        if (s == ST_OK) s = rebase_tensor(dm, base, size, &dm->w.output_norm);
+        for (int64_t i = 0; i < m->hp.n_layer && s == ST_OK; i++) {
+            dm->layers[i] = m->layers[i];
+            for (int j = 0; j < ST_LAYER_N_TENSORS && s == ST_OK; j++)
+                s = rebase_tensor(dm, base, size, st_layer_tensor_at(&dm->layers[i], j));
+        }
+        dm->w.layers = dm->layers;
+    }
+    if (s == ST_OK) s = make_expert_f16(dm, m, progress);
+    if (s != ST_OK) {
+        st_device_model_free(dm);
+        return s;
+    }
+    *out = dm;
+    return ST_OK;
+}
+
+void st_device_model_free(st_device_model *dm) {
+    if (!dm) return;
+    if (dm->cu) {
+        for (int64_t il = 0; dm->f16_gu && il < dm->n_layers; il++) {
+            st_cuda_free(dm->cu, dm->f16_gu[il]);
+            st_cuda_free(dm->cu, dm->f16_down[il]);
+        }
+        for (int i = 0; i < dm->n_owned; i++) st_cuda_free(dm->cu, dm->owned[i]);
+        if (dm->blob) st_cuda_free(dm->cu, dm->blob);
+        st_cuda_close(dm->cu);
+    }
+    free(dm->owned);
+    free(dm->layers);
+    free(dm->f16_gu);
+    free(dm->f16_down);
+    free(dm);
+}
+
+const char *st_device_model_describe(const st_device_model *dm) { return st_cuda_describe(dm->cu); }
+
+double st_device_model_bandwidth(st_device_model *dm) {
+    double gbs = 0.0;
+    if (st_cuda_read_bandwidth(dm->cu, (size_t)2 << 30, &gbs) != ST_OK) st_clear_error();
+    return gbs;
+}

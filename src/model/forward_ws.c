@@ -1,0 +1,128 @@
+/* forward_ws.c: the sizes of every workspace buffer of the CPU forward (forward.h's st_ws_id),
+ * derived from the hyperparameters, the bound tensors and the rows of the chunk, and the facts of
+ * the hyperparameters both forwards size and run by (the most heads, the most experts used).
+ * Nothing here runs the model. */
+#include "backend/cpu/matmul.h"
+#include "model/forward.h"
+#include "model/moe_exec.h"
+#include "quant/types.h"
+
+int64_t fwd_max_heads(const st_hparams *hp, int kv) {
+    int64_t mx = 0;
+    for (int64_t i = 0; i < hp->n_layer; i++) {
+        if (hp->is_linear[i]) continue;
+        int64_t h = kv ? hp->n_head_kv[i] : hp->n_head[i];
+        if (h > mx) mx = h;
+    }
+    return mx;
+}
+
+static int64_t max_dense_ff(const st_hparams *hp) {
+    int64_t mx = 0;
+    if (st_hp_is_moe(hp)) return hp->n_ff_shexp > 0 && hp->arch != ST_ARCH_QWEN3MOE ? hp->n_ff_shexp : 0;
+    for (int64_t i = 0; i < hp->n_layer; i++)
+        if (hp->n_ff[i] > mx) mx = hp->n_ff[i];
+    return mx;
+}
+
+int64_t fwd_max_experts_used(const st_hparams *hp) {
+    int64_t mx = 0;
+    for (int64_t i = 0; i < hp->n_layer; i++)
+        if (hp->n_expert_used[i] > mx) mx = hp->n_expert_used[i];
+    return mx;
+}
+
+static size_t mm_scratch_one(const st_tensor *t, int64_t rows, size_t cur) {
+    if (!t->data) return cur;
+    size_t s = st_matmul_scratch_size(t->type, t->ne[0], rows);
+    return s > cur ? s : cur;
+}
+
+/* The largest matmul scratch any product needs for `rows` rows: every bound matrix of every layer
+ * (the MATRIX and EXPERTS rows of st_layer_tensors), the head, and the shared-expert gate, an f32
+ * {d} vector multiplied as a 1-row f32 matrix (ffn.c). */
+static size_t mm_scratch_size(const struct st_model *m, int64_t rows) {
+    size_t s = st_matmul_scratch_size(ST_TYPE_F32, m->hp.n_embd, rows);
+    s = mm_scratch_one(&m->output, rows, s);
+    for (int64_t i = 0; i < m->hp.n_layer; i++)
+        for (int j = 0; j < ST_LAYER_N_TENSORS; j++)
+            if (st_layer_tensors[j].kind != ST_LT_VECTOR) s = mm_scratch_one(st_layer_tensor_get(&m->layers[i], j), rows, s);
+    return s;
+}
+
+/* The activation row sizes of the fused expert job (moe_exec.c): K = d for gate/up, K = the
+ * expert or shared width for down, over every layer's expert types. */
+size_t fwd_moe_act_row(const struct st_model *m, int down) {
+    size_t mx = 0;
+    for (int64_t i = 0; i < m->hp.n_layer; i++) {
+        const st_layer *L = &m->layers[i];
+        size_t s;
+        if (down) {
+            const st_tensor *de[] = {&L->down_exps}, *ds[] = {&L->down_shexp};
+            s = moe_act_row_max(de, 1, m->hp.n_ff_exp);
+            size_t s2 = L->down_shexp.data ? moe_act_row_max(ds, 1, L->down_shexp.ne[0]) : 0;
+            if (s2 > s) s = s2;
+        } else {
+            const st_tensor *g[] = {&L->gate_exps, &L->up_exps, &L->gate_up_exps, &L->gate_shexp, &L->up_shexp};
+            s = moe_act_row_max(g, 5, m->hp.n_embd);
+        }
+        if (s > mx) mx = s;
+    }
+    return mx;
+}
+
+int64_t fwd_moe_gu_width(const st_hparams *hp) {
+    int64_t sh = max_dense_ff(hp);
+    return 2 * (hp->n_ff_exp > sh ? hp->n_ff_exp : sh);
+}
+
+size_t st_forward_ws_size(const void *ctx, int id, int64_t n) {
+    const st_ws_plan *plan = ctx;
+    const struct st_model *m = plan->m;
+    const st_hparams *hp = &m->hp;
+    const size_t F = sizeof(float);
+    int64_t d = hp->n_embd, hd = hp->head_dim;
+    int64_t H = fwd_max_heads(hp, 0), Hkv = fwd_max_heads(hp, 1);
+    int hybrid = st_hp_is_hybrid(hp), moe = st_hp_is_moe(hp);
+    int64_t qw = hd * H * (hybrid ? 2 : 1);
+    int64_t kd = hybrid ? st_hp_key_dim(hp) : 0, vd = hybrid ? hp->ssm_inner : 0;
+    int64_t C = hybrid ? st_hp_conv_channels(hp) : 0, n_v = hybrid ? hp->ssm_n_v : 0;
+    int64_t k = moe ? fwd_max_experts_used(hp) : 0, E = moe ? hp->n_expert : 0, ffe = moe ? hp->n_ff_exp : 0;
+    int64_t qkv = qw + 2 * hd * Hkv;
+    if (2 * kd + 2 * vd > qkv) qkv = 2 * kd + 2 * vd;
+    switch (id) {
+    case WS_X: case WS_H: case WS_T: return (size_t)(n * d) * F;
+    case WS_POS: return (size_t)n * sizeof(int32_t);
+    case WS_Q: return (size_t)(n * qw) * F;
+    case WS_QN: case WS_ATT: return (size_t)(n * hd * H) * F;
+    case WS_K: case WS_V: return (size_t)(n * hd * Hkv) * F;
+    case WS_QKV: return (size_t)(n * qkv) * F;
+    case WS_CONV: /* also holds qwen3next's legacy ssm_in product before the conv */
+        return (size_t)(n * (hp->arch == ST_ARCH_QWEN3NEXT ? C + vd : C)) * F;
+    case WS_Z: case WS_GDN_OUT: return (size_t)(n * vd) * F;
+    case WS_BA: return hp->arch == ST_ARCH_QWEN3NEXT ? (size_t)(n * 2 * n_v) * F : 0;
+    case WS_A: case WS_B: case WS_GATE_G: case WS_GATE_BETA: return (size_t)(n * n_v) * F;
+    case WS_GDN_SCRATCH: return hybrid ? st_gdn_chunked_scratch_size(plan->n_threads, hp->ssm_state) : 0;
+    case WS_FF_A: case WS_FF_B: return (size_t)(n * max_dense_ff(hp)) * F;
+    case WS_ROUTER: return (size_t)(n * E) * F;
+    case WS_IDS: case WS_SLOT: return (size_t)(n * k) * sizeof(int32_t);
+    case WS_ORDER: return (size_t)(n * (k + 1)) * sizeof(int32_t);
+    case WS_W: return (size_t)(n * k) * F;
+    case WS_EXPERT_ROWS: return moe ? (size_t)(2 * E + 2) * sizeof(int64_t) : 0;
+    /* Gathered expert rows: n*k routed plus n shared (the fused expert job runs both). */
+    case WS_XE: return (size_t)(n * k * d) * F; /* only the per-matmul fallback gathers */
+    case WS_YE: return (size_t)(n * (k + 1) * d) * F;
+    case WS_GE: return moe ? (size_t)(n * (k + 1) * fwd_moe_gu_width(hp)) * F : 0;
+    case WS_ACT1: return moe ? (size_t)(n * (k + 1)) * fwd_moe_act_row(m, 0) : 0;
+    case WS_ACT2: return moe ? (size_t)(n * (k + 1)) * fwd_moe_act_row(m, 1) : 0;
+    case WS_ENT: return moe ? (size_t)(E + 1) * sizeof(moe_entry) : 0;
+    case WS_UE: return (size_t)(n * k * ffe) * F;
+    case WS_SH_G: return moe ? (size_t)n * F : 0;
+    case WS_SH_OUT: return moe && hp->arch != ST_ARCH_QWEN3MOE ? (size_t)(n * d) * F : 0;
+    case WS_MM: return mm_scratch_size(m, n);
+    case WS_LOGITS: return (size_t)hp->n_vocab * F;
+    /* IMRoPE pairs kept unrotated (attn.c): at most every pair of every q head */
+    case WS_ROPE_KEEP: return hp->rope_kind == ST_ROPE_IMROPE ? (size_t)(n * H * hp->n_rot) * F : 0;
+    default: return 0;
+    }
+}

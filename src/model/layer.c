@@ -1,0 +1,48 @@
+/* layer.c: the table of st_layer's tensors (model.h) and the walk over every tensor slot of a
+ * model. The table is the one place that lists a layer's fields; a field without its row fails
+ * the build (the count below) and test_layer_table (the order). */
+#include <stddef.h>
+
+#include "model/model.h"
+
+#define ROW(field, kind) {#field, offsetof(st_layer, field), kind}
+
+const st_layer_tensor st_layer_tensors[] = {
+    ROW(attn_norm, ST_LT_VECTOR),   ROW(ffn_norm, ST_LT_VECTOR),
+    /* attention */
+    ROW(wq, ST_LT_MATRIX),          ROW(wk, ST_LT_MATRIX),        ROW(wv, ST_LT_MATRIX),
+    ROW(wqkv, ST_LT_MATRIX),        ROW(wo, ST_LT_MATRIX),
+    ROW(bq, ST_LT_VECTOR),          ROW(bk, ST_LT_VECTOR),        ROW(bv, ST_LT_VECTOR),
+    ROW(bqkv, ST_LT_VECTOR),
+    ROW(q_norm, ST_LT_VECTOR),      ROW(k_norm, ST_LT_VECTOR),
+    /* Gated DeltaNet */
+    ROW(ssm_qkv, ST_LT_MATRIX),     ROW(ssm_gate, ST_LT_MATRIX),  ROW(ssm_in, ST_LT_MATRIX),
+    ROW(ssm_conv1d, ST_LT_VECTOR),  ROW(ssm_dt, ST_LT_VECTOR),    ROW(ssm_a, ST_LT_VECTOR),
+    ROW(ssm_beta, ST_LT_MATRIX),    ROW(ssm_alpha, ST_LT_MATRIX), ROW(ssm_ba, ST_LT_MATRIX),
+    ROW(ssm_norm, ST_LT_VECTOR),    ROW(ssm_out, ST_LT_MATRIX),
+    /* dense FFN */
+    ROW(ffn_gate, ST_LT_MATRIX),    ROW(ffn_up, ST_LT_MATRIX),    ROW(ffn_down, ST_LT_MATRIX),
+    /* MoE */
+    ROW(gate_inp, ST_LT_MATRIX),    ROW(gate_exps, ST_LT_EXPERTS), ROW(up_exps, ST_LT_EXPERTS),
+    ROW(gate_up_exps, ST_LT_EXPERTS), ROW(down_exps, ST_LT_EXPERTS),
+    ROW(gate_inp_shexp, ST_LT_VECTOR), ROW(gate_shexp, ST_LT_MATRIX), ROW(up_shexp, ST_LT_MATRIX),
+    ROW(down_shexp, ST_LT_MATRIX),
+};
+
+_Static_assert(sizeof(st_layer) % sizeof(st_tensor) == 0, "st_layer holds st_tensor fields only");
+_Static_assert(sizeof st_layer_tensors / sizeof st_layer_tensors[0] == sizeof(st_layer) / sizeof(st_tensor),
+               "every st_layer field needs its row in st_layer_tensors");
+
+enum { TOP_SLOTS = 3 };
+
+int64_t st_model_n_tensor_slots(const struct st_model *m) {
+    return TOP_SLOTS + m->hp.n_layer * ST_LAYER_N_TENSORS;
+}
+
+st_tensor *st_model_tensor_slot(struct st_model *m, int64_t i) {
+    if (i == 0) return &m->tok_embd;
+    if (i == 1) return &m->output;
+    if (i == 2) return &m->output_norm;
+    i -= TOP_SLOTS;
+    return st_layer_tensor_at(&m->layers[i / ST_LAYER_N_TENSORS], (int)(i % ST_LAYER_N_TENSORS));
+}
