@@ -76,6 +76,18 @@ double st_model_device_bandwidth(const st_model *m);
 uint64_t st_model_weight_bytes(const st_model *m);
 uint64_t st_model_decode_bytes(const st_model *m);
 
+/* The context a session of this model can take here: the model's context_length, lowered when
+ * its KV cache (and held ids) would take more than half of the memory free now, the GPU's for a
+ * model on a GPU, else the host's available memory. Lowered counts are multiples of 256. */
+typedef struct st_ctx_fit {
+    int64_t n_ctx;           /* the cells to take */
+    int64_t n_ctx_train;     /* the model's context_length */
+    uint64_t cell_bytes;     /* bytes per cell: the KV rows of every attention layer, and its id */
+    uint64_t free_bytes;     /* the memory free now, 0 if unknown (then nothing is lowered) */
+    int capped;              /* 1: n_ctx < n_ctx_train because of the memory */
+} st_ctx_fit;
+st_ctx_fit st_model_ctx_fit(const st_model *m, int kv_f32);
+
 /* ---- Text (through the model's tokenizer) ---------------------------------------------------- */
 
 int st_model_has_tokenizer(const st_model *m);
@@ -89,7 +101,8 @@ int st_model_is_eog(const st_model *m, int32_t id);
 /* ---- Sessions -------------------------------------------------------------------------------- */
 
 typedef struct st_session_params {
-    int64_t n_ctx;           /* KV cells; 0 = min(context_length, 4096) */
+    int64_t n_ctx;           /* KV cells; 0 = min(context_length, 4096) (the CLI's default is
+                                st_model_ctx_fit's) */
     int n_prefill;           /* rows per prompt chunk (--prefill), default 512 */
     int n_threads;           /* 0 = one per core */
     int kv_f32;              /* 1: f32 KV cache; default f16 as llama.cpp */

@@ -1,4 +1,4 @@
-/* cmd_bench.c: `strata bench -m MODEL [-p 512] [-n 128] [-r 3] [-t THREADS] [--json]`.
+/* cmd_bench.c: `strata bench [-m MODEL] [-p 512] [-n 128] [-r 3] [-t THREADS] [--json]`.
  *
  * Prompt speed: a fresh sequence fed P token ids through the prompt chain (chunks of --prefill).
  * Decode speed: a fresh sequence fed N tokens one at a time (as llama-bench's tg test). Each is
@@ -7,6 +7,7 @@
  * the experts), so bytes/token x tokens/s over the read bandwidth measured here, in the same
  * command and with the same threads, is decode's share of the memory bandwidth. */
 #include <immintrin.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,23 +18,25 @@
 #include "cli/cli.h"
 #include "strata.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: strata bench [-m MODEL] [-p 512] [-n 128] [-r 3] [-t THREADS] [--prefill N] [--device D] [--json]\n"
-            "  Prints prompt (pp) and decode (tg) tokens/s, the median of R runs after a warm-up, and\n"
-            "  decode's share of the memory read bandwidth measured in the same command.\n"
-            "  -p P          prompt tokens (default 512; 0 = skip)\n"
-            "  -n N          decoded tokens (default 128; 0 = skip)\n"
-            "  -r R          repeats (default 3)\n"
-            "  -t THREADS    threads (default: one per core)\n"
-            "  --prefill N   rows per prompt chunk (default 512)\n"
-            "  --json        one JSON object on stdout instead of the table\n"
-            "  --device D    cpu, cuda or auto (default: cuda when this build has it and a GPU is\n"
-            "                present); on a GPU the bandwidth is the GPU memory's, measured here\n"
-            "  --copy-weights / --no-copy-weights\n"
-            "                as for `strata run` (default: copy when the model takes at most half\n"
-            "                of the available memory)\n");
-}
+typedef struct bench_flags {
+    int n_prompt, n_gen, reps, json;
+} bench_flags;
+
+#define OWN(field) offsetof(bench_flags, field)
+static const cli_flag bench_own[] = {
+    {"-p", NULL, "P", CLI_INT, OWN(n_prompt), 0, 1 << 20, NULL, NULL, "prompt tokens (default 512; 0 = skip)", 0},
+    {"-n", NULL, "N", CLI_INT, OWN(n_gen), 0, 1 << 20, NULL, NULL, "decoded tokens (default 128; 0 = skip)", 0},
+    {"-r", NULL, "R", CLI_INT, OWN(reps), 1, 100, NULL, NULL, "repeats (default 3)", 0},
+    {"--json", NULL, NULL, CLI_SWITCH, OWN(json), 1, 0, NULL, NULL, "one JSON object on stdout instead of the table", 0},
+    {NULL},
+};
+
+static const cli_command bench_command = {
+    "bench", "[-m MODEL] [-p 512] [-n 128] [-r 3] [options]",
+    "Prints prompt (pp) and decode (tg) tokens/s, the median of R runs after a warm-up, and\n"
+    "decode's share of the memory read bandwidth measured in the same command (on a GPU, the GPU\n"
+    "memory's). The context is what the longer test needs, or --ctx if larger.",
+    CLI_MODEL | CLI_SESSION, bench_own, 0};
 
 /* ---- read-bandwidth probe: every thread streams its share of a buffer far larger than caches ---- */
 
@@ -127,43 +130,18 @@ static int time_decode(st_session *s, const int32_t *ids, int n, double *tps) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *model = NULL;
-    int n_prompt = 512, n_gen = 128, reps = 3, json = 0;
-    st_session_params sp = st_session_default_params();
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") && has) model = argv[++i];
-        else if (!strcmp(a, "-p") && has) n_prompt = atoi(argv[++i]);
-        else if (!strcmp(a, "-n") && has) n_gen = atoi(argv[++i]);
-        else if (!strcmp(a, "-r") && has) reps = atoi(argv[++i]);
-        else if (!strcmp(a, "-t") && has) sp.n_threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--prefill") && has) sp.n_prefill = atoi(argv[++i]);
-        else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--device") && has) {
-            if (cli_parse_device(argv[++i])) return 2;
-        }
-        else if (!strcmp(a, "--copy-weights")) cli_copy_weights = 1;
-        else if (!strcmp(a, "--no-copy-weights")) cli_copy_weights = 0;
-        else {
-            fprintf(stderr, "strata: bench: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!(model = cli_model_or_default(model, "bench"))) return 1;
-    if (!model || n_prompt < 0 || n_gen < 0 || reps < 1 || reps > 100 || sp.n_prefill <= 0) {
-        usage(stderr);
-        return 2;
-    }
+    cli_options o;
+    cli_options_default(&o);
+    bench_flags bf = {.n_prompt = 512, .n_gen = 128, .reps = 3};
+    int prc = cli_parse(&bench_command, argc, argv, &o, &bf);
+    if (prc >= 0) return prc;
+    int n_prompt = bf.n_prompt, n_gen = bf.n_gen, reps = bf.reps, json = bf.json;
+    st_session_params sp = o.session;
     st_model *m;
-    if (cli_load_model(model, &m)) return 1;
+    if (cli_load_model("bench", &o, &m)) return 1;
     int rc = 1;
     int total = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
-    sp.n_ctx = total;
+    if (sp.n_ctx < total) sp.n_ctx = total;
     st_session *s = NULL;
     st_pool *probe_pool = NULL;
     int32_t *ids = malloc((size_t)total * sizeof *ids);
@@ -206,12 +184,12 @@ int cmd_bench(int argc, char **argv) {
                "\"weight_bytes\": %llu, \"decode_bytes_per_token\": %.0f, \"read_bandwidth_gb_s\": %.2f, "
                "\"decode_bandwidth_share\": %.4f, \"scratch_bytes\": %llu, \"state_bytes\": %llu, \"cpu\": \"%s\", "
                "\"device\": \"%s\"}\n",
-               model, st_model_arch(m), threads, sp.n_prefill, reps, n_prompt, pp_med, n_gen, tg_med,
+               o.model, st_model_arch(m), threads, sp.n_prefill, reps, n_prompt, pp_med, n_gen, tg_med,
                (unsigned long long)st_model_weight_bytes(m), bytes, bw, share,
                (unsigned long long)st_session_scratch_bytes(s), (unsigned long long)st_session_state_bytes(s), cpu,
                st_model_device(m));
     } else {
-        printf("model    %s (%s), %.2f GiB of weights, %d threads, median of %d\n", model, st_model_arch(m),
+        printf("model    %s (%s), %.2f GiB of weights, %d threads, median of %d\n", o.model, st_model_arch(m),
                (double)st_model_weight_bytes(m) / (1 << 30), threads, reps);
         if (n_prompt) printf("pp%-6d %8.2f tok/s\n", n_prompt, pp_med);
         if (n_gen) printf("tg%-6d %8.2f tok/s\n", n_gen, tg_med);

@@ -14,6 +14,7 @@
  * /save NAME and /load NAME keep the session in STATE_DIR/NAME.session, the file `strata serve`
  * uses (server/session_file.h): same folder rules, format and refusals. A loaded session brings
  * its conversation back: the messages are read from the held ids. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,24 +28,32 @@
 #include "text/chat.h"
 #include "text/tokenizer.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: strata chat [-m MODEL] [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
-            "                   [--system TEXT] [--no-think] [--show-thinking] [--state-dir DIR]\n"
-            "                   [--prefill N] [-t THREADS] [--ctx N] [--device D]\n"
-            "  An interactive chat (Qwen ChatML), streaming the replies. Type a message and Enter.\n"
-            "  Commands: /reset (new conversation), /think on|off (reasoning), /save NAME, /load NAME,\n"
-            "  /help, /quit.\n"
-            "  -m MODEL        a GGUF file (default: the demo model, models/strata-demo-q8_0.gguf)\n"
-            "  -n N            at most N tokens per reply (default 2048)\n"
-            "  --system TEXT   a system prompt\n"
-            "  --no-think      start with reasoning off\n"
-            "  --show-thinking print the model's reasoning (on stderr, dimmed on a terminal); by default\n"
-            "                  it is hidden and only the answer is printed\n"
-            "  --state-dir DIR where /save and /load keep sessions (default " SV_STATE_DIR_DEFAULT ", as for\n"
-            "                  `strata serve`)\n"
-            "  --temp, --top-k, --top-p, --min-p, --seed, --prefill, -t, --ctx, --device: as for `strata run`\n");
-}
+/* chat's own flags */
+typedef struct chat_flags {
+    int n_reply;
+    const char *system, *state_dir;
+    int no_think, show_thinking;
+} chat_flags;
+
+#define OWN(field) offsetof(chat_flags, field)
+static const cli_flag chat_own[] = {
+    {"-n", NULL, "N", CLI_INT, OWN(n_reply), 1, 1 << 30, NULL, NULL, "at most N tokens per reply (default 2048)", 0},
+    {"--system", NULL, "TEXT", CLI_STRING, OWN(system), 0, 0, NULL, NULL, "a system prompt", 0},
+    {"--no-think", NULL, NULL, CLI_SWITCH, OWN(no_think), 1, 0, NULL, NULL, "start with reasoning off", 0},
+    {"--show-thinking", NULL, NULL, CLI_SWITCH, OWN(show_thinking), 1, 0, NULL, NULL,
+     "print the model's reasoning (on stderr, dimmed on a terminal); by default\n"
+     "it is hidden and only the answer is printed", 0},
+    {"--state-dir", NULL, "DIR", CLI_STRING, OWN(state_dir), 0, 0, NULL, NULL,
+     "where /save and /load keep sessions (default " SV_STATE_DIR_DEFAULT ", as for\n`strata serve`)", 0},
+    {NULL},
+};
+
+static const cli_command chat_command = {
+    "chat", "[-m MODEL] [options]",
+    "An interactive chat (Qwen ChatML), streaming the replies. Type a message and Enter.\n"
+    "Commands: /reset (new conversation), /think on|off (reasoning), /save NAME, /load NAME,\n"
+    "/help, /quit.",
+    CLI_MODEL | CLI_SESSION | CLI_SAMPLING, chat_own, 0};
 
 static void help(void) {
     fprintf(stderr,
@@ -128,82 +137,6 @@ static int feed_prompt(st_session *s, const int32_t *ids, size_t n, int32_t im_s
     return 0;
 }
 
-/* ---- one reply: the raw text for the conversation, the answer to stdout, reasoning folded ---- */
-
-typedef struct reply {
-    char *text;
-    size_t len, cap;
-    st_chat_parser *parser;
-    int show_thinking, tty;   /* tty: stderr is a terminal (the dim note and the dimming) */
-    int answering;            /* the answer's first visible character is out */
-    int reasoning;            /* shown reasoning has started (its leading blank lines skipped) */
-    int note;                 /* the "(thinking...)" note is on the screen */
-    int failed;
-} reply;
-
-/* Drops the blank start of a part (the model writes "<think>\n\n</think>\n\n" before an answer);
- * 1 when nothing is left of this piece. */
-static int blank_start(int started, const char **t, size_t *len) {
-    if (started) return 0;
-    while (*len && (**t == ' ' || **t == '\n' || **t == '\r' || **t == '\t')) (*t)++, (*len)--;
-    return *len == 0;
-}
-
-static st_status on_event(void *ctx, const st_chat_event *e) {
-    reply *r = ctx;
-    const char *t = e->text;
-    size_t len = e->len;
-    int reasoning = e->part == ST_CHAT_REASONING;
-    if (blank_start(reasoning ? r->reasoning : r->answering, &t, &len)) return ST_OK;
-    if (reasoning) {
-        if (!r->reasoning && r->tty) {
-            fputs(r->show_thinking ? "\033[2m" : "\033[2m(thinking...)\033[0m", stderr);
-            r->note = !r->show_thinking;
-        }
-        r->reasoning = 1;
-        if (r->show_thinking) fwrite(t, 1, len, stderr);
-        fflush(stderr);
-        return ST_OK;
-    }
-    if (!r->answering) {
-        r->answering = 1;
-        if (r->note) fputs("\r\033[K", stderr);
-        else if (r->reasoning && r->show_thinking) fputs(r->tty ? "\033[0m\n" : "\n", stderr);
-        r->note = 0;
-        fflush(stderr);
-    }
-    fwrite(t, 1, len, stdout);
-    fflush(stdout);
-    return ST_OK;
-}
-
-static void on_text(void *ctx, const char *text, size_t len) {
-    reply *r = ctx;
-    if (r->len + len + 1 > r->cap) {
-        size_t cap = 2 * (r->len + len + 1);
-        char *g = realloc(r->text, cap);
-        if (!g) {
-            r->failed = 1;
-            return;
-        }
-        r->text = g;
-        r->cap = cap;
-    }
-    memcpy(r->text + r->len, text, len);
-    r->len += len;
-    st_chat_parser_feed(r->parser, text, len, on_event, r);
-}
-
-/* Ends the reply's output: the parser's held-back text, an open dim span, the line. */
-static void reply_end(reply *r) {
-    st_chat_parser_finish(r->parser, on_event, r);
-    if (r->note) fputs("\r\033[K", stderr);
-    else if (r->reasoning && r->show_thinking && !r->answering) fputs(r->tty ? "\033[0m\n" : "\n", stderr);
-    fflush(stderr);
-    fputc('\n', stdout);
-    fflush(stdout);
-}
-
 /* ---- /save and /load ---- */
 
 typedef struct chat {
@@ -279,51 +212,19 @@ static void chat_load(chat *c, const char *line) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    const char *model = NULL, *system = NULL, *state_dir = SV_STATE_DIR_DEFAULT;
-    int n_reply = 2048, think = 1, show_thinking = 0;
-    st_session_params sp = st_session_default_params();
-    st_sampler_params sa = st_sampler_default_params();
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") && has) model = argv[++i];
-        else if (!strcmp(a, "-n") && has) n_reply = atoi(argv[++i]);
-        else if (!strcmp(a, "--system") && has) system = argv[++i];
-        else if (!strcmp(a, "--no-think")) think = 0;
-        else if (!strcmp(a, "--show-thinking")) show_thinking = 1;
-        else if (!strcmp(a, "--state-dir") && has) state_dir = argv[++i];
-        else if (!strcmp(a, "--temp") && has) sa.temperature = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--top-k") && has) sa.top_k = atoi(argv[++i]);
-        else if (!strcmp(a, "--top-p") && has) sa.top_p = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--min-p") && has) sa.min_p = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--seed") && has) sa.seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--prefill") && has) sp.n_prefill = atoi(argv[++i]);
-        else if (!strcmp(a, "-t") && has) sp.n_threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--ctx") && has) sp.n_ctx = atoll(argv[++i]);
-        else if (!strcmp(a, "--device") && has) {
-            if (cli_parse_device(argv[++i])) return 2;
-        }
-        else {
-            fprintf(stderr, "strata: chat: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!(model = cli_model_or_default(model, "chat"))) return 1;
-    if (!model || sp.n_prefill <= 0 || n_reply <= 0) {
-        usage(stderr);
-        return 2;
-    }
+    cli_options o;
+    cli_options_default(&o);
+    chat_flags cf = {.n_reply = 2048, .state_dir = SV_STATE_DIR_DEFAULT};
+    int prc = cli_parse(&chat_command, argc, argv, &o, &cf);
+    if (prc >= 0) return prc;
+    int think = !cf.no_think;
     st_model *m;
-    if (cli_load_model(model, &m)) return 1;
+    if (cli_load_model("chat", &o, &m)) return 1;
     int rc = 1;
-    chat c = {.m = m, .system = system, .state_dir = state_dir};
+    chat c = {.m = m, .system = cf.system, .state_dir = cf.state_dir};
     st_sampler *smp = NULL;
     st_detok *dt = NULL;
-    reply r = {.show_thinking = show_thinking, .tty = isatty(STDERR_FILENO)};
+    cli_reply r = {.show_thinking = cf.show_thinking, .tty = isatty(STDERR_FILENO)};
     char *line = NULL;
     size_t line_cap = 0;
     if (!st_model_has_tokenizer(m)) {
@@ -331,20 +232,9 @@ int cmd_chat(int argc, char **argv) {
         goto done;
     }
     st_chat_options opt = {.add_generation_prompt = 1};
-    const char *tmpl;
-    size_t tmpl_len;
-    if (st_gguf_get_str(m->gguf, "tokenizer.chat_template", &tmpl, &tmpl_len) == ST_OK) {
-        char *t = malloc(tmpl_len + 1);
-        if (t) {
-            memcpy(t, tmpl, tmpl_len);
-            t[tmpl_len] = 0;
-            int known;
-            opt.style = st_chat_style_detect(t, &known);
-            free(t);
-        }
-    }
-    st_clear_error();
-    if (st_session_new(m, &sp, &c.s) != ST_OK || st_sampler_new(&sa, st_model_n_vocab(m), &smp) != ST_OK ||
+    cli_chat_style(m, &opt);
+    cli_fit_context("chat", m, &o.session);
+    if (st_session_new(m, &o.session, &c.s) != ST_OK || st_sampler_new(&o.sampling, st_model_n_vocab(m), &smp) != ST_OK ||
         st_detok_new(m->tok, 0, &dt) != ST_OK) {
         cli_fail("chat");
         goto done;
@@ -352,10 +242,10 @@ int cmd_chat(int argc, char **argv) {
     st_model_fingerprint(m, c.fingerprint);
     int32_t im_start = st_tokenizer_find(m->tok, "<|im_start|>", 12);
     chat_reset(&c);
-    cli_generation g = {.model = m, .session = c.s, .sampler = smp, .detok = dt, .on_text = on_text, .ctx = &r, .what = "chat",
+    cli_generation g = {.model = m, .session = c.s, .sampler = smp, .detok = dt, .on_text = cli_reply_text, .ctx = &r, .what = "chat",
                         .feed_last = 1};
     fprintf(stderr, "strata chat: %s. /help for commands. Reasoning is %s%s.\n", st_model_arch(m), think ? "on" : "off",
-            think && !show_thinking ? " (hidden; --show-thinking shows it)" : "");
+            think && !cf.show_thinking ? " (hidden; --show-thinking shows it)" : "");
     for (;;) {
         fprintf(stderr, "> ");
         fflush(stderr);
@@ -405,9 +295,9 @@ int cmd_chat(int argc, char **argv) {
             cli_fail("chat: tokenize");
             goto done;
         }
-        if (n_ids + (size_t)n_reply > (size_t)st_session_n_ctx(c.s)) {
+        if (n_ids + (size_t)cf.n_reply > (size_t)st_session_n_ctx(c.s)) {
             fprintf(stderr, "strata: chat: the conversation and a reply of %d tokens no longer fit the context (%lld tokens); /reset\n",
-                    n_reply, (long long)st_session_n_ctx(c.s));
+                    cf.n_reply, (long long)st_session_n_ctx(c.s));
             free(ids);
             conv_clear(&c.conv, c.conv.n - 1);
             continue;
@@ -420,24 +310,17 @@ int cmd_chat(int argc, char **argv) {
             continue;
         }
 
-        r.len = 0;
-        r.answering = r.reasoning = r.note = 0;
-        if (st_chat_parser_new(st_chat_opens_reasoning(&opt), &r.parser) != ST_OK) {
-            cli_fail("chat");
-            goto done;
-        }
+        if (cli_reply_begin(&r, st_chat_opens_reasoning(&opt))) goto done;
         int generated;
-        cli_generate(&g, n_reply, &generated);
-        reply_end(&r);
-        st_chat_parser_free(r.parser);
-        r.parser = NULL;
+        cli_generate(&g, cf.n_reply, &generated);
+        cli_reply_end(&r);
         if (r.failed) goto done;
         conv_add(&c.conv, ST_ROLE_ASSISTANT, r.text ? r.text : "", r.len);
     }
     rc = 0;
 done:
     free(line);
-    free(r.text);
+    cli_reply_free(&r);
     conv_clear(&c.conv, 0);
     free(c.conv.msgs);
     free(c.conv.texts);

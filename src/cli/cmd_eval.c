@@ -3,6 +3,7 @@
  * position, row-major [n_tokens][n_vocab], little-endian. The conformance harness compares them
  * with llama.cpp's. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,18 +11,22 @@
 #include "cli/cli.h"
 #include "strata.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: strata eval -m MODEL --tokens ID,ID,... --logits FILE [--prefill N] [-t THREADS] [--ctx N] [--kv-f32]\n"
-            "                  [--device D]\n"
-            "  Feeds the token ids and writes the f32 logits of every position to FILE,\n"
-            "  row-major [n_tokens][n_vocab], little-endian.\n"
-            "  --prefill N   rows per prompt chunk (default 512)\n"
-            "  -t THREADS    threads (default: one per core)\n"
-            "  --ctx N       KV cache cells (default: max(n_tokens, min(context_length, 4096)))\n"
-            "  --kv-f32      keep the KV cache in f32 instead of f16\n"
-            "  --device D    cpu, cuda or auto (default: cuda when this build has it and a GPU is present)\n");
-}
+typedef struct eval_flags {
+    const char *tokens, *out;
+} eval_flags;
+
+#define OWN(field) offsetof(eval_flags, field)
+static const cli_flag eval_own[] = {
+    {"--tokens", NULL, "ID,ID,...", CLI_STRING, OWN(tokens), 0, 0, NULL, NULL, "the token ids to feed", 0},
+    {"--logits", NULL, "FILE", CLI_STRING, OWN(out), 0, 0, NULL, NULL, "where the logits go", 0},
+    {NULL},
+};
+
+static const cli_command eval_command = {
+    "eval", "-m MODEL --tokens ID,ID,... --logits FILE [options]",
+    "Feeds the token ids and writes the f32 logits of every position to FILE,\n"
+    "row-major [n_tokens][n_vocab], little-endian. The context is at least n_tokens.",
+    CLI_MODEL | CLI_SESSION, eval_own, 0};
 
 /* "1,2,3" -> ids; fails on anything that is not a comma-separated list of integers. */
 static int parse_ids(const char *s, int32_t **out, int64_t *n) {
@@ -67,44 +72,24 @@ static int parse_ids(const char *s, int32_t **out, int64_t *n) {
 }
 
 int cmd_eval(int argc, char **argv) {
-    const char *model = NULL, *tokens = NULL, *out = NULL;
-    st_session_params sp = st_session_default_params();
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") && has) model = argv[++i];
-        else if (!strcmp(a, "--tokens") && has) tokens = argv[++i];
-        else if (!strcmp(a, "--logits") && has) out = argv[++i];
-        else if (!strcmp(a, "--prefill") && has) sp.n_prefill = atoi(argv[++i]);
-        else if (!strcmp(a, "-t") && has) sp.n_threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--ctx") && has) sp.n_ctx = atoll(argv[++i]);
-        else if (!strcmp(a, "--kv-f32")) sp.kv_f32 = 1;
-        else if (!strcmp(a, "--device") && has) {
-            if (cli_parse_device(argv[++i])) return 2;
-        }
-        else {
-            fprintf(stderr, "strata: eval: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!model || !tokens || !out) {
-        usage(stderr);
+    cli_options o;
+    cli_options_default(&o);
+    eval_flags ef = {0};
+    int prc = cli_parse(&eval_command, argc, argv, &o, &ef);
+    if (prc >= 0) return prc;
+    if (!o.model || !ef.tokens || !ef.out) {
+        fprintf(stderr, "strata eval: -m, --tokens and --logits are needed\n");
+        cli_usage(&eval_command, stderr);
         return 2;
     }
-    if (sp.n_prefill <= 0) {
-        fprintf(stderr, "strata: eval: --prefill must be > 0\n");
-        return 2;
-    }
+    const char *out = ef.out;
+    st_session_params sp = o.session;
     int32_t *ids;
     int64_t n;
-    if (!parse_ids(tokens, &ids, &n)) return 1;
+    if (!parse_ids(ef.tokens, &ids, &n)) return 1;
 
     st_model *m;
-    if (cli_load_model(model, &m)) {
+    if (cli_load_model("eval", &o, &m)) {
         free(ids);
         return 1;
     }
@@ -118,8 +103,8 @@ int cmd_eval(int argc, char **argv) {
         }
     }
     if (sp.n_ctx == 0) {
-        int64_t c = st_model_n_ctx_train(m) < 4096 ? st_model_n_ctx_train(m) : 4096;
-        sp.n_ctx = n > c ? n : c;
+        cli_fit_context("eval", m, &sp);
+        if (sp.n_ctx < n) sp.n_ctx = n;
     }
     st_session *s;
     if (st_session_new(m, &sp, &s) != ST_OK) {

@@ -1,8 +1,10 @@
 /* cmd_serve.c: `strata serve`: the OpenAI- and Anthropic-compatible HTTP server and web app.
- * Parses options, opens the engine (the model, or the echo stand-in for tests), starts the server,
+ * Parses options (the model's and the session's as for `strata run`, and the server's own), opens
+ * the engine (the model, or the echo stand-in for tests), starts the server,
  * prints where it listens, and runs until SIGINT/SIGTERM. */
-#include <errno.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,67 +17,60 @@ static volatile sig_atomic_t serve_stop;
 
 static void on_signal(int sig) { serve_stop = 1; }
 
-static void serve_usage(FILE *f) {
-    fprintf(f,
-            "usage: strata serve [-m MODEL.gguf] [options]\n"
-            "  -m, --model FILE     the model to serve (default: the demo model, models/strata-demo-q8_0.gguf)\n"
-            "  --host ADDR          address to listen on (default 127.0.0.1; loopback only by default)\n"
-            "  --port N             port (default 8080; 0 picks a free one)\n"
-            "  --api-key KEY        require this key (Bearer or x-api-key) on every endpoint but /health;\n"
-            "                       also read from STRATA_API_KEY\n"
-            "  --ctx N              context length in tokens (default: the model's)\n"
-            "  --device D           cpu, cuda or auto (default: cuda when this build has it and a GPU is\n"
-            "                       present, else cpu)\n"
-            "  --cors ORIGIN        allow browser calls from ORIGIN (or *); off by default\n"
-            "  --queue N            requests that may wait for the engine (default 32; more get 429)\n"
-            "  --max-body BYTES     largest request body (default 8388608; larger get 413)\n"
-            "  --state-dir DIR      where saved sessions are written (default ./strata-sessions)\n"
-            "  --engine KIND        strata (default) or echo: the deterministic stand-in of the server's tests\n");
-}
+/* serve's own flags: the server's configuration. */
+typedef struct serve_flags {
+    sv_config cfg;
+    const char *engine;
+    int64_t max_body;
+} serve_flags;
 
-static int parse_int(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
+#define OWN(field) offsetof(serve_flags, field)
+static const cli_flag serve_own[] = {
+    {"--host", NULL, "ADDR", CLI_STRING, OWN(cfg.host), 0, 0, NULL, NULL,
+     "address to listen on (default 127.0.0.1; loopback only by default)", 0},
+    {"--port", NULL, "N", CLI_INT, OWN(cfg.port), 0, 65535, NULL, NULL, "port (default 8080; 0 picks a free one)", 0},
+    {"--api-key", NULL, "KEY", CLI_STRING, OWN(cfg.api_key), 0, 0, NULL, NULL,
+     "require this key (Bearer or x-api-key) on every endpoint but /health;\nalso read from STRATA_API_KEY", 0},
+    {"--cors", NULL, "ORIGIN", CLI_STRING, OWN(cfg.cors), 0, 0, NULL, NULL, "allow browser calls from ORIGIN (or *); off by default", 0},
+    {"--queue", NULL, "N", CLI_INT, OWN(cfg.queue_max), 1, 1 << 16, NULL, NULL,
+     "requests that may wait for the engine (default 32; more get 429)", 0},
+    {"--max-body", NULL, "BYTES", CLI_INT64, OWN(max_body), 1024, 4294967296.0, NULL, NULL,
+     "largest request body (default 8388608; larger get 413)", 0},
+    {"--state-dir", NULL, "DIR", CLI_STRING, OWN(cfg.state_dir), 0, 0, NULL, NULL,
+     "where saved sessions are written (default ./strata-sessions)", 0},
+    {"--engine", NULL, "KIND", CLI_STRING, OWN(engine), 0, 0, NULL, NULL,
+     "strata (default) or echo: the deterministic stand-in of the server's tests", 0},
+    {NULL},
+};
+
+static const cli_command serve_command = {
+    "serve", "[-m MODEL.gguf] [options]",
+    "Serves the model over OpenAI- and Anthropic-compatible HTTP, with a web chat at /.",
+    CLI_MODEL | CLI_SESSION, serve_own, 0};
 
 int cmd_serve(int argc, char **argv) {
-    sv_config cfg;
-    sv_config_defaults(&cfg);
-    const char *model = NULL, *engine_kind = "strata";
-    long ctx = 0, v;
-    cfg.api_key = getenv("STRATA_API_KEY");
+    cli_options o;
+    cli_options_default(&o);
+    serve_flags sf = {.engine = "strata"};
+    sv_config_defaults(&sf.cfg);
+    sf.max_body = (int64_t)sf.cfg.max_body;
+    sf.cfg.api_key = getenv("STRATA_API_KEY");
+    int prc = cli_parse(&serve_command, argc, argv, &o, &sf);
+    if (prc >= 0) return prc;
+    sv_config cfg = sf.cfg;
+    cfg.max_body = (size_t)sf.max_body;
     if (cfg.api_key && !*cfg.api_key) cfg.api_key = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(stdout); return 0; }
-        if (!val) { fprintf(stderr, "strata serve: %s needs a value (or is unknown)\n", a); return 2; }
-        i++;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = val;
-        else if (!strcmp(a, "--host")) cfg.host = val;
-        else if (!strcmp(a, "--api-key")) cfg.api_key = *val ? val : NULL;
-        else if (!strcmp(a, "--cors")) cfg.cors = val;
-        else if (!strcmp(a, "--engine")) engine_kind = val;
-        else if (!strcmp(a, "--state-dir")) cfg.state_dir = val;
-        else if (!strcmp(a, "--device")) {
-            if (cli_parse_device(val)) return 2;
-        }
-        else if (!strcmp(a, "--port") && !parse_int(val, 0, 65535, &v)) cfg.port = (int)v;
-        else if (!strcmp(a, "--ctx") && !parse_int(val, 16, 1 << 24, &v)) ctx = v;
-        else if (!strcmp(a, "--queue") && !parse_int(val, 1, 1 << 16, &v)) cfg.queue_max = (int)v;
-        else if (!strcmp(a, "--max-body") && !parse_int(val, 1024, 1L << 32, &v)) cfg.max_body = (size_t)v;
-        else { fprintf(stderr, "strata serve: bad option %s %s\n", a, val); serve_usage(stderr); return 2; }
-    }
+    const char *engine_kind = sf.engine;
     sv_engine *engine = NULL;
     st_status st;
     if (!strcmp(engine_kind, "echo")) {
-        st = sv_engine_echo_open((int)ctx, &engine);
+        st = sv_engine_echo_open((int)o.session.n_ctx, &engine);
     } else if (!strcmp(engine_kind, "strata")) {
-        if (!(model = cli_model_or_default(model, "serve"))) return 2;
-        st = sv_engine_strata_open(model, (int)ctx, cli_device, &engine);
+        if (!cli_model_or_default(&o, "serve")) return 2;
+        st_model_params mp = st_model_default_params();
+        mp.device = o.device;
+        mp.copy_weights = o.copy_weights;
+        st = sv_engine_strata_open(o.model, &mp, &o.session, &engine);
     } else {
         fprintf(stderr, "strata serve: --engine must be strata or echo, not %s\n", engine_kind);
         return 2;

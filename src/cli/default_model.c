@@ -13,14 +13,12 @@
 
 #define DEMO_MODEL "strata-demo-q8_0.gguf"
 
-static char found[PATH_MAX];
-
-static int try_path(const char *dir, const char *rel) {
-    if (snprintf(found, sizeof found, "%s/%s%s", dir, rel, DEMO_MODEL) >= (int)sizeof found) return 0;
+static int try_path(char found[PATH_MAX], const char *dir, const char *rel) {
+    if (snprintf(found, PATH_MAX, "%s/%s%s", dir, rel, DEMO_MODEL) >= PATH_MAX) return 0;
     return access(found, R_OK) == 0;
 }
 
-static const char *find_default_model(void) {
+static const char *find_default_model(char found[PATH_MAX]) {
     const char *env = getenv("STRATA_MODEL");
     if (env && *env) return env;
     char exe[PATH_MAX];
@@ -29,22 +27,22 @@ static const char *find_default_model(void) {
         exe[n] = 0;
         char *slash = strrchr(exe, '/');
         if (slash) *slash = 0;
-        if (try_path(exe, "../models/") || try_path(exe, "../share/strata/models/")) return found;
+        if (try_path(found, exe, "../models/") || try_path(found, exe, "../share/strata/models/")) return found;
     }
 #ifdef STRATA_SOURCE_DIR
-    if (try_path(STRATA_SOURCE_DIR, "models/")) return found;
+    if (try_path(found, STRATA_SOURCE_DIR, "models/")) return found;
 #endif
     return NULL;
 }
 
-const char *cli_model_or_default(const char *model, const char *command) {
-    if (model) return model;
-    const char *path = find_default_model();
+const char *cli_model_or_default(cli_options *o, const char *command) {
+    if (o->model) return o->model;
+    const char *path = find_default_model(o->model_found);
     if (!path) {
         fprintf(stderr, "strata %s: no -m MODEL given, and the demo model %s was not found "
                         "(set STRATA_MODEL or pass -m)\n", command, DEMO_MODEL);
         return NULL;
     }
     fprintf(stderr, "strata %s: no -m given: using the demo model %s\n", command, path);
-    return path;
+    return o->model = path;
 }

@@ -16,7 +16,7 @@ typedef struct command {
 static const command commands[] = {
     {"info", cmd_info, "print a GGUF file's architecture, hyperparameters and tensor types"},
     {"serve", cmd_serve, "serve a model over OpenAI- and Anthropic-compatible HTTP, with a web chat"},
-    {"run", cmd_run, "generate a continuation of a prompt"},
+    {"run", cmd_run, "answer a prompt once (in the model's chat template; --raw: continue it)"},
     {"chat", cmd_chat, "chat interactively with a model (ChatML)"},
     {"eval", cmd_eval, "write the logits of every position of a list of token ids"},
     {"bench", cmd_bench, "measure prompt and decode speed"},
@@ -29,13 +29,10 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n`strata <command> --help` describes a command's options. Without -m, run, chat, serve\n"
                "and bench use the demo model (models/strata-demo-q8_0.gguf); `strata` alone on a\n"
-               "terminal chats with it. run, chat, serve, bench and eval take --device cpu|cuda|auto:\n"
-               "a build with CUDA (-DSTRATA_CUDA=ON) runs the model on the GPU when one is present.\n");
-}
-
-int cli_fail(const char *what) {
-    fprintf(stderr, "strata: %s%s%s\n", what ? what : "", what && *what ? ": " : "", st_last_error());
-    return 1;
+               "terminal chats with it. run, chat, serve, bench and eval share the model's and the\n"
+               "session's options (-m, --device, -t, --ctx, --prefill, --kv-type, ...); --device\n"
+               "cpu|cuda|auto: a build with CUDA (-DSTRATA_CUDA=ON) runs the model on the GPU when one\n"
+               "is present.\n");
 }
 
 int main(int argc, char **argv) {

@@ -25,5 +25,7 @@ void st_device_model_free(st_device_model *dm);
 const char *st_device_model_describe(const st_device_model *dm);
 /* The device memory's read bandwidth in GB/s, measured now; 0 if it cannot be. */
 double st_device_model_bandwidth(st_device_model *dm);
+/* The device memory free now (for sizing a session's context), 0 if unknown. */
+uint64_t st_device_model_free_bytes(const st_device_model *dm);
 
 #endif

@@ -13,6 +13,7 @@ st_status st_device_model_load(const struct st_model *m, int progress, st_device
 void st_device_model_free(st_device_model *dm) {}
 const char *st_device_model_describe(const st_device_model *dm) { return "none"; }
 double st_device_model_bandwidth(st_device_model *dm) { return 0.0; }
+uint64_t st_device_model_free_bytes(const st_device_model *dm) { return 0; }
 #else
 typedef int st_device_none_unused; /* ISO C wants a translation unit to declare something */
 #endif

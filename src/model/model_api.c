@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 
+#include "backend/backend.h"
 #include "base/log.h"
 #include "model/device.h"
 #include "model/model.h"
@@ -118,6 +119,23 @@ static size_t mem_available(void) {
         if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
     fclose(f);
     return (size_t)kib * 1024;
+}
+
+st_ctx_fit st_model_ctx_fit(const st_model *m, int kv_f32) {
+    const st_hparams *hp = &m->hp;
+    st_ctx_fit f = {.n_ctx_train = hp->n_ctx_train > 0 ? hp->n_ctx_train : 4096, .cell_bytes = sizeof(int32_t)};
+    uint32_t kv = kv_f32 ? ST_TYPE_F32 : ST_TYPE_F16;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if (!(st_hp_is_hybrid(hp) && hp->is_linear[il])) f.cell_bytes += 2 * st_kv_row_bytes(kv, hp->n_head_kv[il] * hp->head_dim);
+    f.free_bytes = m->dev ? st_device_model_free_bytes(m->dev) : mem_available();
+    f.n_ctx = f.n_ctx_train;
+    uint64_t fits = f.free_bytes / 2 / f.cell_bytes / 256 * 256;
+    if (f.free_bytes && (uint64_t)f.n_ctx > fits) {
+        f.n_ctx = fits > 256 ? (int64_t)fits : 256;
+        f.capped = f.n_ctx < f.n_ctx_train;
+        if (!f.capped) f.n_ctx = f.n_ctx_train;
+    }
+    return f;
 }
 
 /* The automatic choice: copy when the tensor data takes at most half of the available memory,

@@ -147,9 +147,11 @@ struct sv_engine {
 
 /* The stand-in engine of the server's tests (engine_echo.c). */
 st_status sv_engine_echo_open(int context_length, sv_engine **out);
-/* The real engine (engine_strata.c): the model file, context length (0 = the model's). */
-/* device: ST_DEVICE_AUTO, ST_DEVICE_CPU or ST_DEVICE_CUDA (strata.h). */
-st_status sv_engine_strata_open(const char *model_path, int context_length, int device, sv_engine **out);
+/* The real engine (engine_strata.c): the model file loaded with mp (device, weight copy), its
+ * session with sp (threads, prefill, KV type; n_ctx 0 = the model's context_length, lowered to
+ * what the memory free holds, with a warning on stderr when it is). */
+st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *sp,
+                                sv_engine **out);
 
 void sv_prompt_free(sv_prompt *p);
 

@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/status.h"
 #include "engine/json_grammar.h"
 #include "engine/sampler.h"
@@ -248,14 +249,13 @@ static const sv_engine_ops strata_ops = {
     .close = se_close,
 };
 
-st_status sv_engine_strata_open(const char *model_path, int context_length, int device, sv_engine **out) {
+st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *session,
+                                sv_engine **out) {
     *out = NULL;
     strata_engine *x = calloc(1, sizeof *x);
     if (!x) return st_fail(ST_ERR_NOMEM, "out of memory");
     x->base.ops = &strata_ops;
-    st_model_params mp = st_model_default_params();
-    mp.device = device;
-    st_status st = st_model_load(model_path, &mp, &x->model);
+    st_status st = st_model_load(model_path, mp, &x->model);
     if (st != ST_OK) { free(x); return st; }
     if (!st_model_has_tokenizer(x->model)) {
         st = st_fail(ST_ERR_UNSUPPORTED, "%s: the tokenizer is not supported (%s); the server needs text", model_path,
@@ -263,8 +263,15 @@ st_status sv_engine_strata_open(const char *model_path, int context_length, int 
         se_close(&x->base);
         return st;
     }
-    st_session_params sp = st_session_default_params();
-    if (context_length > 0) sp.n_ctx = context_length;
+    st_session_params sp = *session;
+    if (sp.n_ctx <= 0) {
+        st_ctx_fit fit = st_model_ctx_fit(x->model, sp.kv_f32);
+        sp.n_ctx = fit.n_ctx;
+        if (fit.capped)
+            st_warn("context %lld tokens, not the model's %lld: its KV cache (%.1f KiB a token) would take more than half "
+                    "of the %.1f GiB free (--ctx N sets it)", (long long)fit.n_ctx, (long long)fit.n_ctx_train,
+                    (double)fit.cell_bytes / 1024, (double)fit.free_bytes / (1 << 30));
+    }
     st = st_session_new(x->model, &sp, &x->session);
     if (st != ST_OK) { se_close(&x->base); return st; }
     x->n_chunk = sp.n_prefill > 0 ? sp.n_prefill : 512;

@@ -178,3 +178,12 @@ double st_device_model_bandwidth(st_device_model *dm) {
     if (st_cuda_read_bandwidth(dm->cu, (size_t)2 << 30, &gbs) != ST_OK) st_clear_error();
     return gbs;
 }
+
+uint64_t st_device_model_free_bytes(const st_device_model *dm) {
+    size_t free_b = 0, total_b = 0;
+    if (st_cuda_mem_info(dm->cu, &free_b, &total_b) != ST_OK) {
+        st_clear_error();
+        return 0;
+    }
+    return free_b;
+}
