@@ -1,7 +1,7 @@
 /* strata.h: the public C API of Strata.
  *
- * Strata runs hybrid Mixture-of-Experts language models (qwen35moe, qwen35, qwen3next, qwen3moe,
- * qwen3) from llama.cpp's GGUF files. Every function returns an st_status; on failure a message
+ * Strata runs hybrid Mixture-of-Experts language models (qwen35moe, qwen35, qwen3next, qwen4exp,
+ * qwen3moe, qwen3) from llama.cpp's GGUF files. Every function returns an st_status; on failure a message
  * naming what is wrong is kept per thread and returned by st_last_error(). Nothing here prints or
  * exits. */
 #ifndef STRATA_H
@@ -75,6 +75,9 @@ double st_model_device_bandwidth(const st_model *m);
  * routed experts' share k/E of the expert weights, one embedding row). */
 uint64_t st_model_weight_bytes(const st_model *m);
 uint64_t st_model_decode_bytes(const st_model *m);
+/* Bytes of qwen4exp's PLE n-gram table (0 for other models), not among the weight bytes: it stays
+ * in the file mapping, a few rows read per token, so the machine needs no memory for it. */
+uint64_t st_model_ple_table_bytes(const st_model *m);
 
 /* The context a session of this model can take here: the model's context_length, lowered when
  * its KV cache (and held ids) would take more than half of the memory free now, the GPU's for a

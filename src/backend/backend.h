@@ -182,6 +182,71 @@ void st_op_softmax(const float *x, int64_t ld_x, float *y, int64_t ld_y, int64_t
 void st_op_moe_route(const float *logits, int64_t ld_logits, int64_t n_tok, int64_t E, int64_t k,
                      int32_t *ids, float *weights);
 
+/* ---- qwen4exp: hyper-connections (MODELS.md §6.1) -------------------------------------------- */
+/* A token's hc streams of d floats are one row of hc*d: stream c at c*d. */
+
+/* The mix's gated mean (ggml_dsv4_hc_pre_gated): m[t][i] = scale * sum_{c < hc} xn[t][c*d+i] *
+ * sigmoid(g[t][c*d+i]), the streams summed in order from 0.0f; scale = 1/hc. */
+void st_op_hc_pre(st_pool *pool, const float *xn, int64_t ld_x, const float *g, int64_t ld_g,
+                  float *m, int64_t ld_m, int64_t n_tok, int64_t hc, int64_t d, float scale);
+
+/* The combine (ggml_dsv4_hc_post with no comb): R[t][c*d+i] += y[t][i] * w_c with the stream
+ * weight w_c = 2 * sigmoid(inj[t][c] * (1/hc)), a product then a sum as ggml does. */
+void st_op_hc_post(st_pool *pool, float *R, int64_t ld_r, const float *y, int64_t ld_y,
+                   const float *inj, int64_t ld_inj, int64_t n_tok, int64_t hc, int64_t d);
+
+/* ---- qwen4exp: PLE (MODELS.md §6.3) ------------------------------------------------------------ */
+
+/* The gated value of each stream: s_c = (sum_i k[c*d+i] q[c*d+i]) * (1/sqrt(d)), the sum in
+ * double as ggml_sum_rows; gate_c = sigmoid(sgn(s_c) sqrt(max(|s_c|, 1e-6))); gv[t][c*d+i] =
+ * val[t][i] * gate_c. k and q rows are ld_kq apart, val rows ld_v, gv rows ld_gv. */
+void st_op_ple_gate(st_pool *pool, const float *k, const float *q, int64_t ld_kq, const float *val,
+                    int64_t ld_v, float *gv, int64_t ld_gv, int64_t n_tok, int64_t hc, int64_t d);
+
+/* ---- qwen4exp: QSA sparse attention (MODELS.md §6.2, ERRATA F1-F4) ---------------------------- */
+
+/* The mean of each block of r consecutive cached raw indexer keys, for blocks b0 .. b1-1:
+ * out[(b-b0)*dim + i] = (key(b*r) + key(b*r+1) + ... + key(b*r+r-1))[i] * (1/r), summed in order
+ * from the first; the cache holds rows of dim elements of kv_type (f16 or f32). */
+void st_op_qsa_pool(uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0, int64_t b1,
+                    float *out);
+
+struct st_qsa_args {
+    const float *q;        /* indexer query of token t, head h at q[t*ld_q + h*dim] (normed, rotated) */
+    int64_t ld_q, n_head, dim;
+    const float *blocks;   /* pooled block keys [b][dim] (normed, rotated), every block before
+                              the tail of the last query */
+    const int32_t *pos;    /* query positions: query t sees cells 0 .. pos[t] (cell = position) */
+    int64_t n_tok, r, width;   /* block size r, cell budget W = B + r - 1 */
+    int64_t n_ctx;         /* cells the scratch was sized for (> every pos) */
+    int32_t *cells;        /* out: the cells query t reads, ascending, at cells[t*ld_cells ..] */
+    int64_t ld_cells;      /* >= min(width, pos + 1) */
+    int32_t *n_cells;      /* out: how many */
+};
+typedef struct st_qsa_args st_qsa_args;
+
+/* Scratch bytes for st_op_qsa_select: per thread, block scores, the heap and a cell mark. */
+size_t st_qsa_scratch_size(int n_threads, int64_t n_ctx, int64_t r, int64_t width);
+
+/* The cells each query reads, exactly as llama.cpp's CPU picks them. A query at position p with
+ * p + 1 <= W reads every cell 0 .. p (dense). Otherwise block b (cells b*r .. b*r+r-1) scores
+ * sigma_b = sum_h relu(q_h . K_b); cells of blocks before tail_start = floor((p+1)/r)*r take their
+ * block's score, the tail cells tail_start .. p take 1e9, and the W largest win, chosen by the
+ * heap selection of libstdc++'s std::partial_sort over the cell indices 0 .. p with the comparator
+ * "value greater" (ggml_compute_forward_top_k_f32; ERRATA F1): that rule decides which cells of a
+ * partly selected block, and which of several blocks of one score, are taken. */
+void st_op_qsa_select(st_pool *pool, const st_qsa_args *a, void *scratch);
+
+/* Attention over listed cells: as st_op_attention, but query t reads only the cells
+ * cells[t*ld_cells + j], j < n_cells[t] (ascending, each < n_ctx), not the causal range. */
+typedef struct st_attn_cells_args {
+    st_attn_args a;        /* pos and n_kv unused */
+    const int32_t *cells;
+    int64_t ld_cells;
+    const int32_t *n_cells;
+} st_attn_cells_args;
+void st_op_attention_cells(st_pool *pool, const st_attn_cells_args *c);
+
 /* ---- Embedding and logits --------------------------------------------------------------------- */
 
 /* out[t*ld_out + i] = row ids[t] of a [n_rows][n_embd] table of `type` (any type st_dequantize_row

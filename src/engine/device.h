@@ -45,6 +45,8 @@ enum st_dstate_part {
     ST_DSTATE_SSM,   /* Gated DeltaNet layer: delta-rule state [n_v][dv][dk] f32, all of it */
     ST_DSTATE_K,     /* attention layer: the first n_cells cells of the K cache, [n_cells][H_kv*hd] of kv_type */
     ST_DSTATE_V,     /* the same of the V cache */
+    ST_DSTATE_IDX,   /* qwen4exp QSA layer: the first n_cells cells of the raw indexer keys, [n_cells][idx_dim] of kv_type */
+    ST_DSTATE_PLE,   /* qwen4exp PLE layer: the conv history [hc*d][(K_ple-1)*N] f32, all of it */
 };
 /* Device -> host (read) or host -> device (write) of one part; both wait for the device, so the
  * host buffer is free again on return. ST_ERR_INVALID for a part the layer lacks, ST_ERR_RANGE

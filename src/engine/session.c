@@ -2,7 +2,9 @@
  *
  * State (owned here, alive across calls, never in the workspace): a KV cache per attention layer
  * (f16 by default, f32 on request), a conv state and a delta-rule state per Gated DeltaNet layer
- * (f32, zero for a fresh sequence), and the number of positions filled.
+ * (f32, zero for a fresh sequence), and the number of positions filled. qwen4exp adds, on a QSA
+ * layer, the raw indexer keys (the KV type) and the pooled block keys derived from them, and on its
+ * PLE layer the conv history (f32, zero for a fresh sequence); the PLE hash reads the fed ids.
  * Scratch: the workspace (workspace.h), grown only here, between completed chunks.
  * The prompt chain: tokens are fed in chunks of up to n_prefill rows through the same forward as
  * decode (a chunk of one row).
@@ -47,7 +49,17 @@ static st_status alloc_state(st_session *s) {
             L->conv = calloc((size_t)(C * (hp->ssm_conv_kernel - 1)) + 1, sizeof(float));
             L->ssm = calloc((size_t)(hp->ssm_n_v * dk * dk), sizeof(float));
             if (!L->conv || !L->ssm) return st_fail(ST_ERR_NOMEM, "session: out of memory for the state of layer %lld", (long long)il);
+            if (il == hp->ple_layer && hp->arch == ST_ARCH_QWEN4EXP &&
+                !(L->ple_hist = calloc((size_t)(hp->n_hc * hp->n_embd * st_hp_ple_hist(hp)) + 1, sizeof(float))))
+                return st_fail(ST_ERR_NOMEM, "session: out of memory for the PLE history (layer %lld)", (long long)il);
         } else {
+            if (st_hp_qsa(hp, il)) {
+                L->idx_cache = calloc((size_t)st->n_ctx, st_kv_row_bytes(st->kv_type, hp->idx_dim));
+                L->idx_blocks = malloc((size_t)(st->n_ctx / hp->compress_ratio[il] + 1) * (size_t)hp->idx_dim * sizeof(float));
+                if (!L->idx_cache || !L->idx_blocks)
+                    return st_fail(ST_ERR_NOMEM, "session: out of memory for the indexer keys of %lld cells (layer %lld)",
+                                   (long long)st->n_ctx, (long long)il);
+            }
             size_t row = st_kv_row_bytes(st->kv_type, hp->n_head_kv[il] * hp->head_dim);
             L->k_cache = calloc((size_t)st->n_ctx, row);
             L->v_cache = calloc((size_t)st->n_ctx, row);
@@ -87,10 +99,11 @@ st_status st_session_new(st_model *m, const st_session_params *params, st_sessio
         st_session_free(s);
         return st_fail(ST_ERR_NOMEM, "session: out of memory for %lld ids", (long long)n_ctx);
     }
+    s->state.ids = s->ids;
     if (m->dev) return device_session_new(s, out);
     st_status st = st_pool_create(s->p.n_threads, &s->pool);
     if (st == ST_OK) {
-        s->plan = (st_ws_plan){.m = m, .n_threads = st_pool_size(s->pool)};
+        s->plan = (st_ws_plan){.m = m, .n_threads = st_pool_size(s->pool), .n_ctx = s->state.n_ctx};
         st = st_workspace_init(&s->ws, WS_N_BUFFERS, st_forward_ws_size, &s->plan);
     }
     if (st == ST_OK) st = alloc_state(s);
@@ -117,6 +130,9 @@ void st_session_free(st_session *s) {
             free(L->v_cache);
             free(L->conv);
             free(L->ssm);
+            free(L->idx_cache);
+            free(L->idx_blocks);
+            free(L->ple_hist);
         }
         free(s->state.layers);
     }
@@ -137,6 +153,8 @@ void st_session_reset(st_session *s) {
         st_layer_state *L = &s->state.layers[il];
         if (L->conv) memset(L->conv, 0, (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float));
         if (L->ssm) memset(L->ssm, 0, (size_t)(hp->ssm_n_v * hp->ssm_state * hp->ssm_state) * sizeof(float));
+        if (L->ple_hist) memset(L->ple_hist, 0, (size_t)(hp->n_hc * hp->n_embd * st_hp_ple_hist(hp)) * sizeof(float));
+        L->n_blocks = 0;
     }
     /* KV cells past n_past are never read (the attention sees cells < n_kv only). */
     s->state.n_past = 0;
@@ -157,6 +175,9 @@ uint64_t st_session_state_bytes(const st_session *s) {
         if (L->k_cache) b += 2 * (uint64_t)s->state.n_ctx * st_kv_row_bytes(s->state.kv_type, hp->n_head_kv[il] * hp->head_dim);
         if (L->conv) b += (uint64_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float);
         if (L->ssm) b += (uint64_t)(hp->ssm_n_v * hp->ssm_state * hp->ssm_state) * sizeof(float);
+        if (L->idx_cache) b += (uint64_t)s->state.n_ctx * st_kv_row_bytes(s->state.kv_type, hp->idx_dim);
+        if (L->idx_blocks) b += (uint64_t)(s->state.n_ctx / hp->compress_ratio[il] + 1) * hp->idx_dim * sizeof(float);
+        if (L->ple_hist) b += (uint64_t)(hp->n_hc * hp->n_embd * st_hp_ple_hist(hp)) * sizeof(float);
     }
     return b;
 }

@@ -6,7 +6,9 @@
  * n_past of session.c's id buffer). Attention layers can forget positions (n_past shrinks; cells
  * past it are overwritten by the next feed). A Gated DeltaNet layer folds every position into its
  * conv and delta state and cannot run backwards, so a hybrid model goes back only to a checkpoint:
- * a copy of every linear layer's recurrent state taken at a position. Checkpoints are kept sorted
+ * a copy of every linear layer's recurrent state taken at a position (qwen4exp's PLE conv history
+ * included). qwen4exp's pooled QSA block keys are derived from the raw indexer keys and are never
+ * saved: the forward drops those past a cut, and a load drops them all. Checkpoints are kept sorted
  * by position; the ones past a cut are dropped (they stand for ids about to be overwritten), a
  * reset clears them (session.c), and at most ST_SESSION_CHECKPOINTS are held, oldest dropped.
  *
@@ -17,7 +19,9 @@
  *   80   u32 n_layer, u32 n_ckpt
  *   88   u64 n_ids, u64 ckpt_floats, u64 bytes (the whole string, checksum included)
  *   112  i32 ids[n_ids]
- *        per layer: attention K rows then V rows of positions < n_ids; linear: conv then delta state
+ *        per layer: attention K rows then V rows of positions < n_ids (qwen4exp QSA layers: then
+ *        the raw indexer keys of those positions); linear: conv then delta state (qwen4exp's PLE
+ *        layer: then its conv history)
  *        per checkpoint: u64 position, f32[ckpt_floats]
  *   end  u64 FNV-1a 64 of every byte before it
  * Loading checks all of it (magic, version, fingerprint, shapes, length, checksum, ids inside the
@@ -90,6 +94,8 @@ static void *host_part(const state_ref *r, int64_t il, int part) {
     case ST_DSTATE_CONV: return L->conv;
     case ST_DSTATE_SSM: return L->ssm;
     case ST_DSTATE_K: return L->k_cache;
+    case ST_DSTATE_IDX: return L->idx_cache;
+    case ST_DSTATE_PLE: return L->ple_hist;
     default: return L->v_cache;
     }
 }
@@ -113,13 +119,27 @@ static const st_hparams *hparams(const st_session *s) { return &st_session_model
 static int is_linear(const st_hparams *hp, int64_t il) { return st_hp_is_hybrid(hp) && hp->is_linear[il]; }
 static size_t conv_floats(const st_hparams *hp) { return (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)); }
 static size_t ssm_floats(const st_hparams *hp) { return (size_t)(hp->ssm_n_v * hp->ssm_state * hp->ssm_state); }
+/* qwen4exp: the PLE conv history of layer il (0 elsewhere), and whether il keeps indexer keys. */
+static size_t ple_floats(const st_hparams *hp, int64_t il) {
+    return hp->arch == ST_ARCH_QWEN4EXP && il == hp->ple_layer ? (size_t)(hp->n_hc * hp->n_embd * st_hp_ple_hist(hp)) : 0;
+}
+static int has_idx(const st_hparams *hp, int64_t il) { return st_hp_qsa(hp, il); }
 
-/* Floats in one checkpoint: every linear layer's conv and delta state. */
+/* Floats of layer il's recurrent state: conv, delta state and PLE history. */
+static size_t layer_recurrent_floats(const st_hparams *hp, int64_t il) {
+    return is_linear(hp, il) ? conv_floats(hp) + ssm_floats(hp) + ple_floats(hp, il) : 0;
+}
+
+/* Floats in one checkpoint: every linear layer's recurrent state. */
 static size_t recurrent_floats(const st_hparams *hp) {
     size_t n = 0;
-    for (int64_t il = 0; il < hp->n_layer; il++)
-        if (is_linear(hp, il)) n += conv_floats(hp) + ssm_floats(hp);
+    for (int64_t il = 0; il < hp->n_layer; il++) n += layer_recurrent_floats(hp, il);
     return n;
+}
+
+/* Bytes of layer il's indexer keys for n_pos positions (0 without QSA). */
+static size_t idx_bytes(const st_hparams *hp, uint32_t kv_type, int64_t il, uint64_t n_pos) {
+    return has_idx(hp, il) ? (size_t)n_pos * st_kv_row_bytes(kv_type, hp->idx_dim) : 0;
 }
 
 /* Bytes of one attention layer's K (or V) rows for n_pos positions. */
@@ -132,14 +152,17 @@ static st_status copy_recurrent(const st_hparams *hp, const state_ref *r, float 
     size_t conv = conv_floats(hp), ssm = ssm_floats(hp);
     for (int64_t il = 0; il < hp->n_layer; il++) {
         if (!is_linear(hp, il)) continue;
+        size_t ple = ple_floats(hp, il);
         if (save) {
             ST_TRY(read_part(r, il, ST_DSTATE_CONV, 0, conv * sizeof *buf, buf));
             ST_TRY(read_part(r, il, ST_DSTATE_SSM, 0, ssm * sizeof *buf, buf + conv));
+            if (ple) ST_TRY(read_part(r, il, ST_DSTATE_PLE, 0, ple * sizeof *buf, buf + conv + ssm));
         } else {
             ST_TRY(write_part(r, il, ST_DSTATE_CONV, 0, conv * sizeof *buf, buf));
             ST_TRY(write_part(r, il, ST_DSTATE_SSM, 0, ssm * sizeof *buf, buf + conv));
+            if (ple) ST_TRY(write_part(r, il, ST_DSTATE_PLE, 0, ple * sizeof *buf, buf + conv + ssm));
         }
-        buf += conv + ssm;
+        buf += conv + ssm + ple;
     }
     return ST_OK;
 }
@@ -261,7 +284,8 @@ static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n) {
 static uint64_t state_bytes(const st_hparams *hp, uint32_t kv_type, uint64_t n_ids, uint64_t n_ckpt, uint64_t ckpt_floats) {
     uint64_t b = sizeof(state_head) + n_ids * sizeof(int32_t) + 8;
     for (int64_t il = 0; il < hp->n_layer; il++)
-        b += is_linear(hp, il) ? (conv_floats(hp) + ssm_floats(hp)) * sizeof(float) : 2 * kv_bytes(hp, kv_type, il, n_ids);
+        b += is_linear(hp, il) ? layer_recurrent_floats(hp, il) * sizeof(float)
+                               : 2 * kv_bytes(hp, kv_type, il, n_ids) + idx_bytes(hp, kv_type, il, n_ids);
     return b + n_ckpt * (sizeof(uint64_t) + ckpt_floats * sizeof(float));
 }
 
@@ -299,9 +323,10 @@ static st_status put_part(sink *k, const state_ref *r, int64_t il, int part, int
 static size_t largest_part(const st_hparams *hp, uint32_t kv_type, uint64_t n_ids) {
     size_t b = 0;
     for (int64_t il = 0; il < hp->n_layer; il++) {
-        size_t p = is_linear(hp, il) ? (conv_floats(hp) > ssm_floats(hp) ? conv_floats(hp) : ssm_floats(hp)) * sizeof(float)
-                                     : kv_bytes(hp, kv_type, il, n_ids);
+        size_t p = is_linear(hp, il) ? layer_recurrent_floats(hp, il) * sizeof(float) : kv_bytes(hp, kv_type, il, n_ids);
+        size_t q = idx_bytes(hp, kv_type, il, n_ids);
         if (p > b) b = p;
+        if (q > b) b = q;
     }
     return b;
 }
@@ -323,9 +348,13 @@ static st_status write_state(st_session *s, const state_ref *r, const state_head
         if (is_linear(hp, il)) {
             st = put_part(k, r, il, ST_DSTATE_CONV, 0, conv_floats(hp) * sizeof(float), stage);
             if (st == ST_OK) st = put_part(k, r, il, ST_DSTATE_SSM, 0, ssm_floats(hp) * sizeof(float), stage);
+            if (st == ST_OK && ple_floats(hp, il))
+                st = put_part(k, r, il, ST_DSTATE_PLE, 0, ple_floats(hp, il) * sizeof(float), stage);
         } else {
             st = put_part(k, r, il, ST_DSTATE_K, n, kv_bytes(hp, h->kv_type, il, h->n_ids), stage);
             if (st == ST_OK) st = put_part(k, r, il, ST_DSTATE_V, n, kv_bytes(hp, h->kv_type, il, h->n_ids), stage);
+            if (st == ST_OK && has_idx(hp, il))
+                st = put_part(k, r, il, ST_DSTATE_IDX, n, idx_bytes(hp, h->kv_type, il, h->n_ids), stage);
         }
     }
     free(stage);
@@ -478,14 +507,19 @@ st_status st_session_state_load(st_session *s, const void *buf, size_t n) {
     for (int64_t il = 0; il < hp->n_layer && ls == ST_OK; il++) {
         if (is_linear(hp, il)) {
             size_t conv = conv_floats(hp) * sizeof(float), ssm = ssm_floats(hp) * sizeof(float);
+            size_t ple = ple_floats(hp, il) * sizeof(float);
             ls = write_part(&r, il, ST_DSTATE_CONV, 0, conv, b + off);
             if (ls == ST_OK) ls = write_part(&r, il, ST_DSTATE_SSM, 0, ssm, b + off + conv);
-            off += conv + ssm;
+            if (ls == ST_OK && ple) ls = write_part(&r, il, ST_DSTATE_PLE, 0, ple, b + off + conv + ssm);
+            off += conv + ssm + ple;
         } else {
-            size_t kv = kv_bytes(hp, st->kv_type, il, h.n_ids);
+            size_t kv = kv_bytes(hp, st->kv_type, il, h.n_ids), idx = idx_bytes(hp, st->kv_type, il, h.n_ids);
             ls = write_part(&r, il, ST_DSTATE_K, n_ids, kv, b + off);
             if (ls == ST_OK) ls = write_part(&r, il, ST_DSTATE_V, n_ids, kv, b + off + kv);
-            off += 2 * kv;
+            if (ls == ST_OK && idx) ls = write_part(&r, il, ST_DSTATE_IDX, n_ids, idx, b + off + 2 * kv);
+            off += 2 * kv + idx;
+            /* the pooled block keys belonged to the old keys */
+            if (!r.dev) st->layers[il].n_blocks = 0;
         }
     }
     if (ls != ST_OK) {

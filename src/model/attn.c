@@ -32,7 +32,7 @@ int fwd_imrope_fixed_pairs(const st_hparams *hp, int64_t *pairs) {
 }
 
 /* RoPE on n rows of heads, leaving the IMRoPE pairs of position 0 unrotated (times mscale). */
-static void rope(st_fwd *f, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_head, const st_rope_params *rp) {
+void fwd_rope(st_fwd *f, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_head, const st_rope_params *rp) {
     const st_hparams *hp = f->hp;
     int64_t fixed[256];
     int n_fixed = hp->n_rot / 2 <= 256 ? fwd_imrope_fixed_pairs(hp, fixed) : 0;
@@ -116,8 +116,8 @@ void fwd_attention(st_fwd *f, int il, const float *h, float *out) {
     st_op_rms_norm(f->pool, k, hd, L->k_norm.f32, k, hd, n * Hkv, hd, hp->eps);
 
     st_rope_params rp = fwd_rope_params(hp);
-    rope(f, q, hd * H, hd, H, &rp);
-    rope(f, k, hd * Hkv, hd, Hkv, &rp);
+    fwd_rope(f, q, hd * H, hd, H, &rp);
+    fwd_rope(f, k, hd * Hkv, hd, Hkv, &rp);
 
     st_op_kv_store(f->s->kv_type, S->k_cache, nkv, f->pos0, k, nkv, n);
     st_op_kv_store(f->s->kv_type, S->v_cache, nkv, f->pos0, v, nkv, n);
@@ -130,7 +130,8 @@ void fwd_attention(st_fwd *f, int il, const float *h, float *out) {
         .n_kv = f->pos0 + n, .scale = 1.0f / sqrtf((float)hd),
         .out = o, .ldo_tok = hd * H,
     };
-    st_op_attention(f->pool, &a);
+    if (st_hp_qsa(hp, il)) fwd_qsa_attention(f, il, h, &a); /* qwen4exp: the cells its indexer selects */
+    else st_op_attention(f->pool, &a);
 
     /* o <- o * sigmoid(g), head j's gate being the second half of its q|g slot. */
     if (gated) st_op_mul_sigmoid(f->pool, o, hd, qg + hd, 2 * hd, o, hd, n * H, hd);

@@ -3,7 +3,10 @@
  * The optional forms are resolved here, once, so the forward pass only asks "is it there":
  * biases, `.scale` companions (§2.1, with qwen3next's unscaled linear-attention projections),
  * fused attn_qkv, fused ffn_gate_up_exps, qwen3next's legacy ssm_in and its ssm_ba, and the tied
- * output head. MTP (NextN) blocks are never run by the main pass and are not bound. */
+ * output head. MTP (NextN) blocks are never run by the main pass and are not bound.
+ * qwen4exp (§4.7) has its own layer set: hyper-connection mixers instead of norms, separate
+ * q/k/v (biases never read) with the QSA indexer, the PLE tensors on its layer, and the PLE table,
+ * which stays in the mapping and is not counted among the weights. */
 #include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,6 +34,25 @@ static int shape_rank(const int64_t *ne) {
     return n;
 }
 
+/* n floats owned by the model (freed with it), for tensor `name`. */
+static st_status owned_floats(struct st_model *m, int64_t n, const char *name, float **out) {
+    float *copy = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!copy) return st_fail(ST_ERR_NOMEM, "tensor '%s': out of memory", name);
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 16;
+        float **grown = realloc(m->owned, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            free(copy);
+            return st_fail(ST_ERR_NOMEM, "tensor '%s': out of memory", name);
+        }
+        m->owned = grown;
+        m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = copy;
+    *out = copy;
+    return ST_OK;
+}
+
 /* An f32 view of a small tensor: the mapping itself for f32, else a model-owned copy. */
 static st_status f32_view(struct st_model *m, st_tensor *t) {
     if (t->type == ST_TYPE_F32) {
@@ -41,19 +63,8 @@ static st_status f32_view(struct st_model *m, st_tensor *t) {
     int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     if (!ti || !ti->computable || n % ti->block_size)
         return st_fail(ST_ERR_UNSUPPORTED, "tensor '%s': type %s cannot be read as f32", t->name, ti && ti->name ? ti->name : "?");
-    float *copy = malloc((size_t)n * sizeof(float));
-    if (!copy) return st_fail(ST_ERR_NOMEM, "tensor '%s': out of memory", t->name);
-    if (m->n_owned == m->cap_owned) {
-        int cap = m->cap_owned ? 2 * m->cap_owned : 16;
-        float **grown = realloc(m->owned, (size_t)cap * sizeof *grown);
-        if (!grown) {
-            free(copy);
-            return st_fail(ST_ERR_NOMEM, "tensor '%s': out of memory", t->name);
-        }
-        m->owned = grown;
-        m->cap_owned = cap;
-    }
-    m->owned[m->n_owned++] = copy;
+    float *copy;
+    ST_TRY(owned_floats(m, n, t->name, &copy));
     if (!st_dequantize_row(t->type, t->data, copy, n))
         return st_fail(ST_ERR_UNSUPPORTED, "tensor '%s': type %s cannot be converted to f32", t->name, ti->name);
     t->f32 = copy;
@@ -255,6 +266,127 @@ static void check_kinds(const st_layer *L) {
     }
 }
 
+/* A {d, hc} gain tensor, also accepted flat as {hc*d} (llama.cpp's TENSOR_ALLOW_RESHAPE). */
+static st_status bind_gains(struct st_model *m, st_tensor *t, const char *fmt, int il) {
+    int64_t d = m->hp.n_embd, hc = m->hp.n_hc;
+    char name[128];
+    snprintf(name, sizeof name, fmt, il);
+    const st_gguf_tensor *g = st_gguf_find_tensor(m->gguf, name);
+    if (g && g->ne[0] == d * hc && g->ne[1] == 1 && g->ne[2] == 1 && g->ne[3] == 1)
+        return bind_tensor(m, t, REQUIRED | VECTOR, d * hc, 1, 1, name);
+    return bind_tensor(m, t, REQUIRED | VECTOR, d, hc, 1, name);
+}
+
+/* One hyper-connection mixer: norm gains, down, up and (per layer) inject (§6.1). */
+static st_status bind_hc(struct st_model *m, st_tensor *norm, st_tensor *down, st_tensor *up, st_tensor *inject,
+                         const char *prefix, int il) {
+    int64_t hcd = m->hp.n_hc * m->hp.n_embd, lr = m->hp.hc_rank;
+    char fmt[96];
+    snprintf(fmt, sizeof fmt, "%s_norm.weight", prefix);
+    ST_TRY(bind_gains(m, norm, fmt, il));
+    snprintf(fmt, sizeof fmt, "%s_down.weight", prefix);
+    ST_TRY(bindf(m, down, REQUIRED, hcd, lr, 1, fmt, il));
+    snprintf(fmt, sizeof fmt, "%s_up.weight", prefix);
+    ST_TRY(bindf(m, up, REQUIRED, lr, hcd, 1, fmt, il));
+    if (!inject) return ST_OK;
+    snprintf(fmt, sizeof fmt, "%s_inject.weight", prefix);
+    return bindf(m, inject, REQUIRED, hcd, m->hp.n_hc, 1, fmt, il);
+}
+
+/* qwen4exp gated attention: separate q (q|gate interleaved), k, v with their scales and no
+ * biases, and the QSA indexer projections and norms. */
+static st_status bind_attention_qwen4exp(struct st_model *m, st_layer *L, int il) {
+    const st_hparams *hp = &m->hp;
+    int64_t d = hp->n_embd, hd = hp->head_dim, H = hp->n_head[il], Hkv = hp->n_head_kv[il];
+    ST_TRY(bindf(m, &L->wq, REQUIRED, d, 2 * hd * H, 1, "blk.%d.attn_q.weight", il));
+    ST_TRY(bindf(m, &L->wk, REQUIRED, d, hd * Hkv, 1, "blk.%d.attn_k.weight", il));
+    ST_TRY(bindf(m, &L->wv, REQUIRED, d, hd * Hkv, 1, "blk.%d.attn_v.weight", il));
+    ST_TRY(bindf(m, &L->wo, REQUIRED, hd * H, d, 1, "blk.%d.attn_output.weight", il));
+    ST_TRY(bind_scale(m, &L->wq, 0));
+    ST_TRY(bind_scale(m, &L->wk, 0));
+    ST_TRY(bind_scale(m, &L->wv, 0));
+    ST_TRY(bind_scale(m, &L->wo, 0));
+    ST_TRY(bindf(m, &L->q_norm, REQUIRED | VECTOR, hd, 1, 1, "blk.%d.attn_q_norm.weight", il));
+    ST_TRY(bindf(m, &L->k_norm, REQUIRED | VECTOR, hd, 1, 1, "blk.%d.attn_k_norm.weight", il));
+    int64_t di = hp->idx_dim;
+    ST_TRY(bindf(m, &L->idx_q, REQUIRED, d, hp->idx_n_head * di, 1, "blk.%d.indexer.q_proj.weight", il));
+    ST_TRY(bindf(m, &L->idx_k, REQUIRED, d, di, 1, "blk.%d.indexer.k_proj.weight", il));
+    ST_TRY(bindf(m, &L->idx_q_norm, REQUIRED | VECTOR, di, 1, 1, "blk.%d.indexer.q_norm.weight", il));
+    ST_TRY(bindf(m, &L->idx_k_norm, REQUIRED | VECTOR, di, 1, 1, "blk.%d.indexer.k_norm.weight", il));
+    return ST_OK;
+}
+
+/* The PLE layer's tensors (§4.7). The key projection reads the n_ple heads of d_ple concatenated,
+ * so n_ple * d_ple must be d (llama.cpp does not check it; its matmul would fail). */
+static st_status bind_ple_layer(struct st_model *m, st_layer *L, int il) {
+    const st_hparams *hp = &m->hp;
+    int64_t d = hp->n_embd, hcd = hp->n_hc * d;
+    if (hp->ple_n_heads * hp->ple_dim != d)
+        return st_fail(ST_ERR_FORMAT, "%s: PLE embeddings are %lld heads x %lld = %lld wide, but ple_key reads d = %lld",
+                       st_gguf_path(m->gguf), (long long)hp->ple_n_heads, (long long)hp->ple_dim,
+                       (long long)(hp->ple_n_heads * hp->ple_dim), (long long)d);
+    ST_TRY(bindf(m, &L->ple_key, REQUIRED, d, hcd, 1, "blk.%d.ple_key.weight", il));
+    ST_TRY(bindf(m, &L->ple_value, REQUIRED, d, d, 1, "blk.%d.ple_value.weight", il));
+    ST_TRY(bind_gains(m, &L->ple_norm_key, "blk.%d.ple_norm_key.weight", il));
+    ST_TRY(bind_gains(m, &L->ple_norm_query, "blk.%d.ple_norm_query.weight", il));
+    ST_TRY(bind_gains(m, &L->ple_norm_conv, "blk.%d.ple_norm_conv.weight", il));
+    ST_TRY(bindf(m, &L->ple_conv1d, REQUIRED | VECTOR, hp->ple_conv_kernel, hcd, 1, "blk.%d.ple_conv1d.weight", il));
+    /* The conv is dilated by N: tap k reads (K-1-k)*N columns back. As an undilated kernel of
+     * (K-1)*N + 1 taps with tap k at k*N and zeros between, st_op_conv1d computes it with the
+     * history as its state, and the sum is llama.cpp's own: the zero taps add exact zeros. */
+    int64_t K = hp->ple_conv_kernel, Kw = st_hp_ple_hist(hp) + 1;
+    if (Kw > 16)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: PLE conv of %lld taps dilated by %lld spans %lld columns; at most 16 are supported",
+                       st_gguf_path(m->gguf), (long long)K, (long long)hp->ple_ngram, (long long)Kw);
+    float *wide;
+    ST_TRY(owned_floats(m, Kw * hcd, L->ple_conv1d.name, &wide));
+    for (int64_t ch = 0; ch < hcd; ch++)
+        for (int64_t i = 0; i < Kw; i++)
+            wide[ch * Kw + i] = i % hp->ple_ngram == 0 ? L->ple_conv1d.f32[ch * K + i / hp->ple_ngram] : 0.0f;
+    L->ple_conv_wide = (st_tensor){.name = L->ple_conv1d.name, .type = ST_TYPE_F32, .ne = {Kw, hcd, 1, 1}, .f32 = wide,
+                                   .scale = 1.0f};
+    return ST_OK;
+}
+
+/* The PLE table {d_ple, rows}: at least max over heads of offset + size rows (the converter may
+ * pad). Its bytes are the model's but not counted among the weights: they stay in the mapping. */
+static st_status bind_ple_table(struct st_model *m) {
+    const st_hparams *hp = &m->hp;
+    int64_t rows = 0;
+    for (int64_t h = 0; h < hp->ple_n_heads; h++)
+        if ((int64_t)hp->ple_offset[h] + hp->ple_size[h] > rows) rows = (int64_t)hp->ple_offset[h] + hp->ple_size[h];
+    const char *name = "per_layer_token_embd.weight";
+    const st_gguf_tensor *g = st_gguf_find_tensor(m->gguf, name);
+    if (g && g->ne[0] == hp->ple_dim && g->ne[1] >= rows && g->ne[2] == 1 && g->ne[3] == 1) rows = g->ne[1];
+    else if (g) {
+        char have_s[96], want_s[96];
+        int64_t want[4] = {hp->ple_dim, rows, 1, 1};
+        format_shape(have_s, sizeof have_s, g->ne, shape_rank(g->ne));
+        format_shape(want_s, sizeof want_s, want, 2);
+        return st_fail(ST_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s (at least %lld rows for the PLE head ranges)",
+                       st_gguf_path(m->gguf), name, have_s, want_s, (long long)rows);
+    }
+    uint64_t before = m->weight_bytes;
+    ST_TRY(bind_tensor(m, &m->ple_table, REQUIRED, hp->ple_dim, rows, 1, name));
+    m->ple_table_bytes = m->weight_bytes - before;
+    m->weight_bytes = before;
+    return ST_OK;
+}
+
+static st_status bind_layer_qwen4exp(struct st_model *m, int il) {
+    const st_hparams *hp = &m->hp;
+    st_layer *L = &m->layers[il];
+    layer_clear(L);
+    ST_TRY(bind_hc(m, &L->hc_attn_norm, &L->hc_attn_down, &L->hc_attn_up, &L->hc_attn_inject, "blk.%d.hc_attn", il));
+    ST_TRY(bind_hc(m, &L->hc_ffn_norm, &L->hc_ffn_down, &L->hc_ffn_up, &L->hc_ffn_inject, "blk.%d.hc_ffn", il));
+    if (hp->is_linear[il]) ST_TRY(bind_gdn(m, L, il));
+    else ST_TRY(bind_attention_qwen4exp(m, L, il));
+    if (il == hp->ple_layer) ST_TRY(bind_ple_layer(m, L, il));
+    ST_TRY(bind_moe(m, L, il, 1));
+    check_kinds(L);
+    return ST_OK;
+}
+
 static st_status bind_layer(struct st_model *m, int il) {
     const st_hparams *hp = &m->hp;
     st_layer *L = &m->layers[il];
@@ -283,12 +415,19 @@ st_status st_model_bind(struct st_model *m) {
         return st_fail(ST_ERR_FORMAT, "%s: required tensor 'token_embd.weight' is missing", st_gguf_path(m->gguf));
     int64_t d = hp->n_embd, V = hp->n_vocab;
     ST_TRY(bind_tensor(m, &m->tok_embd, REQUIRED, d, V, 1, "token_embd.weight"));
-    ST_TRY(bind_tensor(m, &m->output_norm, REQUIRED | VECTOR, d, 1, 1, "output_norm.weight"));
+    if (hp->arch == ST_ARCH_QWEN4EXP) {
+        /* no output_norm: the head's hyper-connection mixer replaces it */
+        ST_TRY(bind_hc(m, &m->hc_head_norm, &m->hc_head_down, &m->hc_head_up, NULL, "output_hc", 0));
+        if (hp->ple_layer >= 0) ST_TRY(bind_ple_table(m));
+    } else {
+        ST_TRY(bind_tensor(m, &m->output_norm, REQUIRED | VECTOR, d, 1, 1, "output_norm.weight"));
+    }
     ST_TRY(bind_tensor(m, &m->output, OPTIONAL, d, V, 1, "output.weight"));
     if (!m->output.data) m->output = m->tok_embd; /* tied head */
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return st_fail(ST_ERR_NOMEM, "out of memory for %lld layers", (long long)hp->n_layer);
-    for (int il = 0; il < hp->n_layer; il++) ST_TRY(bind_layer(m, il));
+    for (int il = 0; il < hp->n_layer; il++)
+        ST_TRY(hp->arch == ST_ARCH_QWEN4EXP ? bind_layer_qwen4exp(m, il) : bind_layer(m, il));
     return ST_OK;
 }
 

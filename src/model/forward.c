@@ -1,5 +1,6 @@
 /* forward.c: one chunk through the model: the token embedding, the per-architecture layer stack
- * (qwen3.c, qwen35.c), the final norm and the LM head for the rows that need logits. The buffers
+ * (qwen3.c, qwen35.c, qwen4exp.c), the final norm (qwen4exp: its head mixer) and the LM head for
+ * the rows that need logits. The buffers
  * it uses are sized in forward_ws.c; the products go through fwd_matmul.c. */
 #include "model/forward.h"
 
@@ -26,13 +27,18 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
 
     /* The layers; with last_only the final layer's FFN runs on the last row alone, moved to row 0. */
     int last_only = !c->logits_all;
-    if (st_hp_is_hybrid(hp)) fwd_layers_qwen35(&f, last_only);
-    else fwd_layers_qwen3(&f, last_only);
-
-    /* logits = W_out · RMSNorm(x; output_norm), for the rows that need them */
     int64_t n_out = last_only ? 1 : n;
     float *h = st_workspace_f32(ws, WS_H);
-    st_op_rms_norm(pool, x, d, m->output_norm.f32, h, d, n_out, d, hp->eps);
+    if (hp->arch == ST_ARCH_QWEN4EXP) {
+        /* logits = W_out · HCmix(R; output_hc), the mixer's rows already in h */
+        if (hp->ple_layer >= 0 && !s->ids) return st_fail(ST_ERR_INVALID, "forward: the PLE hash needs the sequence's ids");
+        fwd_qwen4exp(&f, last_only);
+    } else {
+        if (st_hp_is_hybrid(hp)) fwd_layers_qwen35(&f, last_only);
+        else fwd_layers_qwen3(&f, last_only);
+        /* logits = W_out · RMSNorm(x; output_norm), for the rows that need them */
+        st_op_rms_norm(pool, x, d, m->output_norm.f32, h, d, n_out, d, hp->eps);
+    }
     float *dst = c->logits ? c->logits : st_workspace_f32(ws, WS_LOGITS);
     int64_t ld = c->logits ? c->ld_logits : V;
     fwd_matmul(&f, &m->output, h, d, n_out, dst, ld);

@@ -14,11 +14,18 @@
 #include "base/workspace.h"
 #include "model/model.h"
 
-/* Per-layer state: a KV cache on attention layers, conv + delta state on GDN layers. */
+/* Per-layer state: a KV cache on attention layers, conv + delta state on GDN layers; qwen4exp
+ * adds the raw indexer keys beside the KV cache of a QSA layer (and the pooled block keys derived
+ * from them) and the PLE conv history on the PLE layer. */
 typedef struct st_layer_state {
     void *k_cache, *v_cache;   /* [n_ctx][H_kv*hd] of kv_type */
     float *conv;               /* [C][K-1] */
     float *ssm;                /* [n_v][dv][dk] */
+    void *idx_cache;           /* QSA: [n_ctx][idx_dim] of kv_type, the raw W_idxk m of each cell */
+    float *idx_blocks;         /* QSA: [n_ctx/r][idx_dim] pooled, normed, rotated block keys: a cache
+                                  of what the raw keys give, rebuilt on demand, never saved */
+    int64_t n_blocks;          /* QSA: leading blocks of idx_blocks that are valid */
+    float *ple_hist;           /* PLE layer: [hc*d][(K_ple-1)*N], per channel oldest first */
 } st_layer_state;
 
 typedef struct st_state {
@@ -26,6 +33,8 @@ typedef struct st_state {
     uint32_t kv_type;          /* ST_TYPE_F16 (default) or ST_TYPE_F32 */
     int64_t n_past;            /* positions already processed */
     st_layer_state *layers;    /* n_layer entries */
+    const int32_t *ids;        /* the token of every position up to the chunk's last (the session
+                                  writes a chunk's ids before its forward): the PLE hash's history */
 } st_state;
 
 typedef struct st_chunk {
@@ -46,6 +55,10 @@ enum st_ws_id {
     WS_ROUTER, WS_IDS, WS_W, WS_SLOT, WS_ORDER, WS_EXPERT_ROWS, WS_XE, WS_GE, WS_UE, WS_YE,
     WS_SH_G, WS_SH_OUT, WS_ACT1, WS_ACT2, WS_ENT,
     WS_MM, WS_LOGITS, WS_ROPE_KEEP,
+    /* qwen4exp */
+    WS_R, WS_XN, WS_HC_G, WS_HC_LO, WS_HC_INJ,
+    WS_PLE_IDS, WS_PLE_E, WS_PLE_GV,
+    WS_IDX_Q, WS_IDX_K, WS_QSA_CELLS, WS_QSA_N, WS_QSA_SCRATCH, WS_QSA_POS,
     WS_N_BUFFERS /* the number of ids, not a buffer */
 };
 
@@ -53,6 +66,7 @@ enum st_ws_id {
 typedef struct st_ws_plan {
     const struct st_model *m;
     int n_threads;
+    int64_t n_ctx;             /* the session's cells (QSA's per-query scratch spans them) */
 } st_ws_plan;
 
 /* The workspace size function (ctx = an st_ws_plan), forward_ws.c. */
@@ -108,8 +122,22 @@ int64_t fwd_max_experts_used(const st_hparams *hp);
 st_rope_params fwd_rope_params(const st_hparams *hp);
 int fwd_imrope_fixed_pairs(const st_hparams *hp, int64_t *pairs);
 
+/* RoPE on f->n rows of n_head heads at f->pos, as attention rotates q and k (IMRoPE pairs of the
+ * text's zero 4th position left unrotated) (attn.c). */
+void fwd_rope(st_fwd *f, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_head, const st_rope_params *rp);
+
 /* The per-architecture passes (qwen3.c, qwen35.c). */
 void fwd_layers_qwen3(st_fwd *f, int last_only);
 void fwd_layers_qwen35(st_fwd *f, int last_only);
+
+/* qwen4exp (qwen4exp.c): the embedding widened to hc streams, the layers and the head's mixer;
+ * leaves the rows that need logits (all, or the last at row 0) in WS_H. */
+void fwd_qwen4exp(st_fwd *f, int last_only);
+/* The PLE layer on the streams R [n][hc*d] (ple.c). */
+void fwd_ple(st_fwd *f, int il, float *R);
+/* QSA on a full-attention layer (qsa.c): stores the chunk's raw indexer keys from the layer input
+ * h, then runs the dense attention `a` (causal over the cache) over only the cells each query
+ * selects. */
+void fwd_qsa_attention(st_fwd *f, int il, const float *h, const st_attn_args *a);
 
 #endif

@@ -39,11 +39,13 @@ static size_t mm_scratch_one(const st_tensor *t, int64_t rows, size_t cur) {
 }
 
 /* The largest matmul scratch any product needs for `rows` rows: every bound matrix of every layer
- * (the MATRIX and EXPERTS rows of st_layer_tensors), the head, and the shared-expert gate, an f32
+ * (the MATRIX and EXPERTS rows of st_layer_tensors), the head (and qwen4exp's head mixer), and the shared-expert gate, an f32
  * {d} vector multiplied as a 1-row f32 matrix (ffn.c). */
 static size_t mm_scratch_size(const struct st_model *m, int64_t rows) {
     size_t s = st_matmul_scratch_size(ST_TYPE_F32, m->hp.n_embd, rows);
     s = mm_scratch_one(&m->output, rows, s);
+    s = mm_scratch_one(&m->hc_head_down, rows, s);
+    s = mm_scratch_one(&m->hc_head_up, rows, s);
     for (int64_t i = 0; i < m->hp.n_layer; i++)
         for (int j = 0; j < ST_LAYER_N_TENSORS; j++)
             if (st_layer_tensors[j].kind != ST_LT_VECTOR) s = mm_scratch_one(st_layer_tensor_get(&m->layers[i], j), rows, s);
@@ -74,6 +76,43 @@ size_t fwd_moe_act_row(const struct st_model *m, int down) {
 int64_t fwd_moe_gu_width(const st_hparams *hp) {
     int64_t sh = max_dense_ff(hp);
     return 2 * (hp->n_ff_exp > sh ? hp->n_ff_exp : sh);
+}
+
+/* The largest QSA cell budget W and the smallest block size of any QSA layer. */
+static void qsa_extent(const st_hparams *hp, int64_t *width, int64_t *ratio) {
+    *width = 0;
+    *ratio = 0;
+    for (int64_t i = 0; i < hp->n_layer; i++) {
+        if (!st_hp_qsa(hp, i)) continue;
+        if (st_hp_qsa_width(hp, i) > *width) *width = st_hp_qsa_width(hp, i);
+        if (*ratio == 0 || hp->compress_ratio[i] < *ratio) *ratio = hp->compress_ratio[i];
+    }
+}
+
+/* qwen4exp's buffers: the streams and the mixers, PLE, the QSA indexer and selection. */
+static size_t q4_ws_size(const st_ws_plan *plan, int id, int64_t n) {
+    const st_hparams *hp = &plan->m->hp;
+    if (hp->arch != ST_ARCH_QWEN4EXP) return 0;
+    const size_t F = sizeof(float);
+    const int64_t hcd = hp->n_hc * hp->n_embd;
+    int64_t width, ratio;
+    qsa_extent(hp, &width, &ratio);
+    int ple = hp->ple_layer >= 0;
+    switch (id) {
+    case WS_R: case WS_XN: case WS_HC_G: return (size_t)(n * hcd) * F;
+    case WS_HC_LO: return (size_t)(n * hp->hc_rank) * F;
+    case WS_HC_INJ: return (size_t)(n * hp->n_hc) * F;
+    case WS_PLE_IDS: return ple ? (size_t)(n * hp->ple_n_heads) * sizeof(int32_t) : 0;
+    case WS_PLE_E: return ple ? (size_t)(n * hp->n_embd) * F : 0;
+    case WS_PLE_GV: return ple ? (size_t)(n * hcd) * F : 0;
+    case WS_IDX_Q: return (size_t)(n * hp->idx_n_head * hp->idx_dim) * F;
+    case WS_IDX_K: return (size_t)(n * hp->idx_dim) * F;
+    case WS_QSA_CELLS: return (size_t)(n * width) * sizeof(int32_t);
+    case WS_QSA_N: return (size_t)n * sizeof(int32_t);
+    case WS_QSA_SCRATCH: return st_qsa_scratch_size(plan->n_threads, plan->n_ctx, ratio, width);
+    case WS_QSA_POS: return ratio ? (size_t)(plan->n_ctx / ratio + 1) * sizeof(int32_t) : 0;
+    default: return 0;
+    }
 }
 
 size_t st_forward_ws_size(const void *ctx, int id, int64_t n) {
@@ -122,7 +161,8 @@ size_t st_forward_ws_size(const void *ctx, int id, int64_t n) {
     case WS_MM: return mm_scratch_size(m, n);
     case WS_LOGITS: return (size_t)hp->n_vocab * F;
     /* IMRoPE pairs kept unrotated (attn.c): at most every pair of every q head */
-    case WS_ROPE_KEEP: return hp->rope_kind == ST_ROPE_IMROPE ? (size_t)(n * H * hp->n_rot) * F : 0;
-    default: return 0;
+    case WS_ROPE_KEEP: /* the QSA indexer's query heads rotate the same way */
+        return hp->rope_kind == ST_ROPE_IMROPE ? (size_t)(n * (H > hp->idx_n_head ? H : hp->idx_n_head) * hp->n_rot) * F : 0;
+    default: return q4_ws_size(plan, id, n);
     }
 }

@@ -5,7 +5,7 @@
  *   u = silu(causal depthwise conv(m)), with the last K-1 columns carried in the conv state
  *   q, k = L2(u's q and k heads); v = u's v heads
  *   delta rule per v-head (tiled or grouped k-head), state carried across chunks
- *   o_h = RMSNorm(o_h; ssm_norm) * silu(z_h);  out = W_out o
+ *   o_h = RMSNorm(o_h; ssm_norm) * silu(z_h) (sigmoid(z_h) on qwen4exp);  out = W_out o
  * qwen3next reads b and a from one ssm_ba projection laid out per k-head, may carry the legacy
  * fused ssm_in ([q_g | k_g | v_g.. | z_g..] per k-head), and maps v-heads to k-heads grouped. */
 #include <math.h>
@@ -98,8 +98,9 @@ void fwd_gdn(st_fwd *f, int il, const float *h, float *out) {
     };
     st_op_gdn(f->pool, &g, st_workspace_get(ws, WS_GDN_SCRATCH));
 
-    /* o_h = RMSNorm(o_h; ssm_norm) * silu(z_h), then the output projection. */
+    /* o_h = RMSNorm(o_h; ssm_norm) * silu(z_h) (qwen4exp: * sigmoid(z_h)), then the output projection. */
     st_op_rms_norm(f->pool, o, dk, L->ssm_norm.f32, o, dk, n * n_v, dk, hp->eps);
-    st_op_mul_silu(f->pool, o, vd, z, vd, o, vd, n, vd);
+    if (hp->arch == ST_ARCH_QWEN4EXP) st_op_mul_sigmoid(f->pool, o, vd, z, vd, o, vd, n, vd);
+    else st_op_mul_silu(f->pool, o, vd, z, vd, o, vd, n, vd);
     fwd_matmul(f, &L->ssm_out, o, vd, n, out, d);
 }

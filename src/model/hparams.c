@@ -10,7 +10,7 @@
 
 static const struct { const char *name; st_arch arch; } arch_names[] = {
     {"qwen3", ST_ARCH_QWEN3}, {"qwen3moe", ST_ARCH_QWEN3MOE}, {"qwen35", ST_ARCH_QWEN35},
-    {"qwen35moe", ST_ARCH_QWEN35MOE}, {"qwen3next", ST_ARCH_QWEN3NEXT},
+    {"qwen35moe", ST_ARCH_QWEN35MOE}, {"qwen3next", ST_ARCH_QWEN3NEXT}, {"qwen4exp", ST_ARCH_QWEN4EXP},
 };
 
 const char *st_arch_name(st_arch a) {
@@ -232,6 +232,108 @@ static st_status load_hybrid(reader *r, st_hparams *hp) {
     return ST_OK;
 }
 
+/* A UINT64 array of at least n_min entries, at most cap read (llama_model_loader::get_arr and the
+ * qwen4exp loader's length check: a short array would leave a zero tail the hash silently uses). */
+static st_status get_u64_arr(reader *r, const char *suffix, uint64_t n_min, uint64_t cap, uint64_t *out) {
+    const st_gguf_value *v = find(r, suffix);
+    if (!v) return missing(r);
+    if (st_gguf_value_type(v) != ST_GGUF_ARRAY || st_gguf_array_type(v) != ST_GGUF_UINT64)
+        return st_fail(ST_ERR_FORMAT, "%s: key '%s' must be an array of uint64", st_gguf_path(r->g), r->key);
+    uint64_t len = st_gguf_array_len(v);
+    if (len < n_min)
+        return st_fail(ST_ERR_FORMAT, "%s: key '%s' has %llu entries, but at least %llu are required", st_gguf_path(r->g),
+                       r->key, (unsigned long long)len, (unsigned long long)n_min);
+    if (len > cap)
+        return st_fail(ST_ERR_FORMAT, "%s: key '%s' has %llu entries, at most %llu are supported", st_gguf_path(r->g),
+                       r->key, (unsigned long long)len, (unsigned long long)cap);
+    for (uint64_t i = 0; i < len; i++) ST_TRY(st_gguf_array_uint(v, i, &out[i]));
+    return ST_OK;
+}
+
+/* The PLE keys (present when ple.layers is): one layer, a linear-attention one (§3.2, ERRATA F16). */
+static st_status load_ple(reader *r, st_hparams *hp) {
+    const char *path = st_gguf_path(r->g);
+    hp->ple_layer = -1;
+    const st_gguf_value *v = find(r, "ple.layers");
+    if (!v) return ST_OK;
+    if (st_gguf_value_type(v) != ST_GGUF_ARRAY)
+        return st_fail(ST_ERR_FORMAT, "%s: key '%s' must be an array", path, r->key);
+    uint64_t n = st_gguf_array_len(v);
+    if (n == 0) return ST_OK;
+    if (n != 1)
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: key '%s' lists %llu layers, but only one PLE layer is supported", path,
+                       r->key, (unsigned long long)n);
+    int64_t il;
+    ST_TRY(st_gguf_array_int(v, 0, &il));
+    if (il < 0 || il >= hp->n_layer_all)
+        return st_fail(ST_ERR_FORMAT, "%s: PLE layer %lld is out of range (block_count %lld)", path, (long long)il,
+                       (long long)hp->n_layer_all);
+    hp->ple_layer = (int32_t)il;
+    int64_t eos, image;
+    ST_TRY(get_uint(r, "ple.ngram_size", 1, 0, &hp->ple_ngram, NULL));
+    ST_TRY(get_uint(r, "ple.heads_per_ngram", 1, 0, &hp->ple_heads_per_ngram, NULL));
+    ST_TRY(get_uint(r, "ple.conv_kernel", 1, 0, &hp->ple_conv_kernel, NULL));
+    ST_TRY(get_uint(r, "ple.eos_token_id", 1, 0, &eos, NULL));
+    ST_TRY(get_uint(r, "ple.image_token_id", 0, 0, &image, NULL));
+    ST_TRY(get_uint(r, "embedding_length_per_layer_input", 1, 0, &hp->ple_dim, NULL));
+    ST_TRY(require_positive(r, "ple.conv_kernel", hp->ple_conv_kernel));
+    ST_TRY(require_positive(r, "embedding_length_per_layer_input", hp->ple_dim));
+    if (eos > INT32_MAX || image > INT32_MAX)
+        return st_fail(ST_ERR_FORMAT, "%s: the PLE eos/image token id does not fit a token id", path);
+    hp->ple_eos = (int32_t)eos;
+    hp->ple_image = (int32_t)image;
+    if (hp->ple_ngram < 2 || hp->ple_ngram > ST_PLE_MAX_NGRAM)
+        return st_fail(ST_ERR_FORMAT, "%s: PLE n-gram size %lld is out of range 2..%d", path, (long long)hp->ple_ngram,
+                       ST_PLE_MAX_NGRAM);
+    hp->ple_n_heads = (hp->ple_ngram - 1) * hp->ple_heads_per_ngram;
+    if (hp->ple_n_heads <= 0 || hp->ple_n_heads > ST_PLE_MAX_HEADS)
+        return st_fail(ST_ERR_FORMAT, "%s: PLE head count %lld is out of range 1..%d", path, (long long)hp->ple_n_heads,
+                       ST_PLE_MAX_HEADS);
+    uint64_t off[ST_PLE_MAX_HEADS] = {0}, size[ST_PLE_MAX_HEADS] = {0};
+    ST_TRY(get_u64_arr(r, "ple.layer_multipliers", (uint64_t)hp->ple_ngram, ST_PLE_MAX_NGRAM, hp->ple_mult));
+    ST_TRY(get_u64_arr(r, "ple.head_offsets", (uint64_t)hp->ple_n_heads, ST_PLE_MAX_HEADS, off));
+    ST_TRY(get_u64_arr(r, "ple.head_vocab_sizes", (uint64_t)hp->ple_n_heads, ST_PLE_MAX_HEADS, size));
+    for (int64_t h = 0; h < hp->ple_n_heads; h++) {
+        if (size[h] == 0 || off[h] > INT32_MAX || size[h] > INT32_MAX || off[h] + size[h] > INT32_MAX)
+            return st_fail(ST_ERR_FORMAT, "%s: PLE head %lld range (offset %llu, size %llu) does not fit the int32 row index",
+                           path, (long long)h, (unsigned long long)off[h], (unsigned long long)size[h]);
+        hp->ple_offset[h] = (uint32_t)off[h];
+        hp->ple_size[h] = (uint32_t)size[h];
+    }
+    return ST_OK;
+}
+
+/* qwen4exp's own keys (§3.2): hyper-connections, the QSA indexer, compress ratios, PLE. */
+static st_status load_qwen4exp(reader *r, st_hparams *hp) {
+    ST_TRY(get_uint(r, "hyper_connection.count", 1, 0, &hp->n_hc, NULL));
+    ST_TRY(get_uint(r, "hyper_connection.low_rank", 1, 0, &hp->hc_rank, NULL));
+    if (hp->n_hc <= 1) {
+        snprintf(r->key, sizeof r->key, "%s.hyper_connection.count", r->arch);
+        return st_fail(ST_ERR_FORMAT, "%s: key '%s' is %lld, must be greater than one", st_gguf_path(r->g), r->key,
+                       (long long)hp->n_hc);
+    }
+    ST_TRY(require_positive(r, "hyper_connection.low_rank", hp->hc_rank));
+    ST_TRY(get_uint(r, "attention.indexer.head_count", 1, 0, &hp->idx_n_head, NULL));
+    ST_TRY(get_uint(r, "attention.indexer.key_length", 1, 0, &hp->idx_dim, NULL));
+    ST_TRY(get_uint(r, "attention.indexer.top_k", 1, 0, &hp->idx_top_k, NULL));
+    ST_TRY(require_positive(r, "attention.indexer.head_count", hp->idx_n_head));
+    ST_TRY(require_positive(r, "attention.indexer.key_length", hp->idx_dim));
+    ST_TRY(require_positive(r, "attention.indexer.top_k", hp->idx_top_k));
+    if (hp->idx_dim < hp->n_rot)
+        return st_fail(ST_ERR_FORMAT, "%s: attention.indexer.key_length %lld is below the rotary width %lld (pooled keys rotate n_rot dims)",
+                       st_gguf_path(r->g), (long long)hp->idx_dim, (long long)hp->n_rot);
+    memset(hp->compress_ratio, 0, sizeof hp->compress_ratio);
+    ST_TRY(get_uint_or_arr(r, "attention.compress_ratios", 0, hp->n_layer_all, hp->compress_ratio, NULL));
+    for (int64_t i = 0; i < hp->n_layer_all; i++)
+        if (hp->compress_ratio[i] > 64)
+            return st_fail(ST_ERR_UNSUPPORTED, "%s: compress ratio %d of layer %lld exceeds 64", st_gguf_path(r->g),
+                           hp->compress_ratio[i], (long long)i);
+    ST_TRY(load_ple(r, hp));
+    if (hp->ple_layer >= 0 && !hp->is_linear[hp->ple_layer])
+        return st_fail(ST_ERR_FORMAT, "%s: PLE layer %d is not a linear attention layer", st_gguf_path(r->g), hp->ple_layer);
+    return ST_OK;
+}
+
 static st_status load_moe_widths(reader *r, st_hparams *hp, int with_shared) {
     int32_t ff_exp[ST_MAX_LAYERS] = {0};
     ST_TRY(get_uint_or_arr(r, "expert_feed_forward_length", 0, hp->n_layer_all, ff_exp, NULL));
@@ -258,6 +360,7 @@ static st_status load_moe_widths(reader *r, st_hparams *hp, int with_shared) {
 
 st_status st_hparams_load(const st_gguf *g, st_hparams *hp) {
     memset(hp, 0, sizeof *hp);
+    hp->ple_layer = -1;
     const char *arch;
     size_t arch_len;
     if (!st_gguf_find(g, "general.architecture"))
@@ -272,7 +375,7 @@ st_status st_hparams_load(const st_gguf *g, st_hparams *hp) {
         }
     }
     if (!found)
-        return st_fail(ST_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (qwen3, qwen3moe, qwen35, qwen35moe, qwen3next are)",
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: architecture '%.*s' is not supported (qwen3, qwen3moe, qwen35, qwen35moe, qwen3next, qwen4exp are)",
                        st_gguf_path(g), (int)arch_len, arch);
 
     reader r = {.g = g, .arch = hp->arch_name};
@@ -288,7 +391,8 @@ st_status st_hparams_load(const st_gguf *g, st_hparams *hp) {
         if (hp->arch == ST_ARCH_QWEN3MOE) ST_TRY(load_moe_widths(&r, hp, 0));
         break;
     case ST_ARCH_QWEN35:
-    case ST_ARCH_QWEN35MOE: {
+    case ST_ARCH_QWEN35MOE:
+    case ST_ARCH_QWEN4EXP: {
         hp->rope_kind = ST_ROPE_IMROPE;
         int32_t sec[4];
         ST_TRY(get_uint_or_arr(&r, "rope.dimension_sections", 1, 4, sec, NULL));
@@ -296,7 +400,8 @@ st_status st_hparams_load(const st_gguf *g, st_hparams *hp) {
         if (sec[0] + sec[1] + sec[2] <= 0)
             return st_fail(ST_ERR_FORMAT, "%s: key '%s.rope.dimension_sections' has no t, h or w section", st_gguf_path(g), hp->arch_name);
         ST_TRY(load_hybrid(&r, hp));
-        if (hp->arch == ST_ARCH_QWEN35MOE) ST_TRY(load_moe_widths(&r, hp, 1));
+        if (hp->arch != ST_ARCH_QWEN35) ST_TRY(load_moe_widths(&r, hp, 1));
+        if (hp->arch == ST_ARCH_QWEN4EXP) ST_TRY(load_qwen4exp(&r, hp));
         break;
     }
     case ST_ARCH_QWEN3NEXT:

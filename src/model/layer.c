@@ -27,13 +27,23 @@ const st_layer_tensor st_layer_tensors[] = {
     ROW(gate_up_exps, ST_LT_EXPERTS), ROW(down_exps, ST_LT_EXPERTS),
     ROW(gate_inp_shexp, ST_LT_VECTOR), ROW(gate_shexp, ST_LT_MATRIX), ROW(up_shexp, ST_LT_MATRIX),
     ROW(down_shexp, ST_LT_MATRIX),
+    /* qwen4exp: hyper-connection mixers, QSA indexer, PLE */
+    ROW(hc_attn_norm, ST_LT_VECTOR), ROW(hc_attn_down, ST_LT_MATRIX), ROW(hc_attn_up, ST_LT_MATRIX),
+    ROW(hc_attn_inject, ST_LT_MATRIX),
+    ROW(hc_ffn_norm, ST_LT_VECTOR), ROW(hc_ffn_down, ST_LT_MATRIX), ROW(hc_ffn_up, ST_LT_MATRIX),
+    ROW(hc_ffn_inject, ST_LT_MATRIX),
+    ROW(idx_q, ST_LT_MATRIX),       ROW(idx_k, ST_LT_MATRIX),
+    ROW(idx_q_norm, ST_LT_VECTOR),  ROW(idx_k_norm, ST_LT_VECTOR),
+    ROW(ple_key, ST_LT_MATRIX),     ROW(ple_value, ST_LT_MATRIX),
+    ROW(ple_norm_key, ST_LT_VECTOR), ROW(ple_norm_query, ST_LT_VECTOR), ROW(ple_norm_conv, ST_LT_VECTOR),
+    ROW(ple_conv1d, ST_LT_VECTOR),  ROW(ple_conv_wide, ST_LT_VECTOR),
 };
 
 _Static_assert(sizeof(st_layer) % sizeof(st_tensor) == 0, "st_layer holds st_tensor fields only");
 _Static_assert(sizeof st_layer_tensors / sizeof st_layer_tensors[0] == sizeof(st_layer) / sizeof(st_tensor),
                "every st_layer field needs its row in st_layer_tensors");
 
-enum { TOP_SLOTS = 3 };
+enum { TOP_SLOTS = 7 };
 
 int64_t st_model_n_tensor_slots(const struct st_model *m) {
     return TOP_SLOTS + m->hp.n_layer * ST_LAYER_N_TENSORS;
@@ -43,6 +53,10 @@ st_tensor *st_model_tensor_slot(struct st_model *m, int64_t i) {
     if (i == 0) return &m->tok_embd;
     if (i == 1) return &m->output;
     if (i == 2) return &m->output_norm;
+    if (i == 3) return &m->hc_head_norm;
+    if (i == 4) return &m->hc_head_down;
+    if (i == 5) return &m->hc_head_up;
+    if (i == 6) return &m->ple_table;
     i -= TOP_SLOTS;
     return st_layer_tensor_at(&m->layers[i / ST_LAYER_N_TENSORS], (int)(i % ST_LAYER_N_TENSORS));
 }

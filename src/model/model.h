@@ -1,5 +1,5 @@
 /* model.h: a loaded model: its hyperparameters (read from the GGUF keys, MODELS.md §3) and its
- * weights (bound by name and shape to the GGUF mapping, §4), for the five Qwen architectures.
+ * weights (bound by name and shape to the GGUF mapping, §4), for the six Qwen architectures.
  *
  * The model owns the GGUF mapping; every weight pointer lies inside it and is used in place, or
  * inside the model's one copy of the data section (copy_weights, model_api.c), or on a device
@@ -23,7 +23,11 @@ typedef enum st_arch {
     ST_ARCH_QWEN35,
     ST_ARCH_QWEN35MOE,
     ST_ARCH_QWEN3NEXT,
+    ST_ARCH_QWEN4EXP,
 } st_arch;
+
+#define ST_PLE_MAX_NGRAM 8   /* llama.cpp's LLAMA_MAX_PLE_NGRAM: entries of ple.layer_multipliers */
+#define ST_PLE_MAX_HEADS 64  /* LLAMA_MAX_PLE_HEADS: entries of ple.head_offsets / head_vocab_sizes */
 
 typedef enum st_rope_kind { ST_ROPE_NEOX, ST_ROPE_IMROPE } st_rope_kind;
 
@@ -61,14 +65,40 @@ typedef struct st_hparams {
     int64_t ssm_n_v;              /* time_step_rank */
     int64_t ssm_n_k;              /* group_count */
     int gdn_grouped;              /* v-head h reads k-head h/r (qwen3next) instead of h mod n_k */
+
+    /* qwen4exp (MODELS.md §3.2, §6): hyper-connections, QSA, PLE */
+    int64_t n_hc;                 /* hyper_connection.count: residual streams (> 1) */
+    int64_t hc_rank;              /* hyper_connection.low_rank */
+    int64_t idx_n_head, idx_dim;  /* attention.indexer.head_count, key_length */
+    int64_t idx_top_k;            /* attention.indexer.top_k: the QSA budget B in tokens */
+    int32_t compress_ratio[ST_MAX_LAYERS]; /* block size r per layer; 0 = dense attention */
+    int32_t ple_layer;            /* the PLE layer, -1 for none */
+    int64_t ple_ngram;            /* N: n-grams of orders 2 .. N */
+    int64_t ple_heads_per_ngram, ple_n_heads, ple_dim; /* h_per, n_ple = (N-1) h_per, d_ple */
+    int64_t ple_conv_kernel;      /* K_ple; the conv's dilation is N */
+    int32_t ple_eos, ple_image;   /* the reset token; the token hashed for an image position */
+    uint64_t ple_mult[ST_PLE_MAX_NGRAM];
+    uint32_t ple_offset[ST_PLE_MAX_HEADS], ple_size[ST_PLE_MAX_HEADS];
 } st_hparams;
 
 static inline int64_t st_hp_key_dim(const st_hparams *hp) { return hp->ssm_n_k * hp->ssm_state; }
 static inline int64_t st_hp_conv_channels(const st_hparams *hp) { return 2 * st_hp_key_dim(hp) + hp->ssm_inner; }
 static inline int st_hp_is_moe(const st_hparams *hp) { return hp->arch != ST_ARCH_QWEN3 && hp->arch != ST_ARCH_QWEN35; }
+/* Gated attention and Gated DeltaNet layers (qwen4exp is one too, with its own stack). */
 static inline int st_hp_is_hybrid(const st_hparams *hp) {
-    return hp->arch == ST_ARCH_QWEN35 || hp->arch == ST_ARCH_QWEN35MOE || hp->arch == ST_ARCH_QWEN3NEXT;
+    return hp->arch == ST_ARCH_QWEN35 || hp->arch == ST_ARCH_QWEN35MOE || hp->arch == ST_ARCH_QWEN3NEXT ||
+           hp->arch == ST_ARCH_QWEN4EXP;
 }
+/* QSA on layer il (qwen4exp full attention with a compress ratio), and its cell budget
+ * W = B + r - 1 (MODELS.md §6.2 step 6). */
+static inline int st_hp_qsa(const st_hparams *hp, int64_t il) {
+    return hp->arch == ST_ARCH_QWEN4EXP && !hp->is_linear[il] && hp->compress_ratio[il] > 0;
+}
+static inline int64_t st_hp_qsa_width(const st_hparams *hp, int64_t il) {
+    return hp->idx_top_k + hp->compress_ratio[il] - 1;
+}
+/* PLE conv history per sequence: (K_ple - 1) * N columns of hc * d channels. */
+static inline int64_t st_hp_ple_hist(const st_hparams *hp) { return (hp->ple_conv_kernel - 1) * hp->ple_ngram; }
 
 /* One bound weight. `data` is NULL when an optional tensor is absent. */
 typedef struct st_tensor {
@@ -100,6 +130,14 @@ typedef struct st_layer {
     /* MoE */
     st_tensor gate_inp, gate_exps, up_exps, gate_up_exps, down_exps;
     st_tensor gate_inp_shexp, gate_shexp, up_shexp, down_shexp;
+    /* qwen4exp hyper-connection mixers before the mixer (attn) and before the MoE (ffn) */
+    st_tensor hc_attn_norm, hc_attn_down, hc_attn_up, hc_attn_inject;
+    st_tensor hc_ffn_norm, hc_ffn_down, hc_ffn_up, hc_ffn_inject;
+    /* qwen4exp QSA indexer (full-attention layers) */
+    st_tensor idx_q, idx_k, idx_q_norm, idx_k_norm;
+    /* qwen4exp PLE (the PLE layer only) */
+    st_tensor ple_key, ple_value, ple_norm_key, ple_norm_query, ple_norm_conv, ple_conv1d;
+    st_tensor ple_conv_wide;      /* ple_conv1d as an undilated f32 kernel {(K-1)N+1, hc*d} (bind.c); no data */
 } st_layer;
 
 /* ---- the table of a layer's tensors (layer.c) ----
@@ -143,10 +181,14 @@ struct st_model {
     st_gguf *gguf;
     st_hparams hp;
     st_tensor tok_embd, output, output_norm;
+    st_tensor hc_head_norm, hc_head_down, hc_head_up; /* qwen4exp: the head's mixer (no output_norm) */
+    st_tensor ple_table;          /* qwen4exp per_layer_token_embd {d_ple, rows}: rows are gathered
+                                     from the mapping per token; never copied, never prefaulted */
     st_layer *layers;             /* n_layer entries (MTP blocks are not bound) */
     float **owned;                /* f32 copies of non-f32 vectors; freed with the model */
     int n_owned, cap_owned;
-    uint64_t weight_bytes;        /* bytes of every bound tensor */
+    uint64_t weight_bytes;        /* bytes of every bound tensor but the PLE table */
+    uint64_t ple_table_bytes;     /* bytes of the PLE table (0 without PLE) */
     uint64_t decode_bytes;        /* weight bytes one decoded token reads */
     void *weights_copy;           /* the tensor data, when copied out of the mapping (copy_weights) */
     struct st_device_model *dev;  /* the weights resident on a GPU (model/device.h), or NULL */

@@ -24,10 +24,13 @@ static uint64_t tensor_bytes(const st_tensor *t) {
     return (uint64_t)t->row_bytes * (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
 }
 
-/* Bytes one decoded token reads: all dense weights, k/E of the expert weights, one embedding row. */
+/* Bytes one decoded token reads: all dense weights, k/E of the expert weights, one embedding row
+ * (and qwen4exp's n_ple PLE table rows). */
 static uint64_t decode_bytes(const struct st_model *m) {
     const st_hparams *hp = &m->hp;
     uint64_t b = m->tok_embd.row_bytes + tensor_bytes(&m->output) + tensor_bytes(&m->output_norm);
+    b += tensor_bytes(&m->hc_head_norm) + tensor_bytes(&m->hc_head_down) + tensor_bytes(&m->hc_head_up);
+    if (m->ple_table.data) b += (uint64_t)hp->ple_n_heads * m->ple_table.row_bytes;
     for (int64_t i = 0; i < hp->n_layer; i++)
         for (int j = 0; j < ST_LAYER_N_TENSORS; j++) {
             uint64_t tb = tensor_bytes(st_layer_tensor_get(&m->layers[i], j));
@@ -37,14 +40,22 @@ static uint64_t decode_bytes(const struct st_model *m) {
     return b;
 }
 
+/* The PLE table is read a few rows per token straight from the mapping: it is never prefaulted
+ * or copied (it may be larger than the machine's memory). */
+static int is_ple_table(const struct st_model *m, const st_gguf_tensor *t) {
+    return m->ple_table.data && t->data == m->ple_table.data;
+}
+
 /* Reads one byte of every page of the tensor data, so the first tokens do not wait on page faults. */
 static void prefault(const struct st_model *m, int progress) {
     int64_t nt = st_gguf_n_tensors(m->gguf);
     size_t total = 0, done = 0;
-    for (int64_t i = 0; i < nt; i++) total += st_gguf_tensor_at(m->gguf, i)->size;
+    for (int64_t i = 0; i < nt; i++)
+        if (!is_ple_table(m, st_gguf_tensor_at(m->gguf, i))) total += st_gguf_tensor_at(m->gguf, i)->size;
     volatile unsigned char sink = 0;
     for (int64_t i = 0; i < nt; i++) {
         const st_gguf_tensor *t = st_gguf_tensor_at(m->gguf, i);
+        if (is_ple_table(m, t)) continue;
         const unsigned char *p = t->data;
         for (size_t off = 0; off < t->size; off += 4096) sink ^= p[off];
         done += t->size;
@@ -54,16 +65,28 @@ static void prefault(const struct st_model *m, int progress) {
     if (progress) st_progress_end();
 }
 
-/* Moves a pointer that lies in the mapping's data section into the copy. */
-static const void *rebase(const void *p, const char *base, size_t size, char *copy) {
-    if (!p || (const char *)p < base || (const char *)p >= base + size) return p;
-    return copy + ((const char *)p - base);
+/* The data section [base, base+size) as copied: everything but a hole [hole, hole+hole_size)
+ * (the PLE table, which stays in the mapping), the bytes after the hole moved down by its size. */
+typedef struct copy_map {
+    const char *base, *hole;
+    size_t size, hole_size;
+    char *copy;
+} copy_map;
+
+/* Moves a pointer that lies in the copied part of the data section into the copy. */
+static const void *rebase(const void *p, const copy_map *c) {
+    const char *q = p;
+    if (!q || q < c->base || q >= c->base + c->size) return p;
+    if (c->hole_size && q >= c->hole && q < c->hole + c->hole_size) return p;
+    size_t off = (size_t)(q - c->base);
+    if (c->hole_size && q >= c->hole + c->hole_size) off -= c->hole_size;
+    return c->copy + off;
 }
 
-static void rebase_tensor(st_tensor *t, const char *base, size_t size, char *copy) {
-    t->data = rebase(t->data, base, size, copy);
-    t->f32 = rebase(t->f32, base, size, copy);
-    t->escale = rebase(t->escale, base, size, copy);
+static void rebase_tensor(st_tensor *t, const copy_map *c) {
+    t->data = rebase(t->data, c);
+    t->f32 = rebase(t->f32, c);
+    t->escale = rebase(t->escale, c);
 }
 
 static int overlaps(const st_tensor *a, const st_tensor *b) {
@@ -125,8 +148,12 @@ st_ctx_fit st_model_ctx_fit(const st_model *m, int kv_f32) {
     const st_hparams *hp = &m->hp;
     st_ctx_fit f = {.n_ctx_train = hp->n_ctx_train > 0 ? hp->n_ctx_train : 4096, .cell_bytes = sizeof(int32_t)};
     uint32_t kv = kv_f32 ? ST_TYPE_F32 : ST_TYPE_F16;
-    for (int64_t il = 0; il < hp->n_layer; il++)
+    for (int64_t il = 0; il < hp->n_layer; il++) {
         if (!(st_hp_is_hybrid(hp) && hp->is_linear[il])) f.cell_bytes += 2 * st_kv_row_bytes(kv, hp->n_head_kv[il] * hp->head_dim);
+        /* qwen4exp QSA: the raw indexer key of each cell, and 1/r of a pooled f32 block key */
+        if (st_hp_qsa(hp, il))
+            f.cell_bytes += st_kv_row_bytes(kv, hp->idx_dim) + (uint64_t)hp->idx_dim * sizeof(float) / (uint64_t)hp->compress_ratio[il];
+    }
     f.free_bytes = m->dev ? st_device_model_free_bytes(m->dev) : mem_available();
     f.n_ctx = f.n_ctx_train;
     uint64_t fits = f.free_bytes / 2 / f.cell_bytes / 256 * 256;
@@ -138,10 +165,11 @@ st_ctx_fit st_model_ctx_fit(const st_model *m, int kv_f32) {
     return f;
 }
 
-/* The automatic choice: copy when the tensor data takes at most half of the available memory,
- * so a model that barely fits is still served from the page cache without a second copy. */
+/* The automatic choice: copy when the tensor data (without the PLE table, which is never copied)
+ * takes at most half of the available memory, so a model that barely fits is still served from
+ * the page cache without a second copy. */
 static int copy_weights_auto(const struct st_model *m) {
-    size_t size = st_gguf_file_size(m->gguf) - st_gguf_data_offset(m->gguf);
+    size_t size = st_gguf_file_size(m->gguf) - st_gguf_data_offset(m->gguf) - (size_t)m->ple_table_bytes;
     size_t avail = mem_available();
     return avail > 0 && size <= avail / 2;
 }
@@ -151,25 +179,45 @@ static int copy_weights_auto(const struct st_model *m) {
  * about twice as fast per core as from the file mapping on the machines measured
  * (bench/results/2026-11-29-cpu-qwen35moe-small.md). The mapping's pages are then dropped from
  * this process; the page cache keeps them only as long as the kernel likes. */
+/* Copies [src, src+n) to dst in 2 MiB steps, counting progress against `total`. */
+static void copy_range(char *dst, const char *src, size_t n, size_t *done, size_t total, int progress) {
+    size_t align = 2u << 20;
+    for (size_t k = 0; k < n; k += align) {
+        memcpy(dst + k, src + k, n - k < align ? n - k : align);
+        *done += n - k < align ? n - k : align;
+        if (progress && (*done / align) % 64 == 0) st_progress("copying weights", (double)*done, (double)total);
+    }
+}
+
+/* Drops this process's pages of [p, p+n) of the file mapping (the page cache may keep them). */
+static void drop_pages(const char *p, size_t n) {
+    uintptr_t page = 4096, lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 static st_status copy_weights(struct st_model *m, int progress) {
     size_t off = st_gguf_data_offset(m->gguf), size = st_gguf_file_size(m->gguf) - off;
     if (st_gguf_n_tensors(m->gguf) == 0 || size == 0) return ST_OK;
     const st_gguf_tensor *t0 = st_gguf_tensor_at(m->gguf, 0);
-    const char *base = (const char *)t0->data - t0->offset;
-    size_t align = 2u << 20;
-    char *copy = aligned_alloc(align, (size + align - 1) / align * align);
-    if (!copy) return st_fail(ST_ERR_NOMEM, "copy_weights: out of memory for %zu bytes of tensor data", size);
-    madvise(copy, (size + align - 1) / align * align, MADV_HUGEPAGE);
-    for (size_t done = 0; done < size; done += align) {
-        memcpy(copy + done, base + done, size - done < align ? size - done : align);
-        if (progress && done % (64 * align) == 0) st_progress("copying weights", (double)done, (double)size);
+    copy_map c = {.base = (const char *)t0->data - t0->offset, .size = size};
+    if (m->ple_table.data) {
+        c.hole = m->ple_table.data;
+        c.hole_size = (size_t)m->ple_table_bytes;
     }
+    size_t align = 2u << 20, kept = size - c.hole_size, done = 0;
+    char *copy = aligned_alloc(align, (kept + align - 1) / align * align + align);
+    if (!copy) return st_fail(ST_ERR_NOMEM, "copy_weights: out of memory for %zu bytes of tensor data", kept);
+    madvise(copy, (kept + align - 1) / align * align, MADV_HUGEPAGE);
+    size_t head = c.hole_size ? (size_t)(c.hole - c.base) : size;
+    copy_range(copy, c.base, head, &done, kept, progress);
+    if (c.hole_size) copy_range(copy + head, c.hole + c.hole_size, size - head - c.hole_size, &done, kept, progress);
     if (progress) st_progress_end();
-    for (int64_t i = 0; i < st_model_n_tensor_slots(m); i++) rebase_tensor(st_model_tensor_slot(m, i), base, size, copy);
+    c.copy = copy;
+    for (int64_t i = 0; i < st_model_n_tensor_slots(m); i++) rebase_tensor(st_model_tensor_slot(m, i), &c);
     m->weights_copy = copy;
-    repack_weights(m, copy, size);
-    uintptr_t page = 4096, lo = ((uintptr_t)base + page - 1) & ~(page - 1), hi = ((uintptr_t)base + size) & ~(page - 1);
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    repack_weights(m, copy, kept);
+    drop_pages(c.base, head);
+    if (c.hole_size) drop_pages(c.hole + c.hole_size, size - head - c.hole_size);
     return ST_OK;
 }
 
@@ -197,7 +245,11 @@ st_status st_model_load(const char *path, const st_model_params *params, st_mode
         st_tokenizer_free(m->tok);
         m->tok = NULL;
     }
-    if (p.device != ST_DEVICE_CPU && (p.device == ST_DEVICE_CUDA || st_device_count() > 0)) {
+    if (m->hp.arch == ST_ARCH_QWEN4EXP && p.device == ST_DEVICE_CUDA) {
+        st_model_free(m);
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: qwen4exp runs on the CPU only for now (its device forward is not written)", path);
+    }
+    if (m->hp.arch != ST_ARCH_QWEN4EXP && p.device != ST_DEVICE_CPU && (p.device == ST_DEVICE_CUDA || st_device_count() > 0)) {
         /* Uploaded straight from the mapping; the host keeps no copy. */
         st_status ds = st_device_model_load(m, p.progress, &m->dev);
         if (ds == ST_OK) {
@@ -243,6 +295,7 @@ const char *st_model_device(const st_model *m) { return m->dev ? st_device_model
 double st_model_device_bandwidth(const st_model *m) { return m->dev ? st_device_model_bandwidth(m->dev) : 0.0; }
 uint64_t st_model_weight_bytes(const st_model *m) { return m->weight_bytes; }
 uint64_t st_model_decode_bytes(const st_model *m) { return m->decode_bytes; }
+uint64_t st_model_ple_table_bytes(const st_model *m) { return m->ple_table_bytes; }
 
 int st_model_has_tokenizer(const st_model *m) { return m->tok != NULL; }
 const char *st_model_tokenizer_error(const st_model *m) { return m->tokenizer_error; }

@@ -144,7 +144,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
     for (long m = m0; m < m1; m++) attn_merge(j, m / a->n_head, m % a->n_head);
 }
 
-static ops_attn_fn attn_pick(void) {
+ops_attn_fn ops_attn_item_pick(void) {
     const st_cpu_features *f = st_cpu();
     if (f->avx512f && f->avx512bw && f->avx512vl) return ops_attn_item_avx512;
     if (f->avx2 && f->fma && f->f16c) return ops_attn_item_avx2;
@@ -160,7 +160,7 @@ void st_op_attention(st_pool *pool, const st_attn_args *a) {
     if (a->head_dim > ATTN_MAX_HD || a->n_head_kv <= 0 || a->n_head % a->n_head_kv) return;
     const int nth = pool ? st_pool_size(pool) : 1;
     const int64_t r = a->n_head / a->n_head_kv;
-    attn_job j = { a, attn_pick(), r, 1, a->n_tok * a->n_head_kv, pool, NULL };
+    attn_job j = { a, ops_attn_item_pick(), r, 1, a->n_tok * a->n_head_kv, pool, NULL };
     if (r > ATTN_MAX_GROUP) {
         j.per_item = 1;
         j.n_items = a->n_tok * a->n_head;

@@ -112,6 +112,27 @@ void ops_conv_block_ref(const ops_conv_job *j, int64_t c0, int64_t nc);
 void ops_conv_block_avx512(const ops_conv_job *j, int64_t c0, int64_t nc);
 void ops_conv_block_avx2(const ops_conv_job *j, int64_t c0, int64_t nc);
 
+/* ---- Hyper-connections (ops_hc.c): n elements of one token's hc streams, stream c at c*ls ---- */
+/* m[i] = scale * sum_c x[c*ls+i] * sigmoid(g[c*ls+i]) */
+typedef void (*ops_hc_pre_fn)(const float *x, const float *g, int64_t ls, float *m, int64_t hc, int64_t n, float scale);
+void ops_hc_pre_ref(const float *x, const float *g, int64_t ls, float *m, int64_t hc, int64_t n, float scale);
+void ops_hc_pre_avx512(const float *x, const float *g, int64_t ls, float *m, int64_t hc, int64_t n, float scale);
+void ops_hc_pre_avx2(const float *x, const float *g, int64_t ls, float *m, int64_t hc, int64_t n, float scale);
+/* R[c*ls+i] = R[c*ls+i] + y[i] * w[c] (a product, then a sum: no fused multiply-add) */
+typedef void (*ops_hc_post_fn)(float *R, int64_t ls, const float *y, const float *w, int64_t hc, int64_t n);
+void ops_hc_post_ref(float *R, int64_t ls, const float *y, const float *w, int64_t hc, int64_t n);
+void ops_hc_post_avx512(float *R, int64_t ls, const float *y, const float *w, int64_t hc, int64_t n);
+void ops_hc_post_avx2(float *R, int64_t ls, const float *y, const float *w, int64_t hc, int64_t n);
+
+/* ---- QSA block scores (ops_qsa.c): sigma[b] = sum over heads h in order of relu(q_h . K_b) ---- */
+typedef void (*ops_qsa_scores_fn)(const float *q, int64_t n_head, int64_t dim, const float *K, int64_t n_blocks,
+                                  float *sigma);
+void ops_qsa_scores_ref(const float *q, int64_t n_head, int64_t dim, const float *K, int64_t n_blocks, float *sigma);
+void ops_qsa_scores_avx512(const float *q, int64_t n_head, int64_t dim, const float *K, int64_t n_blocks, float *sigma);
+void ops_qsa_scores_avx2(const float *q, int64_t n_head, int64_t dim, const float *K, int64_t n_blocks, float *sigma);
+/* The best attention item kernel of this CPU (ops_attn.c's choice), for the sparse attention. */
+ops_attn_fn ops_attn_item_pick(void);
+
 /* ---- y = s*x and y += s*x over n ---- */
 void ops_scale_avx512(float *y, int64_t n, const float *x, float s);
 void ops_axpy_avx512(float *y, int64_t n, const float *x, float s);

@@ -1,0 +1,254 @@
+/* ops_qsa.c: qwen4exp's QSA sparse attention on the CPU (MODELS.md §6.2, ERRATA F1-F4): pooling
+ * the raw indexer keys of complete blocks, the block scores, the selection of the cells each query
+ * reads, and the attention over those cells only.
+ *
+ * The selection reproduces llama.cpp's CPU exactly. There each query row holds one f32 value per
+ * cell: its block's score sigma for cells of complete blocks before the query's tail, sigma + 1e9
+ * for the tail cells (the bias of llama_memory_hybrid_idx::set_input_qsa), -inf for empty, future
+ * or foreign cells; ggml_top_k then takes the W = B + r - 1 largest with
+ * std::partial_sort(idx, idx + W, idx + n_kv, value greater), which in libstdc++ is a heap
+ * selection: make_heap over the first W indices, then every later index whose value beats the
+ * heap's top (the smallest kept) replaces it. Cells share their block's value, so which cells of a
+ * partly selected block win, and which of several equal-score blocks (sigma = 0 is common: a sum
+ * of ReLUs), is decided by that heap's order, not by position; qsa_heap_select below is the same
+ * algorithm step for step (sift-down to a leaf, then sift-up, as __adjust_heap does). Two facts
+ * make the row cheap to rebuild here: for one sequence cell j is position j, and every -inf cell
+ * lies after the query's last visible cell, so no -inf ever enters the heap and the row is just
+ * cells 0 .. p. The tail's exact value does not matter: its cells share one value above every
+ * block score (unless a score reaches about 1e9), and there are at most r - 1 <= W of them, so all
+ * are taken whatever it is; 1e9 stands for sigma_tail + 1e9 (ERRATA F4's spare block included).
+ * A query with p + 1 <= W keeps every visible cell: dense attention.
+ *
+ * The attention over the chosen cells gathers their K and V rows, in tiles of QSA_TILE cells
+ * widened to f32, and runs the attention item kernel st_op_attention would (ops_attn_*.c, the
+ * reference one under st_cpu_limit(0)) on each tile, merging the tiles' softmax states. A query
+ * costs O(W) however long the context. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cpu/ops_cpu.h"
+#include "base/cpu.h"
+#include "quant/quant.h"
+
+#define QSA_TAIL 1e9f
+#define QSA_TILE 64
+
+void st_op_qsa_pool(uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0, int64_t b1,
+                    float *out) {
+    const float inv = 1.0f / (float)r;
+    for (int64_t b = b0; b < b1; b++) {
+        float *o = out + (b - b0) * dim;
+        for (int64_t j = 0; j < r; j++) {
+            const int64_t cell = b * r + j;
+            for (int64_t i = 0; i < dim; i++) {
+                const float k = kv_type == ST_TYPE_F16 ? st_fp16_to_fp32(((const uint16_t *)cache)[cell * dim + i])
+                                                       : ((const float *)cache)[cell * dim + i];
+                o[i] = j == 0 ? k : o[i] + k;
+            }
+        }
+        for (int64_t i = 0; i < dim; i++) o[i] *= inv;
+    }
+}
+
+void ops_qsa_scores_ref(const float *q, int64_t n_head, int64_t dim, const float *K, int64_t n_blocks, float *sigma) {
+    for (int64_t b = 0; b < n_blocks; b++) {
+        float sum = 0.0f;
+        for (int64_t h = 0; h < n_head; h++) {
+            float dot = 0.0f;
+            for (int64_t i = 0; i < dim; i++) dot += q[h * dim + i] * K[b * dim + i];
+            sum += dot > 0.0f ? dot : 0.0f;
+        }
+        sigma[b] = sum;
+    }
+}
+
+static ops_qsa_scores_fn scores_pick(void) {
+    const st_cpu_features *f = st_cpu();
+    if (f->avx512f) return ops_qsa_scores_avx512;
+    if (f->avx2 && f->fma) return ops_qsa_scores_avx2;
+    return ops_qsa_scores_ref;
+}
+
+/* ---- the selection ---- */
+
+/* One query's row: the value of cell j (j <= p). */
+typedef struct qsa_row {
+    const float *sigma;
+    int64_t r, tail_start;
+} qsa_row;
+
+static inline float cell_value(const qsa_row *v, int32_t j) {
+    return j >= v->tail_start ? QSA_TAIL : v->sigma[j / v->r];
+}
+
+/* std::__adjust_heap with comp(a, b) = value(a) > value(b): the hole at `hole` sinks to a leaf
+ * along the children that are not greater, then `x` rises from there (std::__push_heap). */
+static void adjust_heap(int32_t *h, int64_t hole, int64_t len, int32_t x, const qsa_row *v) {
+    const int64_t top = hole;
+    int64_t child = hole;
+    while (child < (len - 1) / 2) {
+        child = 2 * (child + 1);
+        if (cell_value(v, h[child]) > cell_value(v, h[child - 1])) child--;
+        h[hole] = h[child];
+        hole = child;
+    }
+    if ((len & 1) == 0 && child == (len - 2) / 2) {
+        child = 2 * (child + 1);
+        h[hole] = h[child - 1];
+        hole = child - 1;
+    }
+    const float xv = cell_value(v, x);
+    int64_t parent = (hole - 1) / 2;
+    while (hole > top && cell_value(v, h[parent]) > xv) {
+        h[hole] = h[parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
+    }
+    h[hole] = x;
+}
+
+/* std::__heap_select(idx, idx + W, idx + n): the W cells of 0 .. n-1 that partial_sort keeps. */
+static void qsa_heap_select(int32_t *h, int64_t W, int64_t n, const qsa_row *v) {
+    for (int64_t i = 0; i < W; i++) h[i] = (int32_t)i;
+    if (W >= 2)
+        for (int64_t parent = (W - 2) / 2;; parent--) {
+            adjust_heap(h, parent, W, h[parent], v);
+            if (parent == 0) break;
+        }
+    for (int64_t i = W; i < n; i++)
+        if (cell_value(v, (int32_t)i) > cell_value(v, h[0])) adjust_heap(h, 0, W, (int32_t)i, v); /* __pop_heap */
+}
+
+typedef struct qsa_job {
+    const st_qsa_args *a;
+    char *scratch;
+    size_t per_thread;
+    int64_t max_blocks;
+    ops_qsa_scores_fn scores;
+} qsa_job;
+
+static size_t qsa_thread_bytes(int64_t n_ctx, int64_t r, int64_t width) {
+    size_t sigma = (size_t)(n_ctx / r + 1) * sizeof(float), heap = (size_t)width * sizeof(int32_t);
+    size_t mark = (size_t)(n_ctx / 64 + 1) * sizeof(uint64_t);
+    return (sigma + heap + mark + 63) / 64 * 64;
+}
+
+size_t st_qsa_scratch_size(int n_threads, int64_t n_ctx, int64_t r, int64_t width) {
+    if (r <= 0) return 0;
+    return (size_t)(n_threads > 0 ? n_threads : 1) * qsa_thread_bytes(n_ctx, r, width);
+}
+
+static void qsa_select_row(const qsa_job *j, int64_t t, char *scr) {
+    const st_qsa_args *a = j->a;
+    int32_t *cells = a->cells + t * a->ld_cells;
+    const int64_t p = a->pos[t], W = a->width;
+    if (p + 1 <= W) {
+        for (int64_t c = 0; c <= p; c++) cells[c] = (int32_t)c;
+        a->n_cells[t] = (int32_t)(p + 1);
+        return;
+    }
+    float *sigma = (float *)scr;
+    int32_t *heap = (int32_t *)(scr + (size_t)(j->max_blocks + 1) * sizeof(float));
+    uint64_t *mark = (uint64_t *)(heap + W);
+    const int64_t tail_start = (p + 1) / a->r * a->r, n_blocks = tail_start / a->r;
+    j->scores(a->q + t * a->ld_q, a->n_head, a->dim, a->blocks, n_blocks, sigma);
+    qsa_row v = {sigma, a->r, tail_start};
+    qsa_heap_select(heap, W, p + 1, &v);
+    const int64_t words = (p + 1 + 63) / 64;
+    memset(mark, 0, (size_t)words * sizeof *mark);
+    for (int64_t i = 0; i < W; i++) mark[heap[i] >> 6] |= 1ull << (heap[i] & 63);
+    int64_t n = 0;
+    for (int64_t w = 0; w < words; w++)
+        for (uint64_t bits = mark[w]; bits; bits &= bits - 1) cells[n++] = (int32_t)(w * 64 + __builtin_ctzll(bits));
+    a->n_cells[t] = (int32_t)n;
+}
+
+static void qsa_worker(void *ctx, int ith, int nth) {
+    const qsa_job *j = ctx;
+    char *scr = j->scratch + (size_t)ith * j->per_thread;
+    for (int64_t t = ith; t < j->a->n_tok; t += nth) qsa_select_row(j, t, scr);
+}
+
+void st_op_qsa_select(st_pool *pool, const st_qsa_args *a, void *scratch) {
+    qsa_job j = {a, scratch, qsa_thread_bytes(a->n_ctx, a->r, a->width), a->n_ctx / a->r, scores_pick()};
+    ops_run(pool, a->n_tok > 1, qsa_worker, &j);
+}
+
+/* ---- attention over the chosen cells ---- */
+
+static void cell_row(const void *base, uint32_t type, int64_t off, int64_t n, float *dst) {
+    if (type == ST_TYPE_F16)
+        for (int64_t i = 0; i < n; i++) dst[i] = st_fp16_to_fp32(((const uint16_t *)base)[off + i]);
+    else
+        memcpy(dst, (const float *)base + off, (size_t)n * sizeof(float));
+}
+
+/* One (token, kv head) item: tiles of gathered f32 rows through the attention item kernel, whose
+ * partial softmax states (running max m, sum l, unnormalised acc) are merged tile by tile. */
+static void cells_item_tiled(const st_attn_cells_args *c, int64_t t, int64_t h0, int64_t nh, ops_attn_fn kernel) {
+    const st_attn_args *a = &c->a;
+    const int64_t hd = a->head_dim, row = a->n_head_kv * hd, g = h0 / (a->n_head / a->n_head_kv);
+    const int32_t *cells = c->cells + t * c->ld_cells;
+    const int64_t n = c->n_cells[t];
+    float kt[QSA_TILE * ATTN_MAX_HD], vt[QSA_TILE * ATTN_MAX_HD];
+    float part[ATTN_MAX_GROUP * (ATTN_MAX_HD + 2)], acc[ATTN_MAX_GROUP * ATTN_MAX_HD];
+    float M[ATTN_MAX_GROUP], L[ATTN_MAX_GROUP];
+    for (int64_t h = 0; h < nh; h++) {
+        M[h] = -INFINITY;
+        L[h] = 0.0f;
+        for (int64_t i = 0; i < hd; i++) acc[h * hd + i] = 0.0f;
+    }
+    float *out = a->out + t * a->ldo_tok + h0 * hd;
+    for (int64_t j0 = 0; j0 < n; j0 += QSA_TILE) {
+        const int64_t nc = n - j0 < QSA_TILE ? n - j0 : QSA_TILE;
+        for (int64_t j = 0; j < nc; j++) {
+            cell_row(a->k_cache, a->kv_type, cells[j0 + j] * row + g * hd, hd, kt + j * hd);
+            cell_row(a->v_cache, a->kv_type, cells[j0 + j] * row + g * hd, hd, vt + j * hd);
+        }
+        const int whole = n <= QSA_TILE; /* one tile: the kernel writes the output itself */
+        ops_attn_item it = {
+            .q = a->q + t * a->ldq_tok + h0 * a->ldq_head, .ldq_head = a->ldq_head, .r = nh,
+            .k = kt, .v = vt, .row = hd, .hd = hd, .c_begin = 0, .n_vis = nc, .scale = a->scale,
+            .out = out, .part = whole ? NULL : part,
+        };
+        kernel(&it, ST_TYPE_F32);
+        if (whole) return;
+        for (int64_t h = 0; h < nh; h++) {
+            const float *pp = part + h * (hd + 2);
+            if (!(pp[1] > 0.0f)) continue;
+            const float m_new = pp[0] > M[h] ? pp[0] : M[h];
+            const float ca = expf(M[h] - m_new), cb = expf(pp[0] - m_new);
+            L[h] = L[h] * ca + pp[1] * cb;
+            for (int64_t i = 0; i < hd; i++) acc[h * hd + i] = acc[h * hd + i] * ca + pp[2 + i] * cb;
+            M[h] = m_new;
+        }
+    }
+    for (int64_t h = 0; h < nh; h++) {
+        const float inv = L[h] > 0.0f ? 1.0f / L[h] : 0.0f;
+        for (int64_t i = 0; i < hd; i++) out[h * hd + i] = acc[h * hd + i] * inv;
+    }
+}
+
+typedef struct cells_job {
+    const st_attn_cells_args *c;
+    int64_t per_item, n_items;
+    ops_attn_fn kernel;
+} cells_job;
+
+static void cells_worker(void *ctx, int ith, int nth) {
+    const cells_job *j = ctx;
+    const int64_t groups = j->c->a.n_head / j->per_item;
+    for (int64_t n = ith; n < j->n_items; n += nth) {
+        const int64_t t = n / groups, h0 = (n % groups) * j->per_item;
+        cells_item_tiled(j->c, t, h0, j->per_item, j->kernel);
+    }
+}
+
+void st_op_attention_cells(st_pool *pool, const st_attn_cells_args *c) {
+    const st_attn_args *a = &c->a;
+    if (a->head_dim > ATTN_MAX_HD || a->n_head_kv <= 0 || a->n_head % a->n_head_kv) return;
+    const int64_t r = a->n_head / a->n_head_kv;
+    cells_job j = {c, r <= ATTN_MAX_GROUP ? r : 1, 0, ops_attn_item_pick()};
+    j.n_items = a->n_tok * (a->n_head / j.per_item);
+    ops_run(pool, j.n_items > 1, cells_worker, &j);
+}

@@ -1,0 +1,84 @@
+/* ple.c: qwen4exp's PLE layer, the n-gram hash embedding (MODELS.md §6.3, ERRATA F6).
+ *
+ *   t_0 = the token; t_s = the token s positions back, s < N, from the sequence's ids; the first
+ *        missing (before position 0) or EOS predecessor and every older one read as EOS
+ *   mix_n = (t_0 M_0) ^ ... ^ (t_{n-1} M_{n-1})  in uint64, for n = 2 .. N
+ *   row_h = mix_n mod size_h + offset_h for the h_per heads of order n;  e = [table rows] (d wide)
+ *   K = RMSNorm(W_key e), Q = RMSNorm(R) per stream;  gate_c = sigmoid(signed sqrt(K_c.Q_c/sqrt d))
+ *   gv_c = (W_value e) gate_c;  nu = RMSNorm(gv) per stream
+ *   conv = dilated causal depthwise conv of nu (dilation N, history carried per sequence)
+ *   R_c += gv_c + silu(conv)_c
+ * The hash runs on the host over the ids (as llama.cpp does: ggml has no 64-bit xor); the table's
+ * rows are gathered straight from the file mapping, a few per token, so the table is never read
+ * whole. The conv is st_op_conv1d over the widened kernel bind.c builds, with the PLE history as
+ * its state. Only text: an image position would hash ple.image_token_id. */
+#include <string.h>
+
+#include "model/forward.h"
+
+/* The table rows of n tokens at positions pos0 .. pos0+n-1: rows[t*n_ple + h]. */
+static void hash_rows(const st_hparams *hp, const int32_t *ids, int64_t pos0, int64_t n, int32_t *rows) {
+    const int64_t N = hp->ple_ngram, per = hp->ple_heads_per_ngram, nh = hp->ple_n_heads;
+    const int64_t eos = hp->ple_eos;
+    for (int64_t t = 0; t < n; t++) {
+        const int64_t p = pos0 + t;
+        int64_t ctx[ST_PLE_MAX_NGRAM];
+        ctx[0] = ids[p]; /* the token itself is never replaced, even when it is EOS */
+        int cut = 0;
+        for (int64_t s = 1; s < N; s++) {
+            const int64_t tok = cut || p - s < 0 ? -1 : ids[p - s];
+            cut = cut || tok < 0 || tok == eos;
+            ctx[s] = cut ? eos : tok;
+        }
+        for (int64_t order = 2; order <= N; order++) {
+            uint64_t mix = (uint64_t)ctx[0] * hp->ple_mult[0];
+            for (int64_t j = 1; j < order; j++) mix ^= (uint64_t)ctx[j] * hp->ple_mult[j];
+            for (int64_t g = 0; g < per; g++) {
+                const int64_t h = (order - 2) * per + g;
+                rows[t * nh + h] = (int32_t)(mix % hp->ple_size[h] + hp->ple_offset[h]);
+            }
+        }
+    }
+}
+
+/* y = RMSNorm(x_c; w_c) for each of the hc streams (d wide, rows hc*d apart). */
+static void stream_norm(st_fwd *f, const float *x, const st_tensor *w, float *y, int64_t rows) {
+    const int64_t d = f->hp->n_embd, hcd = f->hp->n_hc * d;
+    for (int64_t c = 0; c < f->hp->n_hc; c++)
+        st_op_rms_norm(f->pool, x + c * d, hcd, w->f32 + c * d, y + c * d, hcd, rows, d, f->hp->eps);
+}
+
+void fwd_ple(st_fwd *f, int il, float *R) {
+    const st_hparams *hp = f->hp;
+    const st_model *m = f->m;
+    const st_layer *L = &m->layers[il];
+    const int64_t n = f->n, d = hp->n_embd, hc = hp->n_hc, hcd = hc * d, nh = hp->ple_n_heads;
+    st_workspace *ws = f->ws;
+
+    /* e: the n_ple table rows of each token, concatenated */
+    int32_t *rows = st_workspace_get(ws, WS_PLE_IDS);
+    float *e = st_workspace_f32(ws, WS_PLE_E);
+    hash_rows(hp, f->s->ids, f->pos0, n, rows);
+    st_op_get_rows(m->ple_table.type, m->ple_table.data, m->ple_table.ne[1], hp->ple_dim, rows, n * nh, e, hp->ple_dim);
+
+    /* key and value projections; per-stream norms of the key and of the streams (the query) */
+    float *key = st_workspace_f32(ws, WS_XN), *query = st_workspace_f32(ws, WS_HC_G);
+    float *val = st_workspace_f32(ws, WS_T), *gv = st_workspace_f32(ws, WS_PLE_GV);
+    fwd_mm_item it[2] = {{&L->ple_key, key, hcd}, {&L->ple_value, val, d}};
+    fwd_matmul_many(f, e, d, n, it, 2);
+    stream_norm(f, key, &L->ple_norm_key, key, n);
+    stream_norm(f, R, &L->ple_norm_query, query, n);
+
+    /* gv_c = value * gate_c */
+    st_op_ple_gate(f->pool, key, query, hcd, val, d, gv, hcd, n, hc, d);
+
+    /* conv = silu(dilated conv(RMSNorm(gv; norm_conv))), the history carried in the state */
+    float *nu = key, *conv = query;
+    stream_norm(f, gv, &L->ple_norm_conv, nu, n);
+    st_op_conv1d(f->pool, nu, hcd, L->ple_conv_wide.f32, f->s->layers[il].ple_hist, conv, hcd, n, hcd,
+                 L->ple_conv_wide.ne[0], 1);
+
+    /* R += gv + silu(conv) */
+    st_op_add(f->pool, gv, hcd, conv, hcd, gv, hcd, n, hcd);
+    st_op_add(f->pool, R, hcd, gv, hcd, R, hcd, n, hcd);
+}
