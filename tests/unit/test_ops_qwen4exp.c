@@ -1,0 +1,269 @@
+/* test_ops_qwen4exp.c: the ops qwen4exp adds (backend.h): the hyper-connection mix and combine,
+ * the PLE gate, and QSA's pooling, block scores, cell selection and attention over listed cells.
+ * Hand cases pin the formulas; the AVX2 and AVX-512 kernels (st_cpu_limit 1 and 3) are compared
+ * with the references (level 0) on random inputs of odd sizes; the selection is checked against
+ * the cells libstdc++'s std::partial_sort keeps for a row with tied blocks (computed once with
+ * g++ from the values below), including partly selected blocks that are neither the lowest nor
+ * the highest positions; attention over the cells 0 .. p equals the causal op. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/backend.h"
+#include "base/cpu.h"
+#include "quant/quant.h"
+#include "test.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+static void fill(float *x, int64_t n, float s) { for (int64_t i = 0; i < n; i++) x[i] = s * frand(); }
+
+static float max_rel(const float *a, const float *b, int64_t n) {
+    float m = 0.0f, ref = 1e-30f;
+    for (int64_t i = 0; i < n; i++) { m = fmaxf(m, fabsf(a[i] - b[i])); ref = fmaxf(ref, fabsf(b[i])); }
+    return m / ref;
+}
+static const int levels[3] = {0, 1, 3};
+
+static void test_hc(st_pool *pool) {
+    /* hand case: hc = 2, d = 2; g = 0 gives sigmoid 1/2 */
+    float xn[4] = {1, 2, 3, 4}, g[4] = {0, 0, 0, 0}, m[2];
+    st_op_hc_pre(NULL, xn, 4, g, 4, m, 2, 1, 2, 2, 0.5f);
+    CHECK(fabsf(m[0] - 0.5f * (0.5f + 1.5f)) < 1e-6f && fabsf(m[1] - 0.5f * (1.0f + 2.0f)) < 1e-6f);
+    /* combine: a zero injection is a plain residual add; inj = hc*ln 3 gives weight 2*0.75 */
+    float R[4] = {1, 1, 1, 1}, y[2] = {2, -4}, inj[2] = {0, 2.0f * logf(3.0f)};
+    st_op_hc_post(NULL, R, 4, y, 2, inj, 2, 1, 2, 2);
+    CHECK(fabsf(R[0] - 3) < 1e-6f && fabsf(R[1] + 3) < 1e-6f && fabsf(R[2] - 4) < 1e-5f && fabsf(R[3] + 5) < 1e-5f);
+
+    /* odd sizes, several tokens and one token (split by elements), every level against level 0 */
+    const int64_t hc = 4, d = 37, hcd = hc * d;
+    for (int64_t n = 1; n <= 5; n += 4) {
+        float *x = malloc(sizeof(float) * n * hcd), *gg = malloc(sizeof(float) * n * hcd);
+        float *mo[3], *Ro[3], *ii = malloc(sizeof(float) * n * hc), *yy = malloc(sizeof(float) * n * d);
+        fill(x, n * hcd, 2.0f);
+        fill(gg, n * hcd, 6.0f);
+        fill(ii, n * hc, 5.0f);
+        fill(yy, n * d, 1.0f);
+        for (int l = 0; l < 3; l++) {
+            st_cpu_limit(levels[l]);
+            mo[l] = malloc(sizeof(float) * n * d);
+            Ro[l] = malloc(sizeof(float) * n * hcd);
+            memcpy(Ro[l], x, sizeof(float) * n * hcd);
+            st_op_hc_pre(pool, x, hcd, gg, hcd, mo[l], d, n, hc, d, 1.0f / hc);
+            st_op_hc_post(pool, Ro[l], hcd, yy, d, ii, hc, n, hc, d);
+        }
+        st_cpu_limit(3);
+        for (int l = 1; l < 3; l++) {
+            CHECKF(max_rel(mo[l], mo[0], n * d) < 1e-6f, "hc_pre level %d n %lld", levels[l], (long long)n);
+            CHECKF(memcmp(Ro[l], Ro[0], sizeof(float) * n * hcd) == 0, "hc_post level %d n %lld", levels[l], (long long)n);
+        }
+        /* the reference is the formula */
+        int ok = 1;
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < d; i++) {
+                double s = 0;
+                for (int64_t c = 0; c < hc; c++) s += x[t * hcd + c * d + i] / (1.0 + exp(-gg[t * hcd + c * d + i]));
+                if (fabs(mo[0][t * d + i] - s / hc) > 1e-5) ok = 0;
+            }
+        CHECK(ok);
+        for (int l = 0; l < 3; l++) { free(mo[l]); free(Ro[l]); }
+        free(x); free(gg); free(ii); free(yy);
+    }
+}
+
+static void test_ple_gate(void) {
+    /* hc = 2, d = 4: stream 0 has k.q = 4 -> s = 4/2 = 2; stream 1 k.q = 0 -> gate 1/2 */
+    float k[8] = {1, 1, 1, 1, 1, 0, 0, 0}, q[8] = {1, 1, 1, 1, 0, 1, 1, 1}, v[4] = {1, -2, 3, 0.5f}, gv[8];
+    st_op_ple_gate(NULL, k, q, 8, v, 4, gv, 8, 1, 2, 4);
+    const float g0 = 1.0f / (1.0f + expf(-sqrtf(2.0f)));
+    for (int i = 0; i < 4; i++) {
+        CHECKF(fabsf(gv[i] - v[i] * g0) < 1e-6f, "stream 0 [%d] %g", i, gv[i]);
+        CHECKF(fabsf(gv[4 + i] - v[i] * 0.5f) < 1e-6f, "stream 1 [%d] %g", i, gv[4 + i]);
+    }
+    /* a negative score: the signed square root */
+    float kn[4] = {-1, -1, -1, -1}, qn[4] = {1, 1, 1, 1}, one = 1.0f, out[4];
+    st_op_ple_gate(NULL, kn, qn, 4, &one, 1, out, 4, 1, 1, 1);
+    CHECK(fabsf(out[0] - 1.0f / (1.0f + expf(1.0f))) < 1e-6f);
+}
+
+static void test_qsa_pool_scores(void) {
+    /* pool: r = 2 blocks of dim 3 from an f16 cache */
+    float keys[12] = {1, 2, 3, 3, 2, 1, -1, 0, 5, 1, 0, 1}, out[6];
+    uint16_t kh[12];
+    st_op_kv_store(ST_TYPE_F16, kh, 3, 0, keys, 3, 4);
+    st_op_qsa_pool(ST_TYPE_F16, kh, 3, 2, 0, 2, out);
+    const float want[6] = {2, 2, 2, 0, 0, 3};
+    for (int i = 0; i < 6; i++) CHECKF(out[i] == want[i], "pool[%d] %g", i, out[i]);
+    st_op_qsa_pool(ST_TYPE_F32, keys, 3, 2, 1, 2, out);
+    CHECK(out[0] == 0 && out[1] == 0 && out[2] == 3);
+
+    const int64_t H = 3, dim = 37, nb = 29;
+    float *q = malloc(sizeof(float) * H * dim), *K = malloc(sizeof(float) * nb * dim);
+    fill(q, H * dim, 1.0f);
+    fill(K, nb * dim, 1.0f);
+    /* the selection of a query that sees everything as its own row: cells of the W best blocks */
+    int32_t pos = (int32_t)(nb * 4 + 2), cells[3][64], ncell[3];
+    for (int l = 0; l < 3; l++) {
+        st_cpu_limit(levels[l]);
+        st_qsa_args a = {.q = q, .ld_q = H * dim, .n_head = H, .dim = dim, .blocks = K, .pos = &pos, .n_tok = 1,
+                         .r = 4, .width = 4 * 8 + 3, .n_ctx = 512, .cells = cells[l], .ld_cells = 64, .n_cells = &ncell[l]};
+        void *scr = malloc(st_qsa_scratch_size(1, 512, 4, a.width));
+        st_op_qsa_select(NULL, &a, scr);
+        free(scr);
+    }
+    st_cpu_limit(3);
+    /* random scores have no ties: every level picks the same 8 blocks and the 3 tail cells */
+    for (int l = 1; l < 3; l++) CHECKF(ncell[l] == ncell[0] && !memcmp(cells[l], cells[0], sizeof(int32_t) * ncell[0]), "level %d", levels[l]);
+    CHECK(ncell[0] == 35 && cells[0][34] == pos && cells[0][32] == pos - 2);
+    /* and those are the 8 largest sigma = sum_h relu(q_h . K_b) of a plain double computation */
+    double sig[29];
+    for (int b = 0; b < nb; b++) {
+        sig[b] = 0;
+        for (int h = 0; h < H; h++) {
+            double dot = 0;
+            for (int i = 0; i < dim; i++) dot += (double)q[h * dim + i] * K[b * dim + i];
+            sig[b] += dot > 0 ? dot : 0;
+        }
+    }
+    int ok = 1;
+    for (int j = 0; j < 32; j += 4) {
+        int b = cells[0][j] / 4, better = 0;
+        for (int o = 0; o < nb; o++) better += sig[o] > sig[b];
+        if (better >= 8 || cells[0][j] % 4 || cells[0][j + 3] != cells[0][j] + 3) ok = 0;
+    }
+    CHECK(ok);
+    free(q);
+    free(K);
+}
+
+/* A row with tied blocks, r = 3, p = 22: the scores below make blocks 1, 3, 5 tie at 0 and
+ * blocks 0, 4 tie at 0.5. q is one head of dim 1 equal to 1 and block b's key is sigma_b, so
+ * sigma = relu(K_b). The expected cells are std::partial_sort's (g++ 12, libstdc++). */
+static void test_qsa_select_ties(void) {
+    float K[7] = {0.5f, -1.0f, 2.0f, 0.0f, 0.5f, -3.0f, 1.25f}, q = 1.0f;
+    const int32_t pos = 22;
+    const struct { int W; int cells[11]; } want[] = {
+        {7, {6, 7, 8, 19, 20, 21, 22}},
+        {8, {6, 7, 8, 18, 19, 20, 21, 22}},
+        {10, {6, 7, 8, 13, 14, 18, 19, 20, 21, 22}},
+        {11, {6, 7, 8, 12, 13, 14, 18, 19, 20, 21, 22}},
+    };
+    for (size_t c = 0; c < sizeof want / sizeof want[0]; c++) {
+        int32_t cells[32], n;
+        st_qsa_args a = {.q = &q, .ld_q = 1, .n_head = 1, .dim = 1, .blocks = K, .pos = &pos, .n_tok = 1, .r = 3,
+                         .width = want[c].W, .n_ctx = 64, .cells = cells, .ld_cells = 32, .n_cells = &n};
+        void *scr = malloc(st_qsa_scratch_size(1, 64, 3, want[c].W));
+        st_op_qsa_select(NULL, &a, scr);
+        free(scr);
+        int ok = n == want[c].W;
+        for (int i = 0; ok && i < n; i++) ok = cells[i] == want[c].cells[i];
+        CHECKF(ok, "W = %d: %d cells, first %d", want[c].W, n, n ? cells[0] : -1);
+    }
+    /* p + 1 <= W: every cell, dense */
+    int32_t cells[32], n, p5 = 5;
+    st_qsa_args a = {.q = &q, .ld_q = 1, .n_head = 1, .dim = 1, .blocks = K, .pos = &p5, .n_tok = 1, .r = 3,
+                     .width = 6, .n_ctx = 64, .cells = cells, .ld_cells = 32, .n_cells = &n};
+    void *scr = malloc(st_qsa_scratch_size(1, 64, 3, 6));
+    st_op_qsa_select(NULL, &a, scr);
+    free(scr);
+    CHECK(n == 6 && cells[0] == 0 && cells[5] == 5);
+}
+
+static void test_attention_cells(st_pool *pool) {
+    const int64_t hds[3] = {40, 64, 128};
+    for (int ih = 0; ih < 3; ih++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            const int64_t hd = hds[ih], H = 6, Hkv = 2, row = Hkv * hd, n_ctx = 300, T = 3;
+            const uint32_t type = f16 ? ST_TYPE_F16 : ST_TYPE_F32;
+            float *k = malloc(sizeof(float) * n_ctx * row), *v = malloc(sizeof(float) * n_ctx * row);
+            float *q = malloc(sizeof(float) * T * H * hd);
+            fill(k, n_ctx * row, 1.0f);
+            fill(v, n_ctx * row, 1.0f);
+            fill(q, T * H * hd, 1.0f);
+            void *kc = malloc(n_ctx * st_kv_row_bytes(type, row)), *vc = malloc(n_ctx * st_kv_row_bytes(type, row));
+            st_op_kv_store(type, kc, row, 0, k, row, n_ctx);
+            st_op_kv_store(type, vc, row, 0, v, row, n_ctx);
+            int32_t pos[3] = {0, 150, 299};
+            float *dense = malloc(sizeof(float) * T * H * hd), *out[3];
+            st_attn_args a = {.q = q, .ldq_tok = H * hd, .ldq_head = hd, .k_cache = kc, .v_cache = vc, .kv_type = type,
+                              .pos = pos, .n_tok = T, .n_head = H, .n_head_kv = Hkv, .head_dim = hd, .n_kv = n_ctx,
+                              .scale = 1.0f / sqrtf((float)hd), .out = dense, .ldo_tok = H * hd};
+            st_op_attention(pool, &a);
+            /* cells 0 .. p (more than one tile) equal the causal op */
+            int32_t *cells = malloc(sizeof(int32_t) * T * n_ctx), ncell[3];
+            for (int t = 0; t < T; t++) {
+                ncell[t] = pos[t] + 1;
+                for (int c = 0; c <= pos[t]; c++) cells[t * n_ctx + c] = c;
+            }
+            for (int l = 0; l < 3; l++) {
+                st_cpu_limit(levels[l]);
+                out[l] = malloc(sizeof(float) * T * H * hd);
+                st_attn_cells_args c = {.a = a, .cells = cells, .ld_cells = n_ctx, .n_cells = ncell};
+                c.a.out = out[l];
+                st_op_attention_cells(pool, &c);
+            }
+            st_cpu_limit(3);
+            for (int l = 0; l < 3; l++)
+                CHECKF(max_rel(out[l], dense, T * H * hd) < 2e-6f, "hd %lld f16 %d level %d: %g", (long long)hd, f16, levels[l],
+                       max_rel(out[l], dense, T * H * hd));
+            /* a sparse list (every third cell): level 0 against a double-precision softmax */
+            for (int t = 0; t < T; t++) {
+                ncell[t] = 0;
+                for (int c = 0; c <= pos[t]; c += 3) cells[t * n_ctx + ncell[t]++] = c;
+            }
+            for (int l = 0; l < 3; l++) {
+                st_cpu_limit(levels[l]);
+                st_attn_cells_args c = {.a = a, .cells = cells, .ld_cells = n_ctx, .n_cells = ncell};
+                c.a.out = out[l];
+                st_op_attention_cells(pool, &c);
+            }
+            st_cpu_limit(3);
+            int ok = 1;
+            for (int t = 0; t < T && ok; t++)
+                for (int h = 0; h < H; h++) {
+                    const int g = h / (H / Hkv);
+                    double mx = -1e30, l = 0, o[128] = {0};
+                    double s[300];
+                    for (int j = 0; j < ncell[t]; j++) {
+                        int c = cells[t * n_ctx + j];
+                        double dot = 0;
+                        for (int i = 0; i < hd; i++) {
+                            float kk = f16 ? st_fp16_to_fp32(((uint16_t *)kc)[c * row + g * hd + i]) : k[c * row + g * hd + i];
+                            dot += (double)q[(t * H + h) * hd + i] * kk;
+                        }
+                        s[j] = dot / sqrt((double)hd);
+                        if (s[j] > mx) mx = s[j];
+                    }
+                    for (int j = 0; j < ncell[t]; j++) {
+                        int c = cells[t * n_ctx + j];
+                        double p = exp(s[j] - mx);
+                        l += p;
+                        for (int i = 0; i < hd; i++) {
+                            float vv = f16 ? st_fp16_to_fp32(((uint16_t *)vc)[c * row + g * hd + i]) : v[c * row + g * hd + i];
+                            o[i] += p * vv;
+                        }
+                    }
+                    for (int i = 0; i < hd; i++)
+                        if (fabs(out[0][(t * H + h) * hd + i] - o[i] / l) > 1e-5) ok = 0;
+                }
+            CHECKF(ok, "sparse hd %lld f16 %d", (long long)hd, f16);
+            for (int l = 1; l < 3; l++) CHECKF(max_rel(out[l], out[0], T * H * hd) < 2e-6f, "sparse level %d", levels[l]);
+            for (int l = 0; l < 3; l++) free(out[l]);
+            free(k); free(v); free(q); free(kc); free(vc); free(dense); free(cells);
+        }
+}
+
+int main(void) {
+    st_pool *pool;
+    if (st_pool_create(2, &pool) != ST_OK) return 1;
+    test_hc(pool);
+    test_ple_gate();
+    test_qsa_pool_scores();
+    test_qsa_select_ties();
+    test_attention_cells(pool);
+    st_pool_destroy(pool);
+    return test_report("test_ops_qwen4exp");
+}
