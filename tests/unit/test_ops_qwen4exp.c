@@ -172,6 +172,28 @@ static void test_qsa_select_ties(void) {
     CHECK(n == 6 && cells[0] == 0 && cells[5] == 5);
 }
 
+/* A lone query over many blocks: the threads score slices of them (decode); the cells must be
+ * those of one thread. */
+static void test_qsa_select_decode(st_pool *pool) {
+    const int64_t H = 2, dim = 19, r = 4, W = 4 * 30 + 3, n_ctx = 6000;
+    const int32_t pos = 4999;
+    const int64_t nb = (pos + 1) / r;
+    float *q = malloc(sizeof(float) * H * dim), *K = malloc(sizeof(float) * nb * dim);
+    fill(q, H * dim, 1.0f);
+    fill(K, nb * dim, 1.0f);
+    for (int64_t b = 0; b < nb; b += 7) memset(K + b * dim, 0, sizeof(float) * dim); /* ties at 0 */
+    int32_t *c1 = malloc(sizeof(int32_t) * W), *c2 = malloc(sizeof(int32_t) * W), n1, n2;
+    void *scr = malloc(st_qsa_scratch_size(st_pool_size(pool), n_ctx, r, W));
+    st_qsa_args a = {.q = q, .ld_q = H * dim, .n_head = H, .dim = dim, .blocks = K, .pos = &pos, .n_tok = 1,
+                     .r = r, .width = W, .n_ctx = n_ctx, .cells = c1, .ld_cells = W, .n_cells = &n1};
+    st_op_qsa_select(NULL, &a, scr);
+    a.cells = c2;
+    a.n_cells = &n2;
+    st_op_qsa_select(pool, &a, scr);
+    CHECK(n1 == W && n2 == W && !memcmp(c1, c2, sizeof(int32_t) * W));
+    free(q); free(K); free(c1); free(c2); free(scr);
+}
+
 static void test_attention_cells(st_pool *pool) {
     const int64_t hds[3] = {40, 64, 128};
     for (int ih = 0; ih < 3; ih++)
@@ -263,6 +285,7 @@ int main(void) {
     test_ple_gate();
     test_qsa_pool_scores();
     test_qsa_select_ties();
+    test_qsa_select_decode(pool);
     test_attention_cells(pool);
     st_pool_destroy(pool);
     return test_report("test_ops_qwen4exp");

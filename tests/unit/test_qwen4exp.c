@@ -6,7 +6,8 @@
  * partial blocks, and 6 + 3 is not a multiple of 4) and PLE multipliers above 2^32 (the hash
  * wraps in uint64); the prompt holds the PLE EOS id (0) several times. Against the peer's logits
  * (logits_peer on its libllama, F32 K/V): the same argmax and max|diff|/max|logit| <= 1e-4 whole;
- * chunks of 7 and token by token equal our whole-prompt logits to 1e-5. Then the session state:
+ * chunks of 7 and token by token equal our whole-prompt logits to 1e-5, and so do the weights
+ * copied out of the mapping (the PLE table left in it) bit for bit. Then the session state:
  * save/load mid-prompt, checkpoint + cut + a different continuation, and reuse give the logits of
  * a fresh session bit for bit; a misshapen and a missing tensor are refused naming the tensor
  * and both shapes. Skips without the peer build (tools/peer-build.sh). */
@@ -54,8 +55,10 @@ static size_t find_str(const unsigned char *b, size_t n, const char *s) {
     return 0;
 }
 
+static int copy_weights = 0;
+
 static float *ours(const char *path, int prefill, int kv_f32) {
-    st_model_params mp = {.progress = 0, .prefault = 0, .copy_weights = 0, .device = ST_DEVICE_CPU};
+    st_model_params mp = {.progress = 0, .prefault = 0, .copy_weights = copy_weights, .device = ST_DEVICE_CPU};
     st_model *m;
     if (st_model_load(path, &mp, &m) != ST_OK) return NULL;
     st_session_params sp = st_session_default_params();
@@ -123,6 +126,12 @@ static void check_model(const char *label, const char *model) {
             fprintf(stderr, "%-36s prefill %d vs whole %.2e, vs llama.cpp %.2e\n", label, prefill, rc, rp);
             free(c);
         }
+        /* the weights copied out of the mapping, the PLE table left in it: the same logits */
+        copy_weights = 1;
+        float *c = ours(model, N_TOK, 1);
+        copy_weights = 0;
+        CHECKF(c && !memcmp(c, whole, sizeof(float) * N_TOK * V), "%s: copied weights change the logits", label);
+        free(c);
     }
     free(p);
     free(whole);

@@ -125,6 +125,7 @@ typedef struct qsa_job {
     size_t per_thread;
     int64_t max_blocks;
     ops_qsa_scores_fn scores;
+    st_pool *pool;     /* for the barrier of a lone query, whose blocks the threads score together */
 } qsa_job;
 
 static size_t qsa_thread_bytes(int64_t n_ctx, int64_t r, int64_t width) {
@@ -138,7 +139,8 @@ size_t st_qsa_scratch_size(int n_threads, int64_t n_ctx, int64_t r, int64_t widt
     return (size_t)(n_threads > 0 ? n_threads : 1) * qsa_thread_bytes(n_ctx, r, width);
 }
 
-static void qsa_select_row(const qsa_job *j, int64_t t, char *scr) {
+/* Query t's selection from its block scores sigma (already computed when `scored`). */
+static void qsa_select_row(const qsa_job *j, int64_t t, char *scr, int scored) {
     const st_qsa_args *a = j->a;
     int32_t *cells = a->cells + t * a->ld_cells;
     const int64_t p = a->pos[t], W = a->width;
@@ -151,7 +153,7 @@ static void qsa_select_row(const qsa_job *j, int64_t t, char *scr) {
     int32_t *heap = (int32_t *)(scr + (size_t)(j->max_blocks + 1) * sizeof(float));
     uint64_t *mark = (uint64_t *)(heap + W);
     const int64_t tail_start = (p + 1) / a->r * a->r, n_blocks = tail_start / a->r;
-    j->scores(a->q + t * a->ld_q, a->n_head, a->dim, a->blocks, n_blocks, sigma);
+    if (!scored) j->scores(a->q + t * a->ld_q, a->n_head, a->dim, a->blocks, n_blocks, sigma);
     qsa_row v = {sigma, a->r, tail_start};
     qsa_heap_select(heap, W, p + 1, &v);
     const int64_t words = (p + 1 + 63) / 64;
@@ -165,13 +167,26 @@ static void qsa_select_row(const qsa_job *j, int64_t t, char *scr) {
 
 static void qsa_worker(void *ctx, int ith, int nth) {
     const qsa_job *j = ctx;
+    const st_qsa_args *a = j->a;
+    if (a->n_tok == 1 && nth > 1) {
+        /* decode: the threads score slices of the blocks into thread 0's scratch, which selects */
+        const int64_t p = a->pos[0], n_blocks = p + 1 > a->width ? (p + 1) / a->r : 0;
+        long b0, b1;
+        st_split((long)n_blocks, ith, nth, &b0, &b1);
+        if (b1 > b0) j->scores(a->q, a->n_head, a->dim, a->blocks + b0 * a->dim, b1 - b0, (float *)j->scratch + b0);
+        st_pool_barrier(j->pool);
+        if (ith == 0) qsa_select_row(j, 0, j->scratch, 1);
+        return;
+    }
     char *scr = j->scratch + (size_t)ith * j->per_thread;
-    for (int64_t t = ith; t < j->a->n_tok; t += nth) qsa_select_row(j, t, scr);
+    for (int64_t t = ith; t < a->n_tok; t += nth) qsa_select_row(j, t, scr, 0);
 }
 
 void st_op_qsa_select(st_pool *pool, const st_qsa_args *a, void *scratch) {
-    qsa_job j = {a, scratch, qsa_thread_bytes(a->n_ctx, a->r, a->width), a->n_ctx / a->r, scores_pick()};
-    ops_run(pool, a->n_tok > 1, qsa_worker, &j);
+    qsa_job j = {a, scratch, qsa_thread_bytes(a->n_ctx, a->r, a->width), a->n_ctx / a->r, scores_pick(), pool};
+    /* a lone query is worth the threads only with many blocks to score */
+    int threaded = a->n_tok > 1 || (a->pos[0] + 1) / a->r >= 1024;
+    ops_run(pool, threaded, qsa_worker, &j);
 }
 
 /* ---- attention over the chosen cells ---- */
