@@ -128,10 +128,13 @@ typedef struct qsa_job {
     st_pool *pool;     /* for the barrier of a lone query, whose blocks the threads score together */
 } qsa_job;
 
+/* A thread's scratch: block scores, then the heap, then the cell mark (8-byte aligned parts). */
+static size_t round8(size_t n) { return (n + 7) / 8 * 8; }
+static size_t sigma_bytes(int64_t max_blocks) { return round8((size_t)(max_blocks + 1) * sizeof(float)); }
+
 static size_t qsa_thread_bytes(int64_t n_ctx, int64_t r, int64_t width) {
-    size_t sigma = (size_t)(n_ctx / r + 1) * sizeof(float), heap = (size_t)width * sizeof(int32_t);
-    size_t mark = (size_t)(n_ctx / 64 + 1) * sizeof(uint64_t);
-    return (sigma + heap + mark + 63) / 64 * 64;
+    size_t heap = round8((size_t)width * sizeof(int32_t)), mark = (size_t)(n_ctx / 64 + 1) * sizeof(uint64_t);
+    return (sigma_bytes(n_ctx / r) + heap + mark + 63) / 64 * 64;
 }
 
 size_t st_qsa_scratch_size(int n_threads, int64_t n_ctx, int64_t r, int64_t width) {
@@ -150,8 +153,8 @@ static void qsa_select_row(const qsa_job *j, int64_t t, char *scr, int scored) {
         return;
     }
     float *sigma = (float *)scr;
-    int32_t *heap = (int32_t *)(scr + (size_t)(j->max_blocks + 1) * sizeof(float));
-    uint64_t *mark = (uint64_t *)(heap + W);
+    int32_t *heap = (int32_t *)(scr + sigma_bytes(j->max_blocks));
+    uint64_t *mark = (uint64_t *)((char *)heap + round8((size_t)W * sizeof(int32_t)));
     const int64_t tail_start = (p + 1) / a->r * a->r, n_blocks = tail_start / a->r;
     if (!scored) j->scores(a->q + t * a->ld_q, a->n_head, a->dim, a->blocks, n_blocks, sigma);
     qsa_row v = {sigma, a->r, tail_start};
