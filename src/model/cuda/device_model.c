@@ -111,11 +111,13 @@ static st_status make_expert_f16(st_device_model *dm, const struct st_model *m, 
 
 /* What a session needs beside the weights, counted against the budget: KV cells and recurrent
  * states for a context of 4096, the workspace for the default chunk of 512 rows, and the scratch of
- * the prompt path (the MoE path dequantizes up to 1 GiB of experts at once; attention's score
- * blocks, cuBLAS). A longer context or larger chunks take more (the plan says so). */
+ * the prompt path: the MoE path dequantizes up to 1 GiB of experts at once, beside attention's
+ * score blocks and cuBLAS's workspace; 2.25 GiB in all, from the peak nvidia-smi showed on the
+ * H200 (bench/cuda/runs/2026-12-01-h200-tiers-v2: 1.5 GiB left the peak 0.67 GiB past the
+ * budget). A longer context or larger chunks take more (docs/cuda.md). */
 static uint64_t session_reserve(const struct st_model *m) {
     const st_hparams *hp = &m->hp;
-    uint64_t b = (uint64_t)3 << 29;
+    uint64_t b = (uint64_t)9 << 28;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         if (st_hp_is_hybrid(hp) && hp->is_linear[il])
             b += (uint64_t)(st_hp_conv_channels(hp) * hp->ssm_conv_kernel + hp->ssm_n_v * hp->ssm_state * hp->ssm_state) * 4;
