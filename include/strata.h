@@ -50,6 +50,11 @@ typedef struct st_model_params {
     int device;              /* ST_DEVICE_AUTO (the default): the GPU when this build has CUDA and a
                                 GPU is present and the model runs there, else the CPU;
                                 ST_DEVICE_CPU; ST_DEVICE_CUDA (an error if it cannot) */
+    double gpu_mem_gib;      /* on a GPU: the device memory in use may reach this many GiB (the
+                                weights, a session, the context); 0 (the default): all of it less
+                                1 GiB. When the weights do not fit, the routed experts of the MoE
+                                layers past it stay in pinned host memory, read over the bus
+                                (st_model_device_plan says what sits where) */
 } st_model_params;
 
 enum { ST_DEVICE_AUTO = -1, ST_DEVICE_CPU = 0, ST_DEVICE_CUDA = 1 };
@@ -71,6 +76,13 @@ int64_t st_model_n_layer(const st_model *m);
 const char *st_model_device(const st_model *m);
 /* On a GPU: its memory's read bandwidth in GB/s, measured now (a read of 2 GiB); 0 on the CPU. */
 double st_model_device_bandwidth(const st_model *m);
+/* On a GPU: where the weights sit ("all 18.0 GiB of weights on the GPU", or the split between the
+ * GPU and pinned host memory under the budget, with the share of expert reads the GPU serves); ""
+ * on the CPU. */
+const char *st_model_device_plan(const st_model *m);
+/* On a GPU: the bus's bandwidth in GB/s, measured now over `bytes` of pinned host memory: kernels
+ * reading it in place (*mapped), and a host-to-device copy (*copy). Zeros on the CPU. */
+void st_model_device_bus_bandwidth(const st_model *m, size_t bytes, double *mapped, double *copy);
 /* Bytes of all bound weights, and the bytes one decoded token reads (every dense weight, the
  * routed experts' share k/E of the expert weights, one embedding row). */
 uint64_t st_model_weight_bytes(const st_model *m);

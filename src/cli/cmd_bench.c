@@ -199,6 +199,13 @@ int cmd_bench(int argc, char **argv) {
         else
             printf("decode reads %.1f MiB/token; read bandwidth %.2f GB/s (probe, %d threads); decode uses %.1f%% of it\n",
                    bytes / (1 << 20), bw, threads, 100 * share);
+        if (on_gpu && strstr(st_model_device_plan(m), "host memory")) {
+            /* tiers: the bus the experts in host memory are read over */
+            double mapped = 0, copy = 0;
+            st_model_device_bus_bandwidth(m, (size_t)1 << 30, &mapped, &copy);
+            printf("tiers    %s\nbus      kernels reading pinned host memory %.1f GB/s, host-to-device copies %.1f GB/s (probe)\n",
+                   st_model_device_plan(m), mapped, copy);
+        }
         printf("scratch %.1f MiB (chunks of %d rows), state %.1f MiB (%lld positions)\n",
                (double)st_session_scratch_bytes(s) / (1 << 20), sp.n_prefill, (double)st_session_state_bytes(s) / (1 << 20),
                (long long)st_session_n_ctx(s));

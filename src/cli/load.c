@@ -18,7 +18,9 @@ int cli_load_model(const char *command, cli_options *o, st_model **out) {
     st_model_params mp = st_model_default_params();
     mp.copy_weights = o->copy_weights;
     mp.device = o->device;
+    mp.gpu_mem_gib = o->gpu_mem;
     if (st_model_load(o->model, &mp, out) != ST_OK) return cli_fail("cannot load the model");
+    if (*st_model_device_plan(*out)) fprintf(stderr, "strata: %s: %s\n", st_model_device(*out), st_model_device_plan(*out));
     if (!st_model_has_tokenizer(*out))
         st_warn("%s: tokenizer not supported (%s); only token ids can be used", o->model, st_model_tokenizer_error(*out));
     return 0;

@@ -20,6 +20,10 @@ static const cli_flag shared_flags[] = {
     {"--device", NULL, "D", CLI_CHOICE, OPT(device), 0, 0, "cpu|cuda|auto", device_values,
      "cpu, cuda or auto (default auto: cuda when this build has it and a GPU\n"
      "is present, else cpu)", CLI_MODEL},
+    {"--gpu-mem", NULL, "GiB", CLI_FLOAT, OPT(gpu_mem), 0, 1e6, NULL, NULL,
+     "on a GPU, the device memory in use may reach GiB (default: all of it\n"
+     "less 1 GiB); the routed experts that do not fit stay in host memory,\n"
+     "read over the bus (the plan is printed at load)", CLI_MODEL},
     {"--copy-weights", NULL, NULL, CLI_SWITCH, OPT(copy_weights), 1, 0, NULL, NULL,
      "copy the weights out of the file mapping into RAM (about twice the\n"
      "decode speed per core); default: copy when the model takes at most\n"

@@ -23,6 +23,7 @@ typedef struct cli_options {
     char model_found[PATH_MAX];   /* the demo model's path, when that is the one */
     int device;                   /* --device: ST_DEVICE_AUTO, _CPU, _CUDA */
     int copy_weights;             /* --copy-weights 1, --no-copy-weights 0, -1 automatic */
+    float gpu_mem;                /* --gpu-mem GiB, 0: all of the GPU */
     st_session_params session;    /* -t, --ctx, --prefill, --kv-type */
     st_sampler_params sampling;   /* --temp, --top-k, --top-p, --min-p, --seed, --repeat-penalty */
 } cli_options;
@@ -31,7 +32,7 @@ void cli_options_default(cli_options *o);
 
 /* The groups of shared flags a command takes. */
 enum {
-    CLI_MODEL = 1 << 0,     /* -m, --device, --copy-weights, --no-copy-weights */
+    CLI_MODEL = 1 << 0,     /* -m, --device, --gpu-mem, --copy-weights, --no-copy-weights */
     CLI_SESSION = 1 << 1,   /* -t, -c/--ctx, --prefill, --kv-type, --kv-f32 */
     CLI_SAMPLING = 1 << 2,  /* --temp, --top-k, --top-p, --min-p, --seed, --repeat-penalty */
 };

@@ -18,13 +18,20 @@ typedef struct st_device_model st_device_model;
 int st_device_count(void);
 
 /* Uploads every bound weight of m in its file type; refuses (naming the tensor) what the device
- * forward cannot run. progress: a progress line while uploading. */
-st_status st_device_model_load(const struct st_model *m, int progress, st_device_model **out);
+ * forward cannot run. progress: a progress line while uploading. budget: the device memory the
+ * process may take with this model and a session (0: what the device has free, less 1 GiB); when
+ * the weights do not fit it, the routed experts of the layers that do not fit stay in pinned host
+ * memory, read in place by the same kernels over the bus (model/cuda/device_tiers.c). */
+st_status st_device_model_load(const struct st_model *m, int progress, uint64_t budget, st_device_model **out);
 void st_device_model_free(st_device_model *dm);
 /* "NVIDIA H200, 132 SMs, 139.8 GiB, cc 9.0" */
 const char *st_device_model_describe(const st_device_model *dm);
 /* The device memory's read bandwidth in GB/s, measured now; 0 if it cannot be. */
 double st_device_model_bandwidth(st_device_model *dm);
+/* What sits where: "all 18.0 GiB of weights on the GPU", or the tiers' split (st_model_device_plan). */
+const char *st_device_model_plan(const st_device_model *dm);
+/* The bus, measured now (st_model_device_bus_bandwidth); zeros if it cannot be. */
+void st_device_model_bus_bandwidth(st_device_model *dm, size_t bytes, double *mapped, double *copy);
 /* The device memory free now (for sizing a session's context), 0 if unknown. */
 uint64_t st_device_model_free_bytes(const st_device_model *dm);
 

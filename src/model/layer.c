@@ -60,3 +60,13 @@ st_tensor *st_model_tensor_slot(struct st_model *m, int64_t i) {
     i -= TOP_SLOTS;
     return st_layer_tensor_at(&m->layers[i / ST_LAYER_N_TENSORS], (int)(i % ST_LAYER_N_TENSORS));
 }
+
+const st_tensor *st_model_tensor_slot_get(const struct st_model *m, int64_t i) {
+    return st_model_tensor_slot((struct st_model *)m, i);
+}
+
+st_layer_tensor_kind st_model_tensor_slot_kind(const struct st_model *m, int64_t i) {
+    (void)m;
+    if (i < TOP_SLOTS) return i == 2 ? ST_LT_VECTOR : ST_LT_MATRIX;
+    return st_layer_tensors[(i - TOP_SLOTS) % ST_LAYER_N_TENSORS].kind;
+}

@@ -201,6 +201,10 @@ struct st_model {
  * tok_embd (same data). */
 int64_t st_model_n_tensor_slots(const struct st_model *m);
 st_tensor *st_model_tensor_slot(struct st_model *m, int64_t i);
+const st_tensor *st_model_tensor_slot_get(const struct st_model *m, int64_t i);
+/* The slot's kind: a layer slot's table row, ST_LT_MATRIX for the embedding and the head, ST_LT_VECTOR
+ * for output_norm. */
+st_layer_tensor_kind st_model_tensor_slot_kind(const struct st_model *m, int64_t i);
 
 /* hparams.c */
 st_status st_hparams_load(const st_gguf *g, st_hparams *hp);

@@ -224,6 +224,8 @@ static st_status copy_weights(struct st_model *m, int progress) {
 st_status st_model_load(const char *path, const st_model_params *params, st_model **out) {
     st_model_params p = params ? *params : st_model_default_params();
     *out = NULL;
+    if (!(p.gpu_mem_gib >= 0.0 && p.gpu_mem_gib < 1e6))
+        return st_fail(ST_ERR_INVALID, "gpu_mem_gib %g: expected a size in GiB, or 0 for all of the GPU", p.gpu_mem_gib);
     struct st_model *m = calloc(1, sizeof *m);
     if (!m) return st_fail(ST_ERR_NOMEM, "out of memory");
     st_status s = st_gguf_open(path, &m->gguf);
@@ -251,7 +253,7 @@ st_status st_model_load(const char *path, const st_model_params *params, st_mode
     }
     if (m->hp.arch != ST_ARCH_QWEN4EXP && p.device != ST_DEVICE_CPU && (p.device == ST_DEVICE_CUDA || st_device_count() > 0)) {
         /* Uploaded straight from the mapping; the host keeps no copy. */
-        st_status ds = st_device_model_load(m, p.progress, &m->dev);
+        st_status ds = st_device_model_load(m, p.progress, (uint64_t)(p.gpu_mem_gib * (double)(1ull << 30)), &m->dev);
         if (ds == ST_OK) {
             *out = m;
             return ST_OK;
@@ -293,6 +295,11 @@ int64_t st_model_n_ctx_train(const st_model *m) { return m->hp.n_ctx_train; }
 int64_t st_model_n_layer(const st_model *m) { return m->hp.n_layer; }
 const char *st_model_device(const st_model *m) { return m->dev ? st_device_model_describe(m->dev) : "cpu"; }
 double st_model_device_bandwidth(const st_model *m) { return m->dev ? st_device_model_bandwidth(m->dev) : 0.0; }
+const char *st_model_device_plan(const st_model *m) { return m->dev ? st_device_model_plan(m->dev) : ""; }
+void st_model_device_bus_bandwidth(const st_model *m, size_t bytes, double *mapped, double *copy) {
+    *mapped = *copy = 0.0;
+    if (m->dev) st_device_model_bus_bandwidth(m->dev, bytes, mapped, copy);
+}
 uint64_t st_model_weight_bytes(const st_model *m) { return m->weight_bytes; }
 uint64_t st_model_decode_bytes(const st_model *m) { return m->decode_bytes; }
 uint64_t st_model_ple_table_bytes(const st_model *m) { return m->ple_table_bytes; }

@@ -11,6 +11,7 @@
  *  - st_model_params.copy_weights gives the same logits as the mapping;
  *  - refusals: a missing required tensor, a wrong shape and a missing required key are errors
  *    whose message names the tensor (and both shapes) or the key. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,7 +279,20 @@ static void test_refusals(void) {
     expect_refusal(&o7, "knorm", "blk.3.attn_k_norm.weight", NULL, NULL);
 }
 
+/* A device budget that is not a size is refused before the file is read (the path need not exist). */
+static void test_bad_gpu_mem(void) {
+    const double bad[] = {-1.0, 1e9, (double)NAN};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        st_model_params mp = {.gpu_mem_gib = bad[i]};
+        st_model *m = NULL;
+        st_status s = st_model_load("/nonexistent.gguf", &mp, &m);
+        CHECKF(s == ST_ERR_INVALID && m == NULL && strstr(st_last_error(), "gpu_mem_gib"), "gpu_mem_gib %g: status %d '%s'",
+               bad[i], s, st_last_error());
+    }
+}
+
 int main(void) {
+    test_bad_gpu_mem();
     /* /dev/shm when there is one: the GGUF writer fsyncs every file. */
     const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     snprintf(dir, sizeof dir, "%s/strata-test-model-XXXXXX", tmp);

@@ -121,6 +121,17 @@ st_status st_cuda_host_alloc(size_t bytes, void **out) {
     return cu_check(cudaMallocHost(out, bytes), "cudaMallocHost");
 }
 
+st_status st_cuda_host_alloc_mapped(size_t bytes, void **host, void **dev) {
+    *host = *dev = NULL;
+    ST_TRY(cu_check(cudaHostAlloc(host, bytes, cudaHostAllocMapped | cudaHostAllocWriteCombined), "cudaHostAlloc"));
+    st_status s = cu_check(cudaHostGetDevicePointer(dev, *host, 0), "cudaHostGetDevicePointer");
+    if (s != ST_OK) {
+        cudaFreeHost(*host);
+        *host = *dev = NULL;
+    }
+    return s;
+}
+
 void st_cuda_host_free(void *p) {
     if (p) cudaFreeHost(p);
 }

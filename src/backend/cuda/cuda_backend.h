@@ -80,10 +80,17 @@ st_status st_cuda_copy2d(st_cuda *cu, void *dst, size_t dpitch, const void *src,
  * precede a graph launch. */
 st_status st_cuda_upload_async(st_cuda *cu, void *dst, const void *src_host, size_t bytes);
 st_status st_cuda_host_alloc(size_t bytes, void **out);
+/* Pinned host memory that kernels read in place over the bus (mapped, write-combined: the host
+ * only writes it once). *dev is the pointer kernels use; free it with st_cuda_host_free(*host). */
+st_status st_cuda_host_alloc_mapped(size_t bytes, void **host, void **dev);
 void st_cuda_host_free(void *p);
 
 /* The memory's read bandwidth in GB/s: a buffer of `bytes` read by every SM (best of 5 runs). */
 st_status st_cuda_read_bandwidth(st_cuda *cu, size_t bytes, double *gbs);
+/* The bus between host memory and the device, over `bytes` of pinned host memory (best of 5):
+ * *mapped_gbs, kernels reading mapped host memory in place (how experts left in host memory are
+ * read); *copy_gbs, a host-to-device copy. */
+st_status st_cuda_host_bandwidth(st_cuda *cu, size_t bytes, double *mapped_gbs, double *copy_gbs);
 
 /* ---- Quantized products (matmul.h) ---------------------------------------------------------- */
 

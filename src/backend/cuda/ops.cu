@@ -8,6 +8,7 @@
  * math library does not shift every angle by an ulp. */
 #include <cuda_fp16.h>
 #include <math.h>
+#include <string.h>
 #include "backend/cuda/cuda_internal.cuh"
 
 #define OPS_THREADS 256
@@ -669,5 +670,34 @@ extern "C" st_status st_cuda_read_bandwidth(st_cuda *cu, size_t bytes, double *g
     }
     st_cuda_free(cu, buf);
     if (s == ST_OK && best > 0.0f) *gbs = (double)bytes / (best * 1e-3) / 1e9;
+    return s;
+}
+
+extern "C" st_status st_cuda_host_bandwidth(st_cuda *cu, size_t bytes, double *mapped_gbs, double *copy_gbs) {
+    *mapped_gbs = *copy_gbs = 0.0;
+    void *host = NULL, *mapped = NULL, *dev = NULL;
+    ST_TRY(st_cuda_host_alloc_mapped(bytes + 256, &host, &mapped));
+    memset(host, 0, bytes + 256);
+    st_status s = st_cuda_alloc(cu, bytes + 256, &dev);
+    const int64_t n = (int64_t)(bytes / sizeof(int4));
+    float best_mapped = 0.0f, best_copy = 0.0f;
+    for (int r = 0; r < 5 && s == ST_OK; r++) {
+        float ms = 0.0f;
+        s = st_cuda_timer_start(cu);
+        if (s == ST_OK) {
+            read_probe_kernel<<<(unsigned)cu->n_sm * 8, 512, 0, cu->stream>>>((const int4 *)mapped, n, (int *)((char *)dev + bytes));
+            s = cu_launched("host read probe");
+        }
+        if (s == ST_OK) s = st_cuda_timer_stop(cu, &ms);
+        if (s == ST_OK && ms > 0.0f && (best_mapped == 0.0f || ms < best_mapped)) best_mapped = ms;
+        if (s == ST_OK) s = st_cuda_timer_start(cu);
+        if (s == ST_OK) s = st_cuda_upload_async(cu, dev, host, bytes);
+        if (s == ST_OK) s = st_cuda_timer_stop(cu, &ms);
+        if (s == ST_OK && ms > 0.0f && (best_copy == 0.0f || ms < best_copy)) best_copy = ms;
+    }
+    st_cuda_free(cu, dev);
+    st_cuda_host_free(host);
+    if (s == ST_OK && best_mapped > 0.0f) *mapped_gbs = (double)bytes / (best_mapped * 1e-3) / 1e9;
+    if (s == ST_OK && best_copy > 0.0f) *copy_gbs = (double)bytes / (best_copy * 1e-3) / 1e9;
     return s;
 }

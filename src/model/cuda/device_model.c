@@ -3,6 +3,7 @@
  * The GGUF's whole data section is uploaded once, in its file types, into one device allocation
  * through a pinned staging buffer; each bound tensor's pointer is rebased into it. The few vectors
  * the binder converted to f32 on the host (f16 norms) are uploaded one by one. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,16 +80,15 @@ static st_status upload_blob(st_device_model *dm, const char *base, size_t size,
  * dequantizing (H200, 35B-A3B layer at 4096 tokens: 1.42 against 2.39 ms). They take 6*d*ff bytes
  * per expert (64 GB for the 35B-A3B), so they are made only when that leaves 16 GiB of the device
  * free; STRATA_CUDA_EXPERT_F16=0 never makes them, =1 always tries. */
-static st_status make_expert_f16(st_device_model *dm, const struct st_model *m, int progress) {
+static st_status make_expert_f16(st_device_model *dm, const struct st_model *m, uint64_t room, int progress) {
     const st_hparams *hp = &m->hp;
     const char *env = getenv("STRATA_CUDA_EXPERT_F16");
     if (!st_hp_is_moe(hp) || (env && !strcmp(env, "0"))) return ST_OK;
     size_t per_layer = (size_t)(hp->n_expert * 6 * hp->n_embd * hp->n_ff_exp), total = 0;
     for (int64_t il = 0; il < hp->n_layer; il++)
         if (dm->layers[il].gate_exps.data && dm->layers[il].up_exps.data) total += per_layer;
-    size_t free_b = 0, total_b = 0;
-    ST_TRY(st_cuda_mem_info(dm->cu, &free_b, &total_b));
-    if (total == 0 || (!(env && !strcmp(env, "1")) && free_b < total + ((size_t)16 << 30))) return ST_OK;
+    /* room: what the budget leaves once the weights are in */
+    if (total == 0 || (!(env && !strcmp(env, "1")) && room < total + ((size_t)16 << 30))) return ST_OK;
     dm->f16_gu = calloc((size_t)hp->n_layer, sizeof *dm->f16_gu);
     dm->f16_down = calloc((size_t)hp->n_layer, sizeof *dm->f16_down);
     if (!dm->f16_gu || !dm->f16_down) return st_fail(ST_ERR_NOMEM, "cuda: out of memory");
@@ -109,7 +109,26 @@ static st_status make_expert_f16(st_device_model *dm, const struct st_model *m, 
     return ST_OK;
 }
 
-st_status st_device_model_load(const struct st_model *m, int progress, st_device_model **out) {
+/* What a session needs beside the weights, counted against the budget: KV cells and recurrent
+ * states for a context of 4096, the workspace for the default chunk of 512 rows, and the scratch of
+ * the prompt path: the MoE path dequantizes up to 1 GiB of experts at once, beside attention's
+ * score blocks and cuBLAS's workspace; 2.25 GiB in all, from the peak nvidia-smi showed on the
+ * H200 (bench/cuda/runs/2026-12-01-h200-tiers-v2: 1.5 GiB left the peak 0.67 GiB past the
+ * budget). A longer context or larger chunks take more (docs/cuda.md). */
+static uint64_t session_reserve(const struct st_model *m) {
+    const st_hparams *hp = &m->hp;
+    uint64_t b = (uint64_t)9 << 28;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        if (st_hp_is_hybrid(hp) && hp->is_linear[il])
+            b += (uint64_t)(st_hp_conv_channels(hp) * hp->ssm_conv_kernel + hp->ssm_n_v * hp->ssm_state * hp->ssm_state) * 4;
+        else
+            b += (uint64_t)4096 * 2 * 2 * (uint64_t)(hp->n_head_kv[il] * hp->head_dim);
+    }
+    for (int id = 0; id < WSD_N_BUFFERS; id++) b += st_forward_cuda_ws_size(m, id, 512);
+    return b;
+}
+
+st_status st_device_model_load(const struct st_model *m, int progress, uint64_t budget, st_device_model **out) {
     *out = NULL;
     if (st_cuda_device_count() <= 0) return st_fail(ST_ERR_UNSUPPORTED, "cuda: no GPU found");
     ST_TRY(st_forward_cuda_check(m));
@@ -118,19 +137,41 @@ st_status st_device_model_load(const struct st_model *m, int progress, st_device
     st_status s = st_cuda_open(0, &dm->cu);
     size_t off = st_gguf_data_offset(m->gguf), size = st_gguf_file_size(m->gguf) - off;
     const char *base = NULL;
-    if (s == ST_OK && st_gguf_n_tensors(m->gguf) > 0) {
-        const st_gguf_tensor *t0 = st_gguf_tensor_at(m->gguf, 0);
-        base = (const char *)t0->data - t0->offset;
-        /* the model's pointers must still be the mapping's (no host copy) */
-        s = st_cuda_alloc(dm->cu, size, &dm->blob);
-        if (s == ST_OK) s = upload_blob(dm, base, size, progress);
-    }
+    /* The budget caps the device memory in use (the context's own share, and anything else on the
+     * device, included): given, or all of it less 1 GiB. */
+    size_t free_b = 0, total_b = 0;
+    if (s == ST_OK) s = st_cuda_mem_info(dm->cu, &free_b, &total_b);
+    uint64_t in_use = (uint64_t)(total_b - free_b), reserve = session_reserve(m), room = 0;
+    if (s == ST_OK && budget == 0) budget = total_b > ((size_t)1 << 30) ? total_b - ((size_t)1 << 30) : 0;
+    char bb[32], ub[32];
+    snprintf(bb, sizeof bb, "%.1f GiB", (double)budget / (double)(1ull << 30));
+    snprintf(ub, sizeof ub, "%.1f GiB", (double)(in_use + reserve) / (double)(1ull << 30));
+    if (s == ST_OK && budget > total_b)
+        s = st_fail(ST_ERR_NOMEM, "cuda: a device budget of %s, but the GPU has %.1f GiB", bb, (double)total_b / (double)(1ull << 30));
+    if (s == ST_OK && budget < in_use + reserve)
+        s = st_fail(ST_ERR_NOMEM, "cuda: a device budget of %s leaves nothing for weights: %s are in use or kept for a "
+                    "session", bb, ub);
+    if (s == ST_OK) room = budget - in_use - reserve;
+    dm->budget = budget;
+    int tiered = s == ST_OK && st_device_tiers_needed(m, room);
     if (s == ST_OK) {
         dm->layers = calloc((size_t)m->hp.n_layer, sizeof *dm->layers);
         dm->n_layers = m->hp.n_layer;
         if (!dm->layers) s = st_fail(ST_ERR_NOMEM, "cuda: out of memory");
     }
-    if (s == ST_OK) {
+    if (s == ST_OK && tiered) {
+        s = st_device_tiers_upload(dm, m, room, progress);
+    } else if (s == ST_OK) {
+        if (st_gguf_n_tensors(m->gguf) > 0) {
+            const st_gguf_tensor *t0 = st_gguf_tensor_at(m->gguf, 0);
+            base = (const char *)t0->data - t0->offset;
+            /* the model's pointers must still be the mapping's (no host copy) */
+            s = st_cuda_alloc(dm->cu, size, &dm->blob);
+            if (s == ST_OK) s = upload_blob(dm, base, size, progress);
+        }
+        snprintf(dm->plan, sizeof dm->plan, "all %.1f GiB of weights on the GPU", (double)size / (double)(1ull << 30));
+    }
+    if (s == ST_OK && !tiered) {
         dm->w.tok_embd = m->tok_embd;
         dm->w.output = m->output;
         dm->w.output_norm = m->output_norm;
@@ -144,7 +185,11 @@ st_status st_device_model_load(const struct st_model *m, int progress, st_device
         }
         dm->w.layers = dm->layers;
     }
-    if (s == ST_OK) s = make_expert_f16(dm, m, progress);
+    if (s == ST_OK && !tiered) s = make_expert_f16(dm, m, room > size ? room - size : 0, progress);
+    if (s == ST_OK && budget < total_b - ((size_t)1 << 30)) {
+        size_t len = strlen(dm->plan);
+        snprintf(dm->plan + len, sizeof dm->plan - len, " (budget %s, %s of it kept for the context and a session)", bb, ub);
+    }
     if (s != ST_OK) {
         st_device_model_free(dm);
         return s;
@@ -162,8 +207,10 @@ void st_device_model_free(st_device_model *dm) {
         }
         for (int i = 0; i < dm->n_owned; i++) st_cuda_free(dm->cu, dm->owned[i]);
         if (dm->blob) st_cuda_free(dm->cu, dm->blob);
+        st_cuda_host_free(dm->host_blob);
         st_cuda_close(dm->cu);
     }
+    free(dm->host_layer);
     free(dm->owned);
     free(dm->layers);
     free(dm->f16_gu);
@@ -172,6 +219,12 @@ void st_device_model_free(st_device_model *dm) {
 }
 
 const char *st_device_model_describe(const st_device_model *dm) { return st_cuda_describe(dm->cu); }
+
+const char *st_device_model_plan(const st_device_model *dm) { return dm->plan; }
+
+void st_device_model_bus_bandwidth(st_device_model *dm, size_t bytes, double *mapped, double *copy) {
+    if (st_cuda_host_bandwidth(dm->cu, bytes, mapped, copy) != ST_OK) st_clear_error();
+}
 
 double st_device_model_bandwidth(st_device_model *dm) {
     double gbs = 0.0;
@@ -185,5 +238,7 @@ uint64_t st_device_model_free_bytes(const st_device_model *dm) {
         st_clear_error();
         return 0;
     }
-    return free_b;
+    /* what the budget leaves, if less */
+    uint64_t in_use = (uint64_t)(total_b - free_b), left = dm->budget > in_use ? dm->budget - in_use : 0;
+    return left < free_b ? left : free_b;
 }

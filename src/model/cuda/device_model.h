@@ -10,7 +10,11 @@
 
 struct st_device_model {
     st_cuda *cu;
-    void *blob;                  /* the data section on the device */
+    void *blob;                  /* the data section on the device, or (tiers) the tensors kept there */
+    void *host_blob;             /* tiers: the routed experts left in pinned host memory, or NULL */
+    uint8_t *host_layer;         /* tiers: per layer, 1 when its routed experts are in host_blob */
+    char plan[512];              /* what sits where (st_device_model_plan) */
+    uint64_t budget;             /* the device memory the process may have in use */
     void **owned;                /* vectors uploaded on their own */
     int n_owned, cap_owned;
     st_dweights w;
@@ -18,5 +22,12 @@ struct st_device_model {
     void **f16_gu, **f16_down;  /* per layer, when the experts' f16 copies are made */
     int64_t n_layers;
 };
+
+/* Memory tiers (device_tiers.c): whether the bound weights need more than `room` bytes of device
+ * memory; and their placement under `room`: the dense weights and the routed experts of the first
+ * MoE layers that fit on the device (dm->blob), the other layers' routed experts in pinned mapped
+ * host memory (dm->host_blob), dm->layers and dm->w set, dm->plan written. */
+int st_device_tiers_needed(const struct st_model *m, uint64_t room);
+st_status st_device_tiers_upload(st_device_model *dm, const struct st_model *m, uint64_t room, int progress);
 
 #endif
