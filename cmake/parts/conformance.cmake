@@ -9,6 +9,9 @@
 #                         `strata synth` tiny models in f32, q8_0 and q4_k (tests/conformance/
 #                         conformance.sh says what is compared and how); skipped while a piece
 #                         is missing (peer library, logits_peer, `strata eval`, test-llama-archs).
+#   synth_qwen4exp_peer_<type>   `strata synth --arch qwen4exp --preset tiny` in f32, q8_0 and q4_k
+#                         loads and runs in llama.cpp, chunked and token by token as one chunk
+#                         (conformance.sh --peer-only): the file is in the layout its loader wants.
 if(STRATA_BUILD_TESTS)
   if(TARGET test_synth)
     target_sources(test_synth PRIVATE ${CMAKE_SOURCE_DIR}/src/cli/synth_plan.c
@@ -47,5 +50,14 @@ if(STRATA_BUILD_TESTS)
       set_tests_properties(${name} PROPERTIES LABELS conformance SKIP_RETURN_CODE 77 TIMEOUT 300
                            ENVIRONMENT "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
     endforeach()
+  endforeach()
+
+  foreach(type f32 q8_0 q4_k)
+    set(name synth_qwen4exp_peer_${type})
+    add_test(NAME ${name}
+             COMMAND bash ${CMAKE_SOURCE_DIR}/tests/conformance/conformance.sh --arch qwen4exp --source synth --type ${type}
+                     --peer-only --bin ${CMAKE_BINARY_DIR} --work ${CMAKE_BINARY_DIR}/conformance/${name})
+    set_tests_properties(${name} PROPERTIES LABELS conformance SKIP_RETURN_CODE 77 TIMEOUT 300
+                         ENVIRONMENT "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
   endforeach()
 endif()

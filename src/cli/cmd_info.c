@@ -1,7 +1,9 @@
 /* cmd_info.c: `strata info FILE`: what a GGUF file holds, without loading it. The path and GGUF
  * version, the architecture and name, the architecture's hyperparameters (the ones the Qwen
  * models use first, in a fixed order, then any others under the same prefix), the vocabulary, and
- * the tensors: count, parameters, bytes and a histogram by type.
+ * the tensors: count, parameters, bytes and a histogram by type. A qwen4exp PLE table
+ * (per_layer_token_embd) is shown apart, with the weights' size without it: the engine gathers
+ * its rows from the file mapping and never copies it, so it costs file space, not memory.
  *
  * Opening validates the whole file, so a bad file ends here with the reader's message on stderr
  * and exit status 1. Per-layer arrays are printed compactly ("[0, 0, 0, 1] x 12"). */
@@ -263,6 +265,16 @@ static void print_tensors(const st_gguf *g) {
     printf("tensors:\n  %-36s %" PRId64 "\n  %-36s %.0f (%s)\n  %-36s %.0f (%s)\n", "count", st_gguf_n_tensors(g), "parameters", params, pb,
            "bytes", bytes, bb);
     if (!st_gguf_n_tensors(g)) return;
+    const st_gguf_tensor *ple = st_gguf_find_tensor(g, "per_layer_token_embd.weight");
+    if (ple) {
+        human_count(pb, sizeof pb, (double)ple->n_elements);
+        human_bytes(bb, sizeof bb, (double)ple->size);
+        printf("  %-36s %" PRId64 " rows x %" PRId64 ", %s, %s parameters, %zu bytes (%s)\n",
+               "PLE table", ple->ne[1], ple->ne[0], st_type_get(ple->type)->name, pb, ple->size, bb);
+        human_count(pb, sizeof pb, params - (double)ple->n_elements);
+        human_bytes(bb, sizeof bb, bytes - (double)ple->size);
+        printf("  %-36s %.0f bytes (%s), %s parameters\n", "weights without the PLE table", bytes - (double)ple->size, bb, pb);
+    }
     qsort(rows, ST_TYPE_COUNT, sizeof rows[0], by_bytes);
     printf("  %-8s %8s %14s %12s %8s\n", "type", "tensors", "parameters", "bytes", "bits/w");
     for (int i = 0; i < ST_TYPE_COUNT && rows[i].count; i++) {

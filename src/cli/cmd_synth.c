@@ -1,6 +1,7 @@
 /* cmd_synth.c: `strata synth OUT.gguf --arch A --preset P --type T [--tokenizer tokenizer.json]
- * [--seed S] [-t THREADS]`: writes a random-weight model in llama.cpp's converter layout (the plan
- * is synth_plan.c, the writing synth_write.c). Prints one summary line when done. */
+ * [--seed S] [-t THREADS] [--qsa-budget B] [--qsa-ratio R]`: writes a random-weight model in
+ * llama.cpp's converter layout (the plan is synth_plan.c, the writing synth_write.c). Prints one
+ * summary line when done. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,15 +15,18 @@
 static void synth_usage(FILE *f) {
     fprintf(f,
             "usage: strata synth OUT.gguf --arch A --preset P --type T [--tokenizer tokenizer.json] [--seed S] [-t THREADS]\n"
-            "                    [--random-blocks]\n"
-            "  --arch      qwen35moe | qwen35 | qwen3next | qwen3moe | qwen3\n"
+            "                    [--random-blocks] [--qsa-budget B] [--qsa-ratio R]\n"
+            "  --arch      qwen35moe | qwen35 | qwen3next | qwen3moe | qwen3 | qwen4exp\n"
             "  --preset    tiny (tests) | small (issue 3's 2.0 B speed shape) | a3b (Qwen3.5-35B-A3B's shape)\n"
+            "              | flash (qwen4exp only: Qwen3.8-Flash-Next's widths in 4 layers, a 1 GiB PLE table)\n"
             "  --type      f32 | f16 | q8_0 | q4_k (the matrices' type; norms, routers, conv and SSM vectors stay f32)\n"
             "  --tokenizer a Hugging Face tokenizer.json; without it a small built-in byte-level BPE is written\n"
             "  --seed      the random seed (default 1): the same seed gives the same bytes\n"
             "  -t          threads (default: one per core)\n"
             "  --random-blocks  q4_k only: draw the matrices' blocks directly (same spread, centred) instead of\n"
-            "              quantizing normal deviates; about 50x faster, for speed runs on the a3b shape\n");
+            "              quantizing normal deviates; about 50x faster, for speed runs on the a3b shape\n"
+            "  --qsa-budget, --qsa-ratio  qwen4exp: the QSA budget B (indexer.top_k) and block ratio r of the\n"
+            "              full-attention layers instead of the preset's (tiny: 16 and 3; flash: 2048 and 4)\n");
 }
 
 static int parse_type(const char *s, uint32_t *type) {
@@ -48,6 +52,8 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--seed") && has_value) o.seed = strtoull(argv[++i], NULL, 0);
         else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && has_value) o.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "--random-blocks")) o.random_blocks = 1;
+        else if (!strcmp(a, "--qsa-budget") && has_value) o.qsa_budget = strtoll(argv[++i], NULL, 0);
+        else if (!strcmp(a, "--qsa-ratio") && has_value) o.qsa_ratio = strtoll(argv[++i], NULL, 0);
         else if (a[0] != '-' && !o.out) o.out = a;
         else {
             fprintf(stderr, "strata synth: unexpected argument '%s'\n", a);

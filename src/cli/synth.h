@@ -36,9 +36,21 @@ typedef struct synth_tensor {
     float std;
 } synth_tensor;
 
+/* qwen4exp's additions (MODELS.md §3.2, §6): hyper-connections, the QSA indexer, the PLE table. */
+#define SYNTH_PLE_MAX_NGRAM 8
+#define SYNTH_PLE_MAX_HEADS 64
+typedef struct synth_qwen4exp {
+    int64_t hc, hc_rank;                /* residual streams, the mixers' low rank */
+    int64_t idx_heads, idx_dim;         /* indexer query heads, key length */
+    int64_t qsa_budget, qsa_ratio;      /* indexer.top_k (B) and compress_ratio (r) on the full layers */
+    int64_t ple_layer, ple_ngram, ple_heads_per_ngram, ple_dim, ple_conv, ple_rows;
+    int64_t ple_eos;                    /* the reset token: the vocabulary's EOS, set when it is written */
+    uint64_t ple_mult[SYNTH_PLE_MAX_NGRAM], ple_offset[SYNTH_PLE_MAX_HEADS], ple_size[SYNTH_PLE_MAX_HEADS];
+} synth_qwen4exp;
+
 typedef struct synth_hparams {
     const char *arch;
-    int moe, shared_expert, hybrid, gated_attn, rope_sections_key, ssm_ba;
+    int moe, shared_expert, hybrid, gated_attn, rope_sections_key, ssm_ba, hyper;
     int64_t n_vocab, n_ctx, n_embd, n_layer;
     int64_t n_head, n_head_kv, head_dim, n_rot;
     int64_t n_ff;                       /* dense FFN width */
@@ -47,21 +59,23 @@ typedef struct synth_hparams {
     int64_t full_attn_interval;
     int32_t rope_sections[4];
     float rope_base, eps;
+    synth_qwen4exp q4;                  /* hyper (qwen4exp) only */
 } synth_hparams;
 
 typedef struct synth_plan {
     synth_hparams hp;
     uint32_t type;          /* the file's matrix type */
     synth_tensor *tensors;
-    int n_tensors;
+    int n_tensors, cap_tensors;
 } synth_plan;
 
 /* The architectures and presets synth knows, NULL-terminated. */
 extern const char *const synth_archs[];
 extern const char *const synth_presets[];
 
-/* n_vocab > 0 overrides the preset's vocabulary size (a real tokenizer's). Fails with a message
- * naming the tensor when `type` cannot hold a tensor's rows (e.g. Q4_K rows need 256 | ne0). */
+/* n_vocab > 0 overrides the preset's vocabulary size (a real tokenizer's). A matrix whose rows
+ * `type` cannot hold (Q4_K needs 256 | ne0) takes the type llama-quantize falls back to (Q4_K:
+ * Q5_0; then F16), as the real qwen4exp files have it (ffn_down_exps of 640, PLE rows of 160). */
 st_status synth_plan_build(const char *arch, const char *preset, uint32_t type, int64_t n_vocab, synth_plan *out);
 void synth_plan_free(synth_plan *p);
 /* True for layer il of a hybrid being a Gated DeltaNet (linear attention) layer. */
@@ -72,8 +86,9 @@ int64_t synth_plan_params(const synth_plan *p);
 uint64_t synth_plan_bytes(const synth_plan *p);
 
 /* The built-in byte-level vocabulary: 256 byte tokens, merges learned from a fixed text, [PADi]
- * fillers and Qwen's special tokens at the end, n_vocab entries in all. */
-st_status synth_vocab_write(st_gguf_writer *w, const char *pre, int64_t n_vocab);
+ * fillers and Qwen's special tokens at the end, n_vocab entries in all. *eos_out (if not NULL)
+ * receives the EOS id it writes. */
+st_status synth_vocab_write(st_gguf_writer *w, const char *pre, int64_t n_vocab, int64_t *eos_out);
 
 typedef struct synth_options {
     const char *out, *arch, *preset, *tokenizer;
@@ -84,6 +99,8 @@ typedef struct synth_options {
     int random_blocks;      /* q4_k: draw each block's scales and 4-bit levels directly (same spread,
                                zero mean) instead of quantizing normal deviates: ~50x faster, for
                                speed runs on big shapes (a3b) */
+    int64_t qsa_budget, qsa_ratio;  /* qwen4exp: > 0 overrides the preset's QSA budget B / ratio r
+                                       (keys only; the tensors do not depend on them) */
 } synth_options;
 
 /* Writes the model; on success *plan_out (if not NULL) receives the plan that was written. */

@@ -161,7 +161,7 @@ static st_status learn_merges(vocab *v, int budget) {
     return ST_OK;
 }
 
-st_status synth_vocab_write(st_gguf_writer *w, const char *pre, int64_t n_vocab) {
+st_status synth_vocab_write(st_gguf_writer *w, const char *pre, int64_t n_vocab, int64_t *eos_out) {
     static const char *const specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"};
     static const int32_t special_type[] = {TOK_CONTROL, TOK_CONTROL, TOK_CONTROL, TOK_USER, TOK_USER};
     const int n_special = 5;
@@ -205,6 +205,7 @@ st_status synth_vocab_write(st_gguf_writer *w, const char *pre, int64_t n_vocab)
     TRY_DONE(st_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)first_special));
     TRY_DONE(st_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", 0));
     TRY_DONE(st_gguf_set_str(w, "tokenizer.chat_template", chatml));
+    if (eos_out) *eos_out = first_special + 2;
 #undef TRY_DONE
 done:
     free(v.text);

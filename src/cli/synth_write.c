@@ -187,6 +187,29 @@ static st_status write_hparams(st_gguf_writer *w, const synth_hparams *hp) {
         ST_TRY(st_gguf_set_array(w, KEY("attention.recurrent_layers"), ST_GGUF_BOOL, recurrent, (uint64_t)hp->n_layer));
         ST_TRY(st_gguf_set_u32(w, KEY("full_attention_interval"), (uint32_t)hp->full_attn_interval));
     }
+    if (hp->hyper) {
+        const synth_qwen4exp *q = &hp->q4;
+        ST_TRY(st_gguf_set_u32(w, KEY("hyper_connection.count"), (uint32_t)q->hc));
+        ST_TRY(st_gguf_set_u32(w, KEY("hyper_connection.low_rank"), (uint32_t)q->hc_rank));
+        ST_TRY(st_gguf_set_u32(w, KEY("attention.indexer.head_count"), (uint32_t)q->idx_heads));
+        ST_TRY(st_gguf_set_u32(w, KEY("attention.indexer.key_length"), (uint32_t)q->idx_dim));
+        ST_TRY(st_gguf_set_u32(w, KEY("attention.indexer.top_k"), (uint32_t)q->qsa_budget));
+        /* as the converter writes them: int32 arrays, the ratio on full-attention layers, else 0 */
+        int32_t ratios[256];
+        for (int64_t il = 0; il < hp->n_layer && il < 256; il++) ratios[il] = synth_is_recurrent(hp, il) ? 0 : (int32_t)q->qsa_ratio;
+        ST_TRY(st_gguf_set_array(w, KEY("attention.compress_ratios"), ST_GGUF_INT32, ratios, (uint64_t)hp->n_layer));
+        int32_t ple_layer = (int32_t)q->ple_layer;
+        ST_TRY(st_gguf_set_array(w, KEY("ple.layers"), ST_GGUF_INT32, &ple_layer, 1));
+        ST_TRY(st_gguf_set_u32(w, KEY("ple.ngram_size"), (uint32_t)q->ple_ngram));
+        ST_TRY(st_gguf_set_u32(w, KEY("ple.heads_per_ngram"), (uint32_t)q->ple_heads_per_ngram));
+        ST_TRY(st_gguf_set_u32(w, KEY("ple.conv_kernel"), (uint32_t)q->ple_conv));
+        ST_TRY(st_gguf_set_u32(w, KEY("embedding_length_per_layer_input"), (uint32_t)q->ple_dim));
+        /* the loader refuses these unless they are UINT64 (ERRATA F16) */
+        uint64_t n_heads = (uint64_t)((q->ple_ngram - 1) * q->ple_heads_per_ngram);
+        ST_TRY(st_gguf_set_array(w, KEY("ple.layer_multipliers"), ST_GGUF_UINT64, q->ple_mult, (uint64_t)q->ple_ngram));
+        ST_TRY(st_gguf_set_array(w, KEY("ple.head_offsets"), ST_GGUF_UINT64, q->ple_offset, n_heads));
+        ST_TRY(st_gguf_set_array(w, KEY("ple.head_vocab_sizes"), ST_GGUF_UINT64, q->ple_size, n_heads));
+    }
 #undef KEY
     return ST_OK;
 }
@@ -237,7 +260,7 @@ static st_status write_data(st_gguf_writer *w, const synth_plan *p, const synth_
 }
 
 static st_status write_model(st_gguf_writer *w, const synth_options *o, synth_plan *p) {
-    int is35 = !strcmp(o->arch, "qwen35") || !strcmp(o->arch, "qwen35moe");
+    int is35 = !strcmp(o->arch, "qwen35") || !strcmp(o->arch, "qwen35moe") || !strcmp(o->arch, "qwen4exp");
     const char *pre = is35 ? "qwen35" : "qwen2";
     char name[128];
     snprintf(name, sizeof name, "strata-synth %s %s %s", o->arch, o->preset, st_type_get(o->type) ? st_type_get(o->type)->name : "?");
@@ -247,6 +270,9 @@ static st_status write_model(st_gguf_writer *w, const synth_options *o, synth_pl
     ST_TRY(st_gguf_set_u32(w, "general.file_type", file_type_of(o->type)));
     ST_TRY(st_gguf_set_u32(w, "general.quantization_version", 2));
     int64_t n_vocab = 0;
+    /* qwen4exp's PLE resets on the vocabulary's EOS, which only the built-in vocabulary reports. */
+    if (o->tokenizer && !strcmp(o->arch, "qwen4exp"))
+        return st_fail(ST_ERR_UNSUPPORTED, "synth: qwen4exp takes the built-in vocabulary only (no --tokenizer)");
     if (o->tokenizer) {
 #ifdef SYNTH_HAVE_HF_TOKENIZER
         /* tiny keeps the tokenizer's own size; small and a3b pad it to their 151,936 as Qwen3's
@@ -258,8 +284,12 @@ static st_status write_model(st_gguf_writer *w, const synth_options *o, synth_pl
 #endif
     }
     ST_TRY(synth_plan_build(o->arch, o->preset, o->type, n_vocab, p));
+    if (o->qsa_budget > 0) p->hp.q4.qsa_budget = o->qsa_budget;
+    if (o->qsa_ratio > 0) p->hp.q4.qsa_ratio = o->qsa_ratio;
     ST_TRY(write_hparams(w, &p->hp));
-    if (!o->tokenizer) ST_TRY(synth_vocab_write(w, pre, p->hp.n_vocab));
+    if (!o->tokenizer) ST_TRY(synth_vocab_write(w, pre, p->hp.n_vocab, &p->hp.q4.ple_eos));
+    /* qwen4exp's PLE reset token is the vocabulary's EOS, known once the vocabulary is written. */
+    if (p->hp.hyper) ST_TRY(st_gguf_set_u32(w, "qwen4exp.ple.eos_token_id", (uint32_t)p->hp.q4.ple_eos));
     for (int i = 0; i < p->n_tensors; i++) {
         const synth_tensor *t = &p->tensors[i];
         ST_TRY(st_gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne));

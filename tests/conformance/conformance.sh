@@ -3,10 +3,19 @@
 # llama.cpp on the same random token ids, in one chunk and in chunks of 1, 7 and 64 tokens.
 #
 #   conformance.sh --arch A --source llama-archs|synth [--type f32|q8_0|q4_k] --bin DIR --work DIR
+#                  [--synth-args "ARGS"] [--peer-only]
 #
 #   llama-archs  the model llama.cpp's own `test-llama-archs -o` writes for A (f32, no one here
 #                wrote it); needs the peer build (tools/peer-build.sh or STRATA_LLAMA_BUILD);
-#   synth        `strata synth --preset tiny --type T` for A.
+#   synth        `strata synth --preset tiny --type T ARGS` for A.
+#   --peer-only  no Strata side: llama.cpp's chunked and token-by-token logits against its own
+#                whole-prompt ones (f32: 1e-5 relative; quantized: the quantized limits), which
+#                proves the file loads and runs in llama.cpp and that its activations are sane
+#                (finite, and no argmax near-ties that rounding flips).
+#
+# qwen4exp prompts carry the PLE reset token (ple.eos_token_id, read with `strata info`) at
+# positions 0, 6, 7, 8, 41, 63, 64 and 90: the first token, a run of three, and on both sides of
+# the chunk boundaries of 7 and 64, so the n-gram reset is tested across chunks.
 #
 # Each chunking runs both sides with the same --prefill (llama.cpp's n_batch = n_ubatch = N), and
 # compare judges them (MODELS.md §2.6 settings on the peer: CPU, F32 K/V, flash attention off):
@@ -24,9 +33,11 @@
 # test-llama-archs binary). Prints one line per chunking.
 set -uo pipefail
 
-arch="" source="" type="f32" bin="" work=""
+arch="" source="" type="f32" bin="" work="" synth_args="" peer_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --synth-args) synth_args=$2; shift 2 ;;
+    --peer-only) peer_only=1; shift ;;
     --arch) arch=$2; shift 2 ;;
     --source) source=$2; shift 2 ;;
     --type) type=$2; shift 2 ;;
@@ -47,7 +58,7 @@ compare=$bin/conformance_compare
 [ -f "$lib" ] || skip "the peer's libllama is not at $lib (tools/setup.sh installs it)"
 [ -x "$dumper" ] || skip "logits_peer was not built (llama.h not found at configure time; run tools/peer-build.sh)"
 [ -x "$strata" ] || skip "no strata binary in $bin"
-if ! "$strata" --help 2>/dev/null | grep -q '^  eval '; then skip "strata eval is not implemented yet"; fi
+if [ $peer_only = 0 ] && ! "$strata" --help 2>/dev/null | grep -q '^  eval '; then skip "strata eval is not implemented yet"; fi
 
 rm -rf "$work" && mkdir -p "$work"
 case "$source" in
@@ -60,7 +71,8 @@ case "$source" in
     type=f32 ;;
   synth)
     model=$work/$arch-$type.gguf
-    "$strata" synth "$model" --arch "$arch" --preset tiny --type "$type" --seed 42 >"$work/synth.log" 2>&1 ||
+    # shellcheck disable=SC2086 # ARGS are words
+    "$strata" synth "$model" --arch "$arch" --preset tiny --type "$type" --seed 42 $synth_args >"$work/synth.log" 2>&1 ||
       { cat "$work/synth.log"; exit 1; } ;;
   *) echo "conformance.sh: --source must be llama-archs or synth" >&2; exit 2 ;;
 esac
@@ -80,6 +92,22 @@ for prefill in $n_tok 1 7 64; do
       { cat "$work/probe.log"; exit 1; }
     vocab=$(( $(stat -c %s "$work/probe.bin") / 4 ))
     tokens=$("$compare" tokens $n_tok "$vocab" 7)
+    if [ "$arch" = qwen4exp ]; then
+      eos=$("$strata" info "$model" | awk '$1 == "ple.eos_token_id" { print $2 }')
+      [ -n "$eos" ] || { echo "no ple.eos_token_id in $model"; exit 1; }
+      tokens=$(echo "$tokens" | awk -F, -v OFS=, -v eos="$eos" \
+        'BEGIN { split("0 6 7 8 41 63 64 90", at, " ") } { for (i in at) $(at[i] + 1) = eos; print }')
+    fi
+  fi
+  if [ $peer_only = 1 ]; then
+    "$dumper" --lib "$lib" -m "$model" --tokens "$tokens" --prefill "$prefill" --logits "$peer_out" -t 1 "${repack[@]}" \
+      2>"$work/peer-$prefill.log" || { cat "$work/peer-$prefill.log"; status=1; continue; }
+    [ "$prefill" = $n_tok ] && continue
+    peer_limits=("${limits[@]}")
+    [ "$type" = f32 ] && peer_limits=(--min-top1 1 --max-rel 1e-5)
+    "$compare" "$work/peer-$n_tok.bin" "$peer_out" "$vocab" "${peer_limits[@]}" \
+      --label "$arch $source $type peer vs itself prefill=$prefill" || status=1
+    continue
   fi
   "$dumper" --lib "$lib" -m "$model" --tokens "$tokens" --prefill "$prefill" --logits "$peer_out" -t 1 "${repack[@]}" \
     2>"$work/peer-$prefill.log" || { cat "$work/peer-$prefill.log"; status=1; continue; }

@@ -1,7 +1,9 @@
 #!/bin/sh
 # check_info.sh STRATA GGUF_SEEDS: `strata info` on good files prints what they hold and exits 0;
 # on a file truncated in its header or its tensor data, an empty or missing file, or a directory,
-# it exits 1 with "strata: <file>: <what>" on stderr, never a signal.
+# it exits 1 with "strata: <file>: <what>" on stderr, never a signal. A qwen4exp file (`strata
+# synth`) shows its PLE table apart: rows, width, type and bytes, and the weights' bytes without
+# it, the two adding up to the file's tensor bytes; other files show no PLE line.
 set -u
 strata=$1 seeds=$2
 d=$(mktemp -d) || exit 1
@@ -18,6 +20,15 @@ for want in "version 3" "architecture: *qwen35moe" "Tiny Qwen3.5 MoE" "block_cou
             "ssm.state_size  *32" "tokens  *300" "count  *13" "q4_K  *1 " "q6_K  *2 " "f32  *4 "; do
   grep -q "$want" "$d/out" || { cat "$d/out" >&2; fail "output lacks '$want'"; }
 done
+grep -q "PLE table" "$d/out" && fail "a qwen35moe file shows a PLE table"
+
+"$strata" synth "$d/q4.gguf" --arch qwen4exp --preset tiny --type q8_0 -t 1 >/dev/null || fail "synth qwen4exp failed"
+"$strata" info "$d/q4.gguf" >"$d/out" 2>"$d/err" || fail "info on qwen4exp: $(cat "$d/err")"
+grep -q "PLE table  *4062 rows x 64, q8_0, .* 276216 bytes" "$d/out" || { cat "$d/out" >&2; fail "no PLE table line"; }
+total=$(awk '$1 == "bytes" { print $2 }' "$d/out")
+rest=$(awk '/weights without the PLE table/ { print $6 }' "$d/out")
+[ -n "$total" ] && [ -n "$rest" ] && [ $((rest + 276216)) = "$total" ] || { cat "$d/out" >&2; fail "the PLE table and the rest do not add up"; }
+
 for f in qwen3 values empty vocab_only aligned256; do
   "$strata" info "$d/$f.gguf" >/dev/null 2>"$d/err" || fail "info on $f.gguf: $(cat "$d/err")"
 done

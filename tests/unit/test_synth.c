@@ -1,7 +1,10 @@
 /* test_synth.c: `strata synth` writes, for every architecture and type, a file our reader accepts,
  * with exactly the planned tensors (names, types, shapes), the keys llama.cpp needs, values drawn
  * as promised (norm gains near 1, ssm_a negative), and the same bytes for the same seed whatever
- * the thread count. The synth sources are compiled into this test (cmake/parts/conformance.cmake). */
+ * the thread count. qwen4exp also: its keys as llama.cpp's loader demands them (UINT64 hash
+ * arrays, PLE reset on the vocabulary's EOS, a table with a row for every head's range), the
+ * llama-quantize fallback types, the flash preset's shape, and the --qsa-* overrides. The synth
+ * sources are compiled into this test (cmake/parts/conformance.cmake). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +40,9 @@ static int64_t get_int(const st_gguf *g, const char *arch, const char *suffix) {
     return v;
 }
 
-static void check_values(const st_gguf *g, const char *what) {
+static void check_values(const st_gguf *g, const char *what, int hyper) {
     /* Norm gains are 1 + N(0, 0.02), stored f32. */
-    const st_gguf_tensor *t = st_gguf_find_tensor(g, "blk.0.attn_norm.weight");
+    const st_gguf_tensor *t = st_gguf_find_tensor(g, hyper ? "blk.0.hc_attn_norm.weight" : "blk.0.attn_norm.weight");
     CHECKF(t && t->type == ST_TYPE_F32, "%s: attn_norm", what);
     if (t && t->type == ST_TYPE_F32) {
         const float *x = t->data;
@@ -99,7 +102,67 @@ static void check_file(const char *path, const synth_plan *p, const char *what) 
         }
     }
     CHECKF(all_match, "%s: every planned tensor is in the file as planned", what);
-    check_values(g, what);
+    check_values(g, what, p->hp.hyper);
+    st_gguf_close(g);
+}
+
+static const st_gguf_tensor *tensor_of(const st_gguf *g, const char *name, uint32_t type, const char *what) {
+    const st_gguf_tensor *t = st_gguf_find_tensor(g, name);
+    CHECKF(t && t->type == type, "%s: %s should be %s, is %s", what, name, st_type_get(type)->name,
+           t ? st_type_get(t->type)->name : "missing");
+    return t;
+}
+
+/* qwen4exp's keys and types, as llama.cpp's loader wants them (MODELS.md §3.2, ERRATA F16). */
+static void check_qwen4exp(const char *path, uint32_t type, int64_t budget, int64_t ratio, const char *what) {
+    st_gguf *g = NULL;
+    if (st_gguf_open(path, &g) != ST_OK) {
+        CHECKF(0, "%s: our reader refuses the file: %s", what, st_last_error());
+        return;
+    }
+    CHECKF(get_int(g, "qwen4exp", "hyper_connection.count") == 4, "%s: hyper_connection.count", what);
+    CHECKF(get_int(g, "qwen4exp", "attention.indexer.top_k") == budget, "%s: indexer.top_k", what);
+    const st_gguf_value *ratios = st_gguf_find(g, "qwen4exp.attention.compress_ratios");
+    int64_t r3 = -1, r0 = -1;
+    CHECKF(ratios && st_gguf_array_len(ratios) == 4 && st_gguf_array_int(ratios, 3, &r3) == ST_OK &&
+           st_gguf_array_int(ratios, 0, &r0) == ST_OK && r3 == ratio && r0 == 0,
+           "%s: compress_ratios must be [0, 0, 0, %lld]", what, (long long)ratio);
+    /* the hash arrays are UINT64 or the loader throws; the multipliers exceed 2^32 */
+    const char *arrays[] = {"qwen4exp.ple.layer_multipliers", "qwen4exp.ple.head_offsets", "qwen4exp.ple.head_vocab_sizes"};
+    for (int i = 0; i < 3; i++) {
+        const st_gguf_value *v = st_gguf_find(g, arrays[i]);
+        CHECKF(v && st_gguf_array_type(v) == ST_GGUF_UINT64, "%s: %s must be a UINT64 array", what, arrays[i]);
+    }
+    const st_gguf_value *mult = st_gguf_find(g, arrays[0]);
+    uint64_t m0 = 0;
+    CHECKF(mult && st_gguf_array_len(mult) == 3 && st_gguf_array_uint(mult, 0, &m0) == ST_OK && m0 > (1ull << 32),
+           "%s: 3 PLE multipliers, above 2^32", what);
+    /* every head's range lies inside the table */
+    const st_gguf_value *off = st_gguf_find(g, arrays[1]), *size = st_gguf_find(g, arrays[2]);
+    const st_gguf_tensor *table = st_gguf_find_tensor(g, "per_layer_token_embd.weight");
+    uint64_t end = 0;
+    for (uint64_t h = 0; off && size && h < st_gguf_array_len(off); h++) {
+        uint64_t o = 0, n = 0;
+        st_gguf_array_uint(off, h, &o);
+        st_gguf_array_uint(size, h, &n);
+        if (o + n > end) end = o + n;
+    }
+    CHECKF(table && end > 0 && (uint64_t)table->ne[1] >= end && table->ne[0] == get_int(g, "qwen4exp", "embedding_length_per_layer_input"),
+           "%s: per_layer_token_embd must hold every head's rows", what);
+    int64_t eos = -1;
+    CHECKF(st_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &eos) == ST_OK && get_int(g, "qwen4exp", "ple.eos_token_id") == eos,
+           "%s: ple.eos_token_id must be the vocabulary's EOS", what);
+    CHECKF(!st_gguf_find_tensor(g, "output_norm.weight") && !st_gguf_find_tensor(g, "blk.0.attn_norm.weight"),
+           "%s: qwen4exp has no output_norm or attn_norm", what);
+    /* types: rows of 64 (hc up, PLE table) fall back in Q4_K files; ple_conv1d's rows of 4 fit no
+     * block; llama-quantize leaves the indexer projections alone */
+    int quant = type != ST_TYPE_F32 && type != ST_TYPE_F16;
+    tensor_of(g, "blk.3.indexer.k_proj.weight", quant ? ST_TYPE_F16 : type, what);
+    tensor_of(g, "blk.1.ple_conv1d.weight", quant ? ST_TYPE_F16 : type, what);
+    tensor_of(g, "blk.0.hc_attn_up.weight", type == ST_TYPE_Q4_K ? ST_TYPE_Q5_0 : type, what);
+    tensor_of(g, "per_layer_token_embd.weight", type == ST_TYPE_Q4_K ? ST_TYPE_Q5_0 : type, what);
+    tensor_of(g, "blk.0.hc_attn_down.weight", type, what);
+    tensor_of(g, "blk.1.ple_norm_key.weight", ST_TYPE_F32, what);
     st_gguf_close(g);
 }
 
@@ -136,6 +199,7 @@ int main(void) {
             synth_plan plan;
             if (write_model(path, synth_archs[a], types[t], 1, 2, &plan)) {
                 check_file(path, &plan, what);
+                if (plan.hp.hyper) check_qwen4exp(path, types[t], 16, 3, what);
                 synth_plan_free(&plan);
             }
             remove(path);
@@ -152,6 +216,37 @@ int main(void) {
     CHECKF(!same_bytes(path, path2), "another seed must give other bytes");
     remove(path);
     remove(path2);
+
+    /* qwen4exp: the QSA overrides reach the keys; flash has issue 11's shape (on paper only:
+     * the file is 8 GiB). */
+    synth_options q = {.out = path, .arch = "qwen4exp", .preset = "tiny", .type = ST_TYPE_F32, .seed = 1, .n_threads = 2,
+                       .qsa_budget = 40, .qsa_ratio = 5};
+    CHECKF(synth_write(&q, NULL) == ST_OK, "qwen4exp --qsa-budget 40 --qsa-ratio 5: %s", st_last_error());
+    check_qwen4exp(path, ST_TYPE_F32, 40, 5, "qwen4exp tiny budget 40 ratio 5");
+    remove(path);
+    if (synth_plan_build("qwen4exp", "flash", ST_TYPE_Q4_K, 0, &plan) == ST_OK) {
+        const synth_hparams *hp = &plan.hp;
+        CHECK(hp->n_embd == 2560 && hp->n_layer == 4 && hp->n_vocab == 248320);
+        CHECK(hp->n_expert == 512 && hp->n_expert_used == 10 && hp->n_ff_exp == 640 && hp->n_ff_shexp == 640);
+        CHECK(hp->ssm_group == 16 && hp->ssm_dt_rank == 48 && hp->ssm_state == 128);
+        CHECK(hp->n_head == 24 && hp->n_head_kv == 2 && hp->head_dim == 256 && hp->n_rot == 64);
+        CHECK(hp->q4.hc == 4 && hp->q4.hc_rank == 320 && hp->q4.idx_heads == 4 && hp->q4.idx_dim == 128);
+        CHECK(hp->q4.qsa_budget == 2048 && hp->q4.qsa_ratio == 4 && hp->q4.ple_ngram == 3 && hp->q4.ple_dim == 160);
+        CHECK(synth_is_recurrent(hp, 0) && synth_is_recurrent(hp, 1) && synth_is_recurrent(hp, 2) && !synth_is_recurrent(hp, 3));
+        CHECK(hp->q4.ple_layer == 1 && (hp->q4.ple_ngram - 1) * hp->q4.ple_heads_per_ngram == 16);
+        for (int i = 0; i < plan.n_tensors; i++)
+            if (!strcmp(plan.tensors[i].name, "per_layer_token_embd.weight")) {
+                const synth_tensor *t = &plan.tensors[i];
+                double gib = (double)st_row_size(st_type_get(t->type), t->ne[0]) * (double)t->ne[1] / (1 << 30);
+                CHECKF(t->type == ST_TYPE_Q5_0 && gib > 0.95 && gib < 1.05, "flash: the PLE table is %.3f GiB of %s, want ~1 GiB",
+                       gib, st_type_get(t->type)->name);
+            }
+        synth_plan_free(&plan);
+    } else {
+        CHECKF(0, "qwen4exp flash: %s", st_last_error());
+    }
+    CHECK(synth_plan_build("qwen35moe", "flash", ST_TYPE_F32, 0, &plan) != ST_OK && strstr(st_last_error(), "flash"));
+    CHECK(synth_plan_build("qwen4exp", "small", ST_TYPE_F32, 0, &plan) != ST_OK && strstr(st_last_error(), "small"));
 
     /* Refusals name what is wrong. */
     synth_options bad = {.out = path, .arch = "llama", .preset = "tiny", .type = ST_TYPE_F32, .seed = 1};
