@@ -9,9 +9,9 @@
 #                         `strata synth` tiny models in f32, q8_0 and q4_k (tests/conformance/
 #                         conformance.sh says what is compared and how); skipped while a piece
 #                         is missing (peer library, logits_peer, `strata eval`, test-llama-archs).
-#   synth_qwen4exp_peer_<type>   `strata synth --arch qwen4exp --preset tiny` in f32, q8_0 and q4_k
-#                         loads and runs in llama.cpp, chunked and token by token as one chunk
-#                         (conformance.sh --peer-only): the file is in the layout its loader wants.
+#                         qwen4exp also: conformance_qwen4exp_synth_f32_ratio4, the tiny model
+#                         with the real model's QSA ratio of 4, which divides its budget of 16
+#                         (the default tiny ratio of 3 does not).
 if(STRATA_BUILD_TESTS)
   if(TARGET test_synth)
     target_sources(test_synth PRIVATE ${CMAKE_SOURCE_DIR}/src/cli/synth_plan.c
@@ -33,7 +33,7 @@ if(STRATA_BUILD_TESTS)
     message(STATUS "conformance: llama.h not found (run tools/peer-build.sh); the conformance tests will skip")
   endif()
 
-  foreach(arch qwen35moe qwen35 qwen3next qwen3moe qwen3)
+  foreach(arch qwen35moe qwen35 qwen3next qwen3moe qwen3 qwen4exp)
     set(runs "llama-archs:f32" "synth:f32" "synth:q8_0" "synth:q4_k")
     foreach(run ${runs})
       string(REPLACE ":" ";" parts ${run})
@@ -52,12 +52,10 @@ if(STRATA_BUILD_TESTS)
     endforeach()
   endforeach()
 
-  foreach(type f32 q8_0 q4_k)
-    set(name synth_qwen4exp_peer_${type})
-    add_test(NAME ${name}
-             COMMAND bash ${CMAKE_SOURCE_DIR}/tests/conformance/conformance.sh --arch qwen4exp --source synth --type ${type}
-                     --peer-only --bin ${CMAKE_BINARY_DIR} --work ${CMAKE_BINARY_DIR}/conformance/${name})
-    set_tests_properties(${name} PROPERTIES LABELS conformance SKIP_RETURN_CODE 77 TIMEOUT 300
-                         ENVIRONMENT "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
-  endforeach()
+  set(name conformance_qwen4exp_synth_f32_ratio4)
+  add_test(NAME ${name}
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/conformance/conformance.sh --arch qwen4exp --source synth --type f32
+                   --synth-args "--qsa-ratio 4" --bin ${CMAKE_BINARY_DIR} --work ${CMAKE_BINARY_DIR}/conformance/${name})
+  set_tests_properties(${name} PROPERTIES LABELS conformance SKIP_RETURN_CODE 77 TIMEOUT 300
+                       ENVIRONMENT "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 endif()

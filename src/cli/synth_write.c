@@ -284,6 +284,8 @@ static st_status write_model(st_gguf_writer *w, const synth_options *o, synth_pl
 #endif
     }
     ST_TRY(synth_plan_build(o->arch, o->preset, o->type, n_vocab, p));
+    if ((o->qsa_budget > 0 || o->qsa_ratio > 0) && !p->hp.hyper)
+        return st_fail(ST_ERR_INVALID, "synth: --qsa-budget and --qsa-ratio are qwen4exp's, not %s's", o->arch);
     if (o->qsa_budget > 0) p->hp.q4.qsa_budget = o->qsa_budget;
     if (o->qsa_ratio > 0) p->hp.q4.qsa_ratio = o->qsa_ratio;
     ST_TRY(write_hparams(w, &p->hp));

@@ -1,7 +1,8 @@
 // engine.test.mjs: `strata serve -m MODEL` on the real engine (src/server/engine_strata.c), with
-// tiny random-weight models written by `strata synth` (an attention-only qwen3 and a hybrid
-// qwen35): both clients get answers, and a greedy answer on reused state equals the answer of a
-// fresh server token for token, with the reused count reported.
+// tiny random-weight models written by `strata synth` (an attention-only qwen3, a hybrid qwen35
+// and qwen4exp, whose state adds the QSA indexer keys, the PLE history and the token ids the PLE
+// hash reads): both clients get answers, and a greedy answer on reused or restored state equals
+// the answer of a fresh server token for token, with the reused count reported.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -15,7 +16,7 @@ import { startServer } from './server.mjs';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'strata-serve-'));
 const models = {};
 before(() => {
-  for (const arch of ['qwen3', 'qwen35']) {
+  for (const arch of ['qwen3', 'qwen35', 'qwen4exp']) {
     models[arch] = path.join(dir, `${arch}.gguf`);
     execFileSync(process.env.STRATA_BIN, ['synth', models[arch], '--arch', arch, '--preset', 'tiny', '--type', 'f32'], { stdio: 'ignore' });
   }
@@ -31,7 +32,7 @@ async function serve(model, extra = []) {
 
 const greedy = { temperature: 0, max_tokens: 8, chat_template_kwargs: { enable_thinking: false } };
 
-for (const arch of ['qwen3', 'qwen35']) {
+for (const arch of ['qwen3', 'qwen35', 'qwen4exp']) {
   test(`${arch}: reused state answers as a fresh session does`, async () => {
     const a = await serve(models[arch]);
     const b = await serve(models[arch]);
@@ -51,7 +52,8 @@ for (const arch of ['qwen3', 'qwen35']) {
       assert.equal(fresh.usage.prompt_tokens_details.cached_tokens, 0);
       assert.equal(reused.choices[0].message.content, fresh.choices[0].message.content);
       assert.equal(reused.usage.completion_tokens, fresh.usage.completion_tokens);
-      // qwen3 cuts its KV cache back; qwen35 returns to the checkpoint before the last <|im_start|>.
+      // qwen3 cuts its KV cache back; qwen35 and qwen4exp return to the checkpoint before the
+      // last <|im_start|>.
       assert.ok(reused.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify([r1.usage, reused.usage]));
     } finally {
       assert.equal(await a.stop(), 0, a.stderr());
@@ -78,7 +80,7 @@ test('the real engine streams to both clients and honours max_tokens', async () 
   }
 });
 
-for (const arch of ['qwen3', 'qwen35']) {
+for (const arch of ['qwen3', 'qwen35', 'qwen4exp']) {
   test(`${arch}: a saved session restores exactly (KV and recurrent state)`, async () => {
     const a = await serve(models[arch], ['--state-dir', path.join(dir, 'state')]);
     const b = await serve(models[arch]);

@@ -246,6 +246,8 @@ int main(void) {
         CHECKF(0, "qwen4exp flash: %s", st_last_error());
     }
     CHECK(synth_plan_build("qwen35moe", "flash", ST_TYPE_F32, 0, &plan) != ST_OK && strstr(st_last_error(), "flash"));
+    synth_options qb = {.out = path, .arch = "qwen35", .preset = "tiny", .type = ST_TYPE_F32, .seed = 1, .qsa_budget = 8};
+    CHECK(synth_write(&qb, NULL) != ST_OK && strstr(st_last_error(), "qsa"));
     CHECK(synth_plan_build("qwen4exp", "small", ST_TYPE_F32, 0, &plan) != ST_OK && strstr(st_last_error(), "small"));
 
     /* Refusals name what is wrong. */
