@@ -45,8 +45,7 @@ typedef struct st_model_params {
     int copy_weights;        /* 1: copy the tensor data out of the file mapping into anonymous
                                 (huge-page) memory; 0: use it in place from the mapping; -1 (the
                                 default): copy when it takes at most half of the available memory.
-                                A core streams mapped file pages at about half the rate
-                                (bench/results/2026-11-29-cpu-qwen35moe-small.md). */
+                                Why: bench/results/2026-11-29-cpu-qwen35moe-small.md. */
     int device;              /* ST_DEVICE_AUTO (the default): the GPU when this build has CUDA and a
                                 GPU is present and the model runs there, else the CPU;
                                 ST_DEVICE_CPU; ST_DEVICE_CUDA (an error if it cannot) */

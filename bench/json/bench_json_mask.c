@@ -26,6 +26,7 @@
 #include "gguf/gguf.h"
 #include "text/hf_tokenizer.h"
 #include "text/tokenizer.h"
+#include "../../tests/peer/llama_abi.h"
 
 #define N_VOCAB 151936
 
@@ -40,23 +41,9 @@ static float gauss(void) {
 }
 
 /* ---- the peer's API (llama.h), the few functions used ---- */
-struct llama_model;
-struct llama_vocab;
 struct llama_sampler;
 typedef struct llama_token_data { int32_t id; float logit, p; } llama_token_data;
 typedef struct llama_token_data_array { llama_token_data *data; size_t size; int64_t selected; bool sorted; } llama_token_data_array;
-struct llama_model_params {
-    void *devices;
-    const void *tensor_buft_overrides;
-    int32_t n_gpu_layers;
-    int split_mode, load_mode, lazy_mode;
-    int32_t main_gpu;
-    const float *tensor_split;
-    void *progress_callback;
-    void *progress_callback_user_data;
-    const void *kv_overrides;
-    bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
-};
 static struct {
     void (*backend_init)(void);
     void (*log_set)(void (*cb)(int, const char *, void *), void *ud);

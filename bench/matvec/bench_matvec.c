@@ -34,6 +34,7 @@
 #include "quant/dot.h"
 #include "quant/quant.h"
 #include "quant/repack.h"
+#include "sample.h"
 
 /* ---- the peer's ABI (ggml-cpu.h), declared here to load it at run time ---- */
 typedef void (*ggml_from_float_fn)(const float *x, void *y, int64_t k);
@@ -52,24 +53,8 @@ typedef struct peer {
     size_t (*row_size)(int type, int64_t ne);
 } peer;
 
-static uint64_t rng = 88172645463325252ull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)(rng >> 40) / 16777216.0f * 2 - 1;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 static int report_best; /* --best: the fastest repeat instead of the median (kernel tuning) */
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    if (report_best) return v[n - 1];
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+static double median(double *v, int n) { return bench_median(v, n, report_best); }
 
 /* ---- read-bandwidth probe ---- */
 
@@ -230,7 +215,7 @@ static result run_shape(st_pool *pool, const peer *pr, uint32_t type, shape sh, 
         double t0 = st_now();
         for (int c = 0; c < copies; c += batch) {
             if (batch == 1) {
-                st_matmul(pool, type, W + (size_t)c * bytes, sh.M, sh.K, x, sh.K, 1, y, sh.M, scratch);
+                st_matmul(pool, type, sh.K, &(st_matmul_part){W + (size_t)c * bytes, sh.M, x, sh.K, 1, y, sh.M}, scratch);
                 continue;
             }
             for (int e = 0; e < batch; e++)

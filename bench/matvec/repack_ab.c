@@ -18,22 +18,9 @@
 #include "base/pool.h"
 #include "quant/quant.h"
 #include "quant/repack.h"
+#include "sample.h"
 
-static uint64_t rng = 88172645463325252ull;
-static float frand(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)(rng >> 40) / 16777216.0f * 2 - 1;
-}
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+static double median(double *v, int n) { return bench_median(v, n, 0); }
 
 typedef struct shape { const char *name; int64_t K, M; int batch; } shape;
 
@@ -44,7 +31,7 @@ static double pass(st_pool *pool, uint32_t type, const char *W, size_t bytes, in
     double t0 = st_now();
     for (int c = 0; c < copies; c += sh->batch) {
         if (sh->batch == 1) {
-            st_matmul(pool, type, W + (size_t)c * bytes, sh->M, sh->K, x, sh->K, 1, y, sh->M, scratch);
+            st_matmul(pool, type, sh->K, &(st_matmul_part){W + (size_t)c * bytes, sh->M, x, sh->K, 1, y, sh->M}, scratch);
             continue;
         }
         for (int e = 0; e < sh->batch; e++)

@@ -30,7 +30,7 @@ if(STRATA_BUILD_TESTS)
     target_include_directories(logits_peer PRIVATE ${STRATA_LLAMA_INCLUDE} ${STRATA_GGML_INCLUDE})
     target_link_libraries(logits_peer PRIVATE dl)
   else()
-    message(STATUS "conformance: llama.h not found (run tools/peer-build.sh); the conformance tests will skip")
+    message(WARNING "conformance: llama.h not found (run tools/peer-build.sh): the conformance tests against llama.cpp will SKIP (and fail under CI=true)")
   endif()
 
   foreach(arch qwen35moe qwen35 qwen3next qwen3moe qwen3 qwen4exp)

@@ -1,5 +1,7 @@
-/* backend.h: the op set every model forward calls (except the quantized matmul, which is
- * backend/cpu/matmul.h). Model code calls these; it never loops over activations itself.
+/* backend.h: the CPU op set (implemented in backend/cpu/), which the CPU forward (src/model/)
+ * calls for every step but two: the quantized products (backend/cpu/matmul.h) and the fused
+ * expert job of a MoE layer (model/moe_exec.c). The CUDA backend has the same ops on device
+ * pointers in backend/cuda/cuda_backend.h, called by the device forward (model/cuda/).
  *
  * Conventions, for every op below:
  *  - Activations are host f32. A "row" is one token (or one token's head); rows are `ld*` floats

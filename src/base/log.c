@@ -5,18 +5,13 @@
 #include <stdio.h>
 #include <unistd.h>
 
-static st_log_level log_level = ST_LOG_WARN;
-static int progress_open;
+static int progress_open; /* a progress line is on the terminal (stderr is one process-wide stream) */
 
-void st_log_set_level(st_log_level level) { log_level = level; }
-
-void st_log(st_log_level level, const char *fmt, ...) {
-    static const char *names[] = {"error", "warning", "info", "debug"};
-    if (level > log_level) return;
+void st_warn(const char *fmt, ...) {
     if (progress_open) st_progress_end();
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "strata: %s: ", names[level]);
+    fprintf(stderr, "strata: warning: ");
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);

@@ -3,13 +3,8 @@
 #ifndef ST_BASE_LOG_H
 #define ST_BASE_LOG_H
 
-typedef enum { ST_LOG_ERROR, ST_LOG_WARN, ST_LOG_INFO, ST_LOG_DEBUG } st_log_level;
-
-void st_log_set_level(st_log_level level);
-void st_log(st_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-#define st_warn(...) st_log(ST_LOG_WARN, __VA_ARGS__)
-#define st_info(...) st_log(ST_LOG_INFO, __VA_ARGS__)
-#define st_debug(...) st_log(ST_LOG_DEBUG, __VA_ARGS__)
+/* "strata: warning: <message>" on stderr (a finished progress line is closed first). */
+void st_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A progress line "label: done/total (pct%)" on stderr, redrawn in place when stderr is a
  * terminal and silent otherwise. st_progress_end() finishes the line. */

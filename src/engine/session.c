@@ -225,7 +225,17 @@ st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float
     return ST_OK;
 }
 
-/* ---- for tests (src/engine/session_internal.h) ---- */
+void st_checkpoints_clear(struct st_checkpoints *c) {
+    if (c) c->n = 0;
+}
+
+void st_checkpoints_free(struct st_checkpoints *c) {
+    if (!c) return;
+    for (int i = 0; i < ST_SESSION_CHECKPOINTS; i++) free(c->data[i]);
+    free(c);
+}
+
+/* ---- the insides (session_internal.h): for session_state.c and the tests ---- */
 #include "engine/session_internal.h"
 
 st_state *st_session_state(st_session *s) { return &s->state; }

@@ -1,5 +1,7 @@
-/* session_internal.h: a session's insides, for tests that check the ownership rule (state and
- * weights untouched by workspace growth). Not part of the public API. */
+/* session_internal.h: a session's insides, shared by session.c (which owns them), session_state.c
+ * (checkpoints, save and load read and write the state and the device half through these) and the
+ * tests that check the ownership rule (state and weights untouched by workspace growth). Not
+ * part of the public API. */
 #ifndef ST_ENGINE_SESSION_INTERNAL_H
 #define ST_ENGINE_SESSION_INTERNAL_H
 

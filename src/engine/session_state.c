@@ -47,12 +47,6 @@
 #define STATE_MAGIC "STRATAST"
 #define STATE_VERSION 1u
 
-struct st_checkpoints {
-    int n;                                /* held, positions ascending */
-    int64_t pos[ST_SESSION_CHECKPOINTS];
-    float *data[ST_SESSION_CHECKPOINTS];  /* every linear layer's conv then delta state, layer order */
-};
-
 typedef struct state_head {
     char magic[8];
     uint32_t version, kv_type;
@@ -61,16 +55,6 @@ typedef struct state_head {
     uint64_t n_ids, ckpt_floats, bytes;
 } state_head;
 _Static_assert(sizeof(state_head) == 112, "the saved state's header is 112 bytes with no padding");
-
-void st_checkpoints_clear(struct st_checkpoints *c) {
-    if (c) c->n = 0;
-}
-
-void st_checkpoints_free(struct st_checkpoints *c) {
-    if (!c) return;
-    for (int i = 0; i < ST_SESSION_CHECKPOINTS; i++) free(c->data[i]);
-    free(c);
-}
 
 /* Where a session's state lives: the host st_state with every layer's buffers, or the session's
  * device, st then holding only n_ctx, kv_type and n_past (the parts cross with device.h's
@@ -116,7 +100,7 @@ static st_status write_part(const state_ref *r, int64_t il, int part, int64_t n_
 
 static const st_hparams *hparams(const st_session *s) { return &st_session_model(s)->hp; }
 
-static int is_linear(const st_hparams *hp, int64_t il) { return st_hp_is_hybrid(hp) && hp->is_linear[il]; }
+static int linear_layer(const st_hparams *hp, int64_t il) { return st_hp_is_hybrid(hp) && hp->is_linear[il]; }
 static size_t conv_floats(const st_hparams *hp) { return (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)); }
 static size_t ssm_floats(const st_hparams *hp) { return (size_t)(hp->ssm_n_v * hp->ssm_state * hp->ssm_state); }
 /* qwen4exp: the PLE conv history of layer il (0 elsewhere), and whether il keeps indexer keys. */
@@ -127,7 +111,7 @@ static int has_idx(const st_hparams *hp, int64_t il) { return st_hp_qsa(hp, il);
 
 /* Floats of layer il's recurrent state: conv, delta state and PLE history. */
 static size_t layer_recurrent_floats(const st_hparams *hp, int64_t il) {
-    return is_linear(hp, il) ? conv_floats(hp) + ssm_floats(hp) + ple_floats(hp, il) : 0;
+    return linear_layer(hp, il) ? conv_floats(hp) + ssm_floats(hp) + ple_floats(hp, il) : 0;
 }
 
 /* Floats in one checkpoint: every linear layer's recurrent state. */
@@ -151,7 +135,7 @@ static size_t kv_bytes(const st_hparams *hp, uint32_t kv_type, int64_t il, uint6
 static st_status copy_recurrent(const st_hparams *hp, const state_ref *r, float *buf, int save) {
     size_t conv = conv_floats(hp), ssm = ssm_floats(hp);
     for (int64_t il = 0; il < hp->n_layer; il++) {
-        if (!is_linear(hp, il)) continue;
+        if (!linear_layer(hp, il)) continue;
         size_t ple = ple_floats(hp, il);
         if (save) {
             ST_TRY(read_part(r, il, ST_DSTATE_CONV, 0, conv * sizeof *buf, buf));
@@ -284,7 +268,7 @@ static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n) {
 static uint64_t state_bytes(const st_hparams *hp, uint32_t kv_type, uint64_t n_ids, uint64_t n_ckpt, uint64_t ckpt_floats) {
     uint64_t b = sizeof(state_head) + n_ids * sizeof(int32_t) + 8;
     for (int64_t il = 0; il < hp->n_layer; il++)
-        b += is_linear(hp, il) ? layer_recurrent_floats(hp, il) * sizeof(float)
+        b += linear_layer(hp, il) ? layer_recurrent_floats(hp, il) * sizeof(float)
                                : 2 * kv_bytes(hp, kv_type, il, n_ids) + idx_bytes(hp, kv_type, il, n_ids);
     return b + n_ckpt * (sizeof(uint64_t) + ckpt_floats * sizeof(float));
 }
@@ -323,7 +307,7 @@ static st_status put_part(sink *k, const state_ref *r, int64_t il, int part, int
 static size_t largest_part(const st_hparams *hp, uint32_t kv_type, uint64_t n_ids) {
     size_t b = 0;
     for (int64_t il = 0; il < hp->n_layer; il++) {
-        size_t p = is_linear(hp, il) ? layer_recurrent_floats(hp, il) * sizeof(float) : kv_bytes(hp, kv_type, il, n_ids);
+        size_t p = linear_layer(hp, il) ? layer_recurrent_floats(hp, il) * sizeof(float) : kv_bytes(hp, kv_type, il, n_ids);
         size_t q = idx_bytes(hp, kv_type, il, n_ids);
         if (p > b) b = p;
         if (q > b) b = q;
@@ -345,7 +329,7 @@ static st_status write_state(st_session *s, const state_ref *r, const state_head
     st_status st = ST_OK;
     int64_t n = (int64_t)h->n_ids;
     for (int64_t il = 0; il < hp->n_layer && st == ST_OK; il++) {
-        if (is_linear(hp, il)) {
+        if (linear_layer(hp, il)) {
             st = put_part(k, r, il, ST_DSTATE_CONV, 0, conv_floats(hp) * sizeof(float), stage);
             if (st == ST_OK) st = put_part(k, r, il, ST_DSTATE_SSM, 0, ssm_floats(hp) * sizeof(float), stage);
             if (st == ST_OK && ple_floats(hp, il))
@@ -505,7 +489,7 @@ st_status st_session_state_load(st_session *s, const void *buf, size_t n) {
     st_status ls = ST_OK;
     int64_t n_ids = (int64_t)h.n_ids;
     for (int64_t il = 0; il < hp->n_layer && ls == ST_OK; il++) {
-        if (is_linear(hp, il)) {
+        if (linear_layer(hp, il)) {
             size_t conv = conv_floats(hp) * sizeof(float), ssm = ssm_floats(hp) * sizeof(float);
             size_t ple = ple_floats(hp, il) * sizeof(float);
             ls = write_part(&r, il, ST_DSTATE_CONV, 0, conv, b + off);

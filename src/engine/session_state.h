@@ -1,17 +1,26 @@
 /* session_state.h: the seam between session.c (which owns the session struct) and
  * session_state.c (which implements strata.h's "Session state" section on it). Not public.
  *
- * session.c records every fed id in a buffer of n_ctx ids and hands session_state.c a slot for
- * its checkpoint set; it clears the set on reset (a new sequence) and frees it with the session. */
+ * session.c records every fed id in a buffer of n_ctx ids and holds a slot for the checkpoint set
+ * that session_state.c fills; it clears the set on reset (a new sequence) and frees it with the
+ * session. Only session_state.c calls across: session.c needs nothing of it. */
 #ifndef ST_ENGINE_SESSION_STATE_H
 #define ST_ENGINE_SESSION_STATE_H
 
 #include "strata.h"
 
-struct st_model;
-struct st_checkpoints;
+#include <stdint.h>
 
-/* session_state.c */
+struct st_model;
+
+/* A session's checkpoints of its recurrent state (st_session_checkpoint). */
+struct st_checkpoints {
+    int n;                                /* held, positions ascending */
+    int64_t pos[ST_SESSION_CHECKPOINTS];
+    float *data[ST_SESSION_CHECKPOINTS];  /* every linear layer's conv then delta state, layer order */
+};
+
+/* session.c: forgets the checkpoints (reset), and frees them (with the session). */
 void st_checkpoints_clear(struct st_checkpoints *c);
 void st_checkpoints_free(struct st_checkpoints *c);
 

@@ -36,7 +36,8 @@ static const void *expert_matrix(const st_tensor *t, int64_t e) {
 static void expert_matmul(st_fwd *f, const st_tensor *t, int64_t e, const float *x, int64_t ldx, int64_t n,
                           float *y, int64_t ldy) {
     int64_t M = t->ne[1];
-    st_matmul(f->pool, t->type, expert_matrix(t, e), M, t->ne[0], x, ldx, n, y, ldy, f->mm_scratch);
+    st_matmul(f->pool, t->type, t->ne[0],
+              &(st_matmul_part){.W = expert_matrix(t, e), .M = M, .X = x, .ldx = ldx, .n = n, .Y = y, .ldy = ldy}, f->mm_scratch);
     if (t->escale && t->escale[e] != 1.0f)
         for (int64_t i = 0; i < n; i++) st_op_scale(y + i * ldy, M, y + i * ldy, t->escale[e]);
 }
@@ -51,7 +52,8 @@ static void shared_expert(st_fwd *f, const st_layer *L, const float *h, float *o
     st_op_swiglu(f->pool, g, sh, u, sh, g, sh, n, sh);
     fwd_matmul(f, &L->down_shexp, g, sh, n, y, d);
     /* The gate is a {d} f32 vector: one output row, never scaled. */
-    st_matmul(f->pool, ST_TYPE_F32, L->gate_inp_shexp.f32, 1, d, h, d, n, gate, 1, f->mm_scratch);
+    st_matmul(f->pool, ST_TYPE_F32, d,
+              &(st_matmul_part){.W = L->gate_inp_shexp.f32, .M = 1, .X = h, .ldx = d, .n = n, .Y = gate, .ldy = 1}, f->mm_scratch);
     st_op_sigmoid(NULL, gate, n, gate, n, 1, n);
     for (int64_t t = 0; t < n; t++) st_op_scale(y + t * d, d, y + t * d, gate[t]);
     st_op_add(f->pool, out, d, y, d, out, d, n, d);

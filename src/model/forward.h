@@ -107,23 +107,38 @@ void fwd_attention(st_fwd *f, int il, const float *h, float *out);   /* plain or
 void fwd_gdn(st_fwd *f, int il, const float *h, float *out);
 void fwd_ffn_dense(st_fwd *f, int il, const float *h, float *out, int64_t n);
 void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n); /* + shared expert if bound */
+/* The residual steps of layer il in place on x (WS_X), through WS_H and WS_T (residual.c):
+ * x += mixer(RMSNorm(x; attn_norm)) over all rows, and x += FFN or MoE(RMSNorm(x; ffn_norm)).
+ * last_row: only the last row goes on into the FFN (moved to row 0), for the last layer when only
+ * the last row's logits are wanted. */
+typedef void (*fwd_mixer_fn)(st_fwd *f, int il, const float *h, float *out);
+void fwd_mixer_residual(st_fwd *f, int il, fwd_mixer_fn mixer);
+void fwd_ffn_residual(st_fwd *f, int il, int last_row);
 
 /* Activation row bytes of the fused expert job's inputs (down = 0) or down inputs (down = 1). */
 size_t fwd_moe_act_row(const struct st_model *m, int down);
 /* Floats per row of the fused job's gate|up buffer (WS_GE). */
 int64_t fwd_moe_gu_width(const st_hparams *hp);
 
-/* Facts of the hyperparameters both forwards (this one and model/cuda/) size and run by:
- * the most query (kv 0) or kv heads (kv 1) of any attention layer, the most experts any layer
- * uses (forward_ws.c); the RoPE settings, and the IMRoPE pairs that stay unrotated for text, written
- * into pairs[n_rot/2] (attn.c). */
+/* Facts of the hyperparameters both forwards (this one and model/cuda/) size and run by (the
+ * first three in forward_ws.c): the most query (kv 0) or kv heads (kv 1) of any attention layer;
+ * the widths both workspace size tables start from (d, head size, most q and kv heads, the q
+ * projection (twice for the gated hybrids), GDN key/value widths, conv channels and v-heads (0
+ * without GDN), experts used, experts and expert width (0 without MoE), and the widest fused qkv
+ * row of either mixer); the most experts any layer uses. In rope.c: the RoPE settings, and the
+ * IMRoPE pairs that stay unrotated for text, written into pairs[n_rot/2]. */
 int64_t fwd_max_heads(const st_hparams *hp, int kv);
+typedef struct fwd_widths {
+    int64_t d, hd, H, Hkv, qw, kd, vd, C, n_v, k, E, ffe, qkv;
+    int hybrid, moe;
+} fwd_widths;
+fwd_widths fwd_widths_of(const st_hparams *hp);
 int64_t fwd_max_experts_used(const st_hparams *hp);
 st_rope_params fwd_rope_params(const st_hparams *hp);
 int fwd_imrope_fixed_pairs(const st_hparams *hp, int64_t *pairs);
 
 /* RoPE on f->n rows of n_head heads at f->pos, as attention rotates q and k (IMRoPE pairs of the
- * text's zero 4th position left unrotated) (attn.c). */
+ * text's zero 4th position left unrotated) (rope.c). */
 void fwd_rope(st_fwd *f, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_head, const st_rope_params *rp);
 
 /* The per-architecture passes (qwen3.c, qwen35.c). */

@@ -115,54 +115,66 @@ static size_t q4_ws_size(const st_ws_plan *plan, int id, int64_t n) {
     }
 }
 
+fwd_widths fwd_widths_of(const st_hparams *hp) {
+    fwd_widths w = {.d = hp->n_embd, .hd = hp->head_dim, .H = fwd_max_heads(hp, 0), .Hkv = fwd_max_heads(hp, 1),
+                    .hybrid = st_hp_is_hybrid(hp), .moe = st_hp_is_moe(hp)};
+    w.qw = w.hd * w.H * (w.hybrid ? 2 : 1);
+    if (w.hybrid) {
+        w.kd = st_hp_key_dim(hp);
+        w.vd = hp->ssm_inner;
+        w.C = st_hp_conv_channels(hp);
+        w.n_v = hp->ssm_n_v;
+    }
+    if (w.moe) {
+        w.k = fwd_max_experts_used(hp);
+        w.E = hp->n_expert;
+        w.ffe = hp->n_ff_exp;
+    }
+    w.qkv = w.qw + 2 * w.hd * w.Hkv;
+    if (2 * w.kd + 2 * w.vd > w.qkv) w.qkv = 2 * w.kd + 2 * w.vd;
+    return w;
+}
+
 size_t st_forward_ws_size(const void *ctx, int id, int64_t n) {
     const st_ws_plan *plan = ctx;
     const struct st_model *m = plan->m;
     const st_hparams *hp = &m->hp;
     const size_t F = sizeof(float);
-    int64_t d = hp->n_embd, hd = hp->head_dim;
-    int64_t H = fwd_max_heads(hp, 0), Hkv = fwd_max_heads(hp, 1);
-    int hybrid = st_hp_is_hybrid(hp), moe = st_hp_is_moe(hp);
-    int64_t qw = hd * H * (hybrid ? 2 : 1);
-    int64_t kd = hybrid ? st_hp_key_dim(hp) : 0, vd = hybrid ? hp->ssm_inner : 0;
-    int64_t C = hybrid ? st_hp_conv_channels(hp) : 0, n_v = hybrid ? hp->ssm_n_v : 0;
-    int64_t k = moe ? fwd_max_experts_used(hp) : 0, E = moe ? hp->n_expert : 0, ffe = moe ? hp->n_ff_exp : 0;
-    int64_t qkv = qw + 2 * hd * Hkv;
-    if (2 * kd + 2 * vd > qkv) qkv = 2 * kd + 2 * vd;
+    const fwd_widths w = fwd_widths_of(hp);
     switch (id) {
-    case WS_X: case WS_H: case WS_T: return (size_t)(n * d) * F;
+    case WS_X: case WS_H: case WS_T: return (size_t)(n * w.d) * F;
     case WS_POS: return (size_t)n * sizeof(int32_t);
-    case WS_Q: return (size_t)(n * qw) * F;
-    case WS_QN: case WS_ATT: return (size_t)(n * hd * H) * F;
-    case WS_K: case WS_V: return (size_t)(n * hd * Hkv) * F;
-    case WS_QKV: return (size_t)(n * qkv) * F;
+    case WS_Q: return (size_t)(n * w.qw) * F;
+    case WS_QN: case WS_ATT: return (size_t)(n * w.hd * w.H) * F;
+    case WS_K: case WS_V: return (size_t)(n * w.hd * w.Hkv) * F;
+    case WS_QKV: return (size_t)(n * w.qkv) * F;
     case WS_CONV: /* also holds qwen3next's legacy ssm_in product before the conv */
-        return (size_t)(n * (hp->arch == ST_ARCH_QWEN3NEXT ? C + vd : C)) * F;
-    case WS_Z: case WS_GDN_OUT: return (size_t)(n * vd) * F;
-    case WS_BA: return hp->arch == ST_ARCH_QWEN3NEXT ? (size_t)(n * 2 * n_v) * F : 0;
-    case WS_A: case WS_B: case WS_GATE_G: case WS_GATE_BETA: return (size_t)(n * n_v) * F;
-    case WS_GDN_SCRATCH: return hybrid ? st_gdn_chunked_scratch_size(plan->n_threads, hp->ssm_state) : 0;
+        return (size_t)(n * (hp->arch == ST_ARCH_QWEN3NEXT ? w.C + w.vd : w.C)) * F;
+    case WS_Z: case WS_GDN_OUT: return (size_t)(n * w.vd) * F;
+    case WS_BA: return hp->arch == ST_ARCH_QWEN3NEXT ? (size_t)(n * 2 * w.n_v) * F : 0;
+    case WS_A: case WS_B: case WS_GATE_G: case WS_GATE_BETA: return (size_t)(n * w.n_v) * F;
+    case WS_GDN_SCRATCH: return w.hybrid ? st_gdn_chunked_scratch_size(plan->n_threads, hp->ssm_state) : 0;
     case WS_FF_A: case WS_FF_B: return (size_t)(n * max_dense_ff(hp)) * F;
-    case WS_ROUTER: return (size_t)(n * E) * F;
-    case WS_IDS: case WS_SLOT: return (size_t)(n * k) * sizeof(int32_t);
-    case WS_ORDER: return (size_t)(n * (k + 1)) * sizeof(int32_t);
-    case WS_W: return (size_t)(n * k) * F;
-    case WS_EXPERT_ROWS: return moe ? (size_t)(2 * E + 2) * sizeof(int64_t) : 0;
+    case WS_ROUTER: return (size_t)(n * w.E) * F;
+    case WS_IDS: case WS_SLOT: return (size_t)(n * w.k) * sizeof(int32_t);
+    case WS_ORDER: return (size_t)(n * (w.k + 1)) * sizeof(int32_t);
+    case WS_W: return (size_t)(n * w.k) * F;
+    case WS_EXPERT_ROWS: return w.moe ? (size_t)(2 * w.E + 2) * sizeof(int64_t) : 0;
     /* Gathered expert rows: n*k routed plus n shared (the fused expert job runs both). */
-    case WS_XE: return (size_t)(n * k * d) * F; /* only the per-matmul fallback gathers */
-    case WS_YE: return (size_t)(n * (k + 1) * d) * F;
-    case WS_GE: return moe ? (size_t)(n * (k + 1) * fwd_moe_gu_width(hp)) * F : 0;
-    case WS_ACT1: return moe ? (size_t)(n * (k + 1)) * fwd_moe_act_row(m, 0) : 0;
-    case WS_ACT2: return moe ? (size_t)(n * (k + 1)) * fwd_moe_act_row(m, 1) : 0;
-    case WS_ENT: return moe ? (size_t)(E + 1) * sizeof(moe_entry) : 0;
-    case WS_UE: return (size_t)(n * k * ffe) * F;
-    case WS_SH_G: return moe ? (size_t)n * F : 0;
-    case WS_SH_OUT: return moe && hp->arch != ST_ARCH_QWEN3MOE ? (size_t)(n * d) * F : 0;
+    case WS_XE: return (size_t)(n * w.k * w.d) * F; /* only the per-matmul fallback gathers */
+    case WS_YE: return (size_t)(n * (w.k + 1) * w.d) * F;
+    case WS_GE: return w.moe ? (size_t)(n * (w.k + 1) * fwd_moe_gu_width(hp)) * F : 0;
+    case WS_ACT1: return w.moe ? (size_t)(n * (w.k + 1)) * fwd_moe_act_row(m, 0) : 0;
+    case WS_ACT2: return w.moe ? (size_t)(n * (w.k + 1)) * fwd_moe_act_row(m, 1) : 0;
+    case WS_ENT: return w.moe ? (size_t)(w.E + 1) * sizeof(moe_entry) : 0;
+    case WS_UE: return (size_t)(n * w.k * w.ffe) * F;
+    case WS_SH_G: return w.moe ? (size_t)n * F : 0;
+    case WS_SH_OUT: return w.moe && hp->arch != ST_ARCH_QWEN3MOE ? (size_t)(n * w.d) * F : 0;
     case WS_MM: return mm_scratch_size(m, n);
     case WS_LOGITS: return (size_t)hp->n_vocab * F;
-    /* IMRoPE pairs kept unrotated (attn.c): at most every pair of every q head */
+    /* IMRoPE pairs kept unrotated (rope.c): at most every pair of every q head */
     case WS_ROPE_KEEP: /* the QSA indexer's query heads rotate the same way */
-        return hp->rope_kind == ST_ROPE_IMROPE ? (size_t)(n * (H > hp->idx_n_head ? H : hp->idx_n_head) * hp->n_rot) * F : 0;
+        return hp->rope_kind == ST_ROPE_IMROPE ? (size_t)(n * (w.H > hp->idx_n_head ? w.H : hp->idx_n_head) * hp->n_rot) * F : 0;
     default: return q4_ws_size(plan, id, n);
     }
 }

@@ -17,7 +17,8 @@
 
 void fwd_matmul(st_fwd *f, const st_tensor *w, const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy) {
     int64_t M = w->ne[1];
-    st_matmul(f->pool, w->type, w->data, M, w->ne[0], x, ldx, n, y, ldy, f->mm_scratch);
+    st_matmul(f->pool, w->type, w->ne[0], &(st_matmul_part){.W = w->data, .M = M, .X = x, .ldx = ldx, .n = n, .Y = y, .ldy = ldy},
+              f->mm_scratch);
     if (w->scale != 1.0f)
         for (int64_t i = 0; i < n; i++) st_op_scale(y + i * ldy, M, y + i * ldy, w->scale);
 }

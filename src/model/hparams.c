@@ -13,12 +13,6 @@ static const struct { const char *name; st_arch arch; } arch_names[] = {
     {"qwen35moe", ST_ARCH_QWEN35MOE}, {"qwen3next", ST_ARCH_QWEN3NEXT}, {"qwen4exp", ST_ARCH_QWEN4EXP},
 };
 
-const char *st_arch_name(st_arch a) {
-    for (size_t i = 0; i < sizeof arch_names / sizeof arch_names[0]; i++)
-        if (arch_names[i].arch == a) return arch_names[i].name;
-    return "?";
-}
-
 typedef struct reader {
     const st_gguf *g;
     const char *arch;

@@ -208,7 +208,6 @@ st_layer_tensor_kind st_model_tensor_slot_kind(const struct st_model *m, int64_t
 
 /* hparams.c */
 st_status st_hparams_load(const st_gguf *g, st_hparams *hp);
-const char *st_arch_name(st_arch a);
 
 /* bind.c: binds every tensor of hp->arch; refuses a missing required tensor or a wrong shape. */
 st_status st_model_bind(struct st_model *m);

@@ -13,8 +13,9 @@
  *   4. down, tiled the same way.
  * The products are the same dot kernels st_matmul uses (quant/dot.h), so the results are
  * bit-identical to the per-expert path; the expert's .scale multiplies each product as in §2.1.
- * This belongs in the backend's op set once there is a second backend; the CPU kernel is here
- * because only the model knows the expert layout. */
+ * It is the one CPU kernel outside the backend: it reads the layer's expert tensors (st_tensor)
+ * directly. The CUDA backend takes the same products through a layout-free description
+ * (cuda_backend.h's st_cuda_experts); giving the CPU one too would move this to backend/cpu/. */
 #include <stdatomic.h>
 #include <string.h>
 

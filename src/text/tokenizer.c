@@ -330,8 +330,6 @@ int32_t st_tokenizer_n_vocab(const st_tokenizer *t) { return t->n_tokens; }
 st_pretok st_tokenizer_pre(const st_tokenizer *t) { return t->pre; }
 int32_t st_tokenizer_bos(const st_tokenizer *t) { return t->bos; }
 int32_t st_tokenizer_eos(const st_tokenizer *t) { return t->eos; }
-int32_t st_tokenizer_eot(const st_tokenizer *t) { return t->eot; }
-int32_t st_tokenizer_pad(const st_tokenizer *t) { return t->pad; }
 int st_tokenizer_is_eog(const st_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_tokens && t->eog[id];
 }

@@ -72,8 +72,6 @@ int32_t st_tokenizer_n_vocab(const st_tokenizer *t);
 st_pretok st_tokenizer_pre(const st_tokenizer *t);
 int32_t st_tokenizer_bos(const st_tokenizer *t);   /* -1 if none */
 int32_t st_tokenizer_eos(const st_tokenizer *t);
-int32_t st_tokenizer_eot(const st_tokenizer *t);
-int32_t st_tokenizer_pad(const st_tokenizer *t);
 /* End of generation: eos, eot, eom and the tokens llama.cpp recognises by text (<|im_end|>,
  * <|endoftext|>, <|fim_pad|>, <|repo_name|>, <|file_sep|>, ...). */
 int st_tokenizer_is_eog(const st_tokenizer *t, int32_t id);

@@ -9,15 +9,7 @@
 #    exactly as if no /load had been typed;
 #  - the reasoning block is folded (no raw <think> on stdout); /help and --help list /save, /load.
 # Exits 77 (skipped) when the demo model is missing.
-set -u
-bin=$1
-src=${STRATA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-model=$src/models/strata-demo-q8_0.gguf
-[ -r "$model" ] || { echo "skipped: $model is missing"; exit 77; }
-dir=$(mktemp -d "${TMPDIR:-/tmp}/strata-chat-XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-fail=0
-check() { if eval "$1"; then :; else echo "FAILED: $2"; fail=1; fi; }
+. "$(dirname "$0")/common.sh"
 # Each chat runs in a pipeline (a subshell): a failed exit is noted in a file.
 chat() { "$bin" chat -m "$model" --temp 0 -n 24 -t 1 --state-dir "$dir/state" "$@" || echo "strata chat exited $?" >>"$dir/exits"; }
 

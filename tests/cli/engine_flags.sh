@@ -7,16 +7,9 @@
 #  - `strata serve` takes -t, -c/--ctx, --prefill and --kv-type (the context it reports is --ctx)
 #    and answers a completion with them; a bad value is refused (exit 2) naming the flag.
 # Exits 77 (skipped) when the demo model is missing.
-set -u
-bin=$1
-src=${STRATA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-model=$src/models/strata-demo-q8_0.gguf
-[ -r "$model" ] || { echo "skipped: $model is missing"; exit 77; }
-dir=$(mktemp -d "${TMPDIR:-/tmp}/strata-flags-XXXXXX")
+. "$(dirname "$0")/common.sh"
 pid=""
-trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$dir"' EXIT
-fail=0
-check() { if eval "$1"; then :; else echo "FAILED: $2"; fail=1; fi; }
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null; cleanup' EXIT
 
 q="What is a computer?"
 "$bin" run -m "$model" -p "$q" -n 24 --temp 0 -t 1 >"$dir/run.out" 2>"$dir/run.err"

@@ -25,8 +25,10 @@
 # Both sides run one thread (llama.cpp's threads spin while they wait, which on a busy 2-core
 # machine turns a second into twenty), except Strata's one-chunk run, which uses two.
 #
-# Exit 0 pass, 1 fail, 77 skipped (no peer library, no logits_peer, no `strata eval` yet, or no
-# test-llama-archs binary). Prints one line per chunking.
+# Exit 0 pass, 1 fail, 77 skipped: only for a missing peer piece (its library, logits_peer, or the
+# test-llama-archs binary), said on stderr in capitals; with CI=true (.ci/run always builds the
+# peer) that is a failure too. A missing strata binary, or one without `eval`, is a failure.
+# Prints one line per chunking.
 set -uo pipefail
 
 arch="" source="" type="f32" bin="" work="" synth_args=""
@@ -41,7 +43,12 @@ while [ $# -gt 0 ]; do
     *) echo "conformance.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-skip() { echo "skipped: $*"; exit 77; }
+skip() {
+  echo "SKIPPED: conformance against llama.cpp NOT RUN: $*" | tee /dev/stderr
+  if [ "${CI:-}" = true ]; then echo "CI=true: the peer must be there (tools/peer-build.sh); failing"; exit 1; fi
+  exit 77
+}
+fail() { echo "FAILED: $*"; exit 1; }
 
 src_dir=${STRATA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 peer_dir=${STRATA_PEER_DIR:-$src_dir/.peer}
@@ -52,8 +59,8 @@ compare=$bin/conformance_compare
 
 [ -f "$lib" ] || skip "the peer's libllama is not at $lib (tools/setup.sh installs it)"
 [ -x "$dumper" ] || skip "logits_peer was not built (llama.h not found at configure time; run tools/peer-build.sh)"
-[ -x "$strata" ] || skip "no strata binary in $bin"
-if ! "$strata" --help 2>/dev/null | grep -q '^  eval '; then skip "strata eval is not implemented yet"; fi
+[ -x "$strata" ] || fail "no strata binary in $bin"
+"$strata" eval --help >/dev/null 2>&1 || fail "$strata eval --help does not run: the command the comparison needs"
 
 rm -rf "$work" && mkdir -p "$work"
 case "$source" in

@@ -92,7 +92,7 @@ static void *quantize_matrix(uint32_t type, const float *w, int64_t M, int64_t K
 static void cpu_matmul(uint32_t type, const void *W, int64_t M, int64_t K, const float *X, int64_t ldx,
                        int64_t n, float *Y, int64_t ldy) {
     void *scratch = malloc(st_matmul_scratch_size(type, K, n) + 64);
-    st_matmul(NULL, type, W, M, K, X, ldx, n, Y, ldy, scratch);
+    st_matmul(NULL, type, K, &(st_matmul_part){W, M, X, ldx, n, Y, ldy}, scratch);
     free(scratch);
 }
 
@@ -147,7 +147,9 @@ static void test_matmul_id(uint32_t type, int64_t n_expert, int64_t M, int64_t K
                        Yc + s * ldy, ldy);
         float *dX = dev_from(X, (size_t)(n_x * ldx) * sizeof(float));
         float *dY = dev_from(NULL, (size_t)(ns * ldy) * sizeof(float));
-        GPU(st_cuda_matmul_id(cu, type, dW, eb, n_expert, M, K, dids, dX, ldx, x_group, ns, dY, ldy));
+        GPU(st_cuda_matmul_id(cu,
+                &(st_cuda_experts){.type = type, .W = dW, .expert_bytes = eb, .n_expert = n_expert, .M = M,
+                    .ids = dids, .x_group = x_group, .n_slots = ns}, K, dX, ldx, dY, ldy));
         float *Yg = to_host(dY, (size_t)(ns * ldy));
         char name[96];
         snprintf(name, sizeof name, "matmul_id %s %s %lldx%lld slots=%lld", st_type_get(type)->name,
@@ -193,13 +195,16 @@ static void test_matmul_id_swiglu(uint32_t type, int64_t n_expert, int64_t M, in
     void *dG = dev_from(Gq, wb), *dU = dev_from(Uq, wb);
     int32_t *dids = dev_from(ids, sizeof ids);
     float *dX = dev_from(X, (size_t)K * 4), *dY = dev_from(NULL, (size_t)(ns * ldy) * 4);
-    GPU(st_cuda_matmul_id_swiglu(cu, type, dG, dU, eb, n_expert, M, K, dids, dX, K, ns, ns, dY, ldy));
+    GPU(st_cuda_matmul_id_swiglu(cu,
+            &(st_cuda_experts){.type = type, .W = dG, .W2 = dU, .expert_bytes = eb, .n_expert = n_expert, .M = M,
+                .ids = dids, .x_group = ns, .n_slots = ns}, K, dX, K, dY, ldy));
     float *Yg = to_host(dY, (size_t)(ns * ldy));
     char name[96];
     snprintf(name, sizeof name, "matmul_id_swiglu %s %lldx%lld", st_type_get(type)->name, (long long)M, (long long)K);
     report(name, norm_err(Yg, Yc, ns, M, ldy), type_tol(type));
     /* no ids: expert 0 as a dense FFN (slot 1 above used expert 0) */
-    GPU(st_cuda_matmul_id_swiglu(cu, type, dG, dU, 0, 0, M, K, NULL, dX, K, 1, 1, dY, ldy));
+    GPU(st_cuda_matmul_id_swiglu(cu,
+            &(st_cuda_experts){.type = type, .W = dG, .W2 = dU, .M = M, .x_group = 1, .n_slots = 1}, K, dX, K, dY, ldy));
     free(Yg);
     Yg = to_host(dY, (size_t)M);
     snprintf(name, sizeof name, "matmul_swiglu (dense) %s", st_type_get(type)->name);
@@ -588,11 +593,15 @@ static void test_moe_prefill(uint32_t tg, uint32_t tu, uint32_t td, int64_t E, i
         gu16 = dev_from(NULL, (size_t)(E * 2 * ff * d) * 2);
         dn16 = dev_from(NULL, (size_t)(E * d * ff) * 2);
         GPU(st_cuda_moe_dequant_f16(cu, &mw, gu16, dn16));
-        GPU(st_cuda_moe_ffn_prefill_f16(cu, &mw, gu16, dn16, dids, dw, k, dX, ldx, n_tok, dout, ldo, accumulate));
+        GPU(st_cuda_moe_ffn_prefill_f16(cu, &mw, gu16, dn16,
+                &(st_cuda_moe_rows){.ids = dids, .wts = dw, .k = k, .X = dX, .ldx = ldx, .n_tok = n_tok, .out = dout,
+                    .ld_out = ldo, .accumulate = accumulate}));
         st_cuda_free(cu, gu16); st_cuda_free(cu, dn16);
     } else {
         st_cuda_prefill_test_limits(batch, 0);
-        GPU(st_cuda_moe_ffn_prefill(cu, &mw, dids, dw, k, dX, ldx, n_tok, dout, ldo, accumulate));
+        GPU(st_cuda_moe_ffn_prefill(cu, &mw,
+                &(st_cuda_moe_rows){.ids = dids, .wts = dw, .k = k, .X = dX, .ldx = ldx, .n_tok = n_tok, .out = dout,
+                    .ld_out = ldo, .accumulate = accumulate}));
         st_cuda_prefill_test_limits(0, 0);
     }
     float *og = to_host(dout, (size_t)(n_tok * ldo));
@@ -767,10 +776,14 @@ static void perf_moe(uint32_t type) {
     float *X = rand_vec(K, 1.0f);
     float *dX = dev_from(X, (size_t)K * 4), *dY = dev_from(NULL, (size_t)(k * M) * 4);
     float ms;
-    GPU(st_cuda_matmul_id(cu, type, dW, eb, E, M, K, dids, dX, K, k, k, dY, M));
+    GPU(st_cuda_matmul_id(cu,
+            &(st_cuda_experts){.type = type, .W = dW, .expert_bytes = eb, .n_expert = E, .M = M, .ids = dids,
+                .x_group = k, .n_slots = k}, K, dX, K, dY, M));
     GPU(st_cuda_timer_start(cu));
     for (int i = 0; i < PERF_ITERS; i++)
-        GPU(st_cuda_matmul_id(cu, type, dW, eb, E, M, K, dids + i * k, dX, K, k, k, dY, M));
+        GPU(st_cuda_matmul_id(cu,
+                &(st_cuda_experts){.type = type, .W = dW, .expert_bytes = eb, .n_expert = E, .M = M,
+                    .ids = dids + i * k, .x_group = k, .n_slots = k}, K, dX, K, dY, M));
     GPU(st_cuda_timer_stop(cu, &ms));
     const double us = 1000.0 * ms / PERF_ITERS;
     printf("perf matmul_id %-5s 8 of 256 experts 512x2048 %9.1f us  %7.1f GB/s\n", st_type_get(type)->name, us,
@@ -778,7 +791,9 @@ static void perf_moe(uint32_t type) {
     /* gate+up+swiglu fused (the same tensor serves as both: the bytes read are what count) */
     GPU(st_cuda_timer_start(cu));
     for (int i = 0; i < PERF_ITERS; i++)
-        GPU(st_cuda_matmul_id_swiglu(cu, type, dW, dW, eb, E, M, K, dids + i * k, dX, K, k, k, dY, M));
+        GPU(st_cuda_matmul_id_swiglu(cu,
+                &(st_cuda_experts){.type = type, .W = dW, .W2 = dW, .expert_bytes = eb, .n_expert = E, .M = M,
+                    .ids = dids + i * k, .x_group = k, .n_slots = k}, K, dX, K, dY, M));
     GPU(st_cuda_timer_stop(cu, &ms));
     const double us2 = 1000.0 * ms / PERF_ITERS;
     printf("perf matmul_id_swiglu %-5s 8 of 256, gate+up 2x512x2048 %9.1f us  %7.1f GB/s\n", st_type_get(type)->name,
@@ -823,10 +838,16 @@ static void perf_moe_decode(void) {
             GPU(st_cuda_rms_norm(cu, x, D, nw, xn, D, 1, D, 1e-6f));
             GPU(st_cuda_matmul(cu, ST_TYPE_F32, router[l], E, D, xn, D, 1, logits, E));
             GPU(st_cuda_moe_route(cu, logits, E, 1, E, k, ids, wts));
-            GPU(st_cuda_matmul_id(cu, ST_TYPE_Q4_K, gate[l], e_in, E, F, D, ids, xn, D, k, k, g, F));
-            GPU(st_cuda_matmul_id(cu, ST_TYPE_Q4_K, up[l], e_in, E, F, D, ids, xn, D, k, k, u, F));
+            GPU(st_cuda_matmul_id(cu,
+                    &(st_cuda_experts){.type = ST_TYPE_Q4_K, .W = gate[l], .expert_bytes = e_in, .n_expert = E, .M = F,
+                        .ids = ids, .x_group = k, .n_slots = k}, D, xn, D, g, F));
+            GPU(st_cuda_matmul_id(cu,
+                    &(st_cuda_experts){.type = ST_TYPE_Q4_K, .W = up[l], .expert_bytes = e_in, .n_expert = E, .M = F,
+                        .ids = ids, .x_group = k, .n_slots = k}, D, xn, D, u, F));
             GPU(st_cuda_pointwise(cu, ST_CUDA_SWIGLU, g, F, u, F, g, F, k, F));
-            GPU(st_cuda_matmul_id(cu, ST_TYPE_Q4_K, down[l], e_out, E, D, F, ids, g, F, 1, k, yd, D));
+            GPU(st_cuda_matmul_id(cu,
+                    &(st_cuda_experts){.type = ST_TYPE_Q4_K, .W = down[l], .expert_bytes = e_out, .n_expert = E,
+                        .M = D, .ids = ids, .x_group = 1, .n_slots = k}, F, g, F, yd, D));
             GPU(st_cuda_moe_combine(cu, yd, D, wts, 1, k, D, x, D, 1));
             GPU(st_cuda_matmul(cu, ST_TYPE_Q4_K, sh[l], 2 * F, D, xn, D, 1, sg, 2 * F));   /* shared gate|up */
             GPU(st_cuda_pointwise(cu, ST_CUDA_SWIGLU, sg, F, sg + F, F, sg, F, 1, F));
@@ -938,11 +959,15 @@ static void perf_moe_prefill(int64_t n_tok) {
     float *X = rand_vec(n_tok * D, 1.0f);
     float *dX = dev_from(X, (size_t)(n_tok * D) * 4), *dout = dev_from(NULL, (size_t)(n_tok * D) * 4);
     const st_cuda_moe_w mw = { ST_TYPE_Q4_K, ST_TYPE_Q4_K, ST_TYPE_Q4_K, gate, up, down, E, D, F };
-    GPU(st_cuda_moe_ffn_prefill(cu, &mw, dids, dw, k, dX, D, n_tok, dout, D, 1));   /* warm-up */
+    GPU(st_cuda_moe_ffn_prefill(cu, &mw,
+            &(st_cuda_moe_rows){.ids = dids, .wts = dw, .k = k, .X = dX, .ldx = D, .n_tok = n_tok, .out = dout,
+                .ld_out = D, .accumulate = 1}));   /* warm-up */
     const int iters = 5;
     float ms;
     GPU(st_cuda_timer_start(cu));
-    for (int i = 0; i < iters; i++) GPU(st_cuda_moe_ffn_prefill(cu, &mw, dids, dw, k, dX, D, n_tok, dout, D, 1));
+    for (int i = 0; i < iters; i++) GPU(st_cuda_moe_ffn_prefill(cu, &mw,
+            &(st_cuda_moe_rows){.ids = dids, .wts = dw, .k = k, .X = dX, .ldx = D, .n_tok = n_tok, .out = dout,
+                .ld_out = D, .accumulate = 1}));
     GPU(st_cuda_timer_stop(cu, &ms));
     ms /= (float)iters;
     const double flop = 2.0 * (double)(n_tok * k) * (double)(3 * F * D);
@@ -952,10 +977,14 @@ static void perf_moe_prefill(int64_t n_tok) {
     {   /* with the f16 copies of the experts made at load */
         void *gu16 = dev_from(NULL, (size_t)(E * 2 * F * D) * 2), *dn16 = dev_from(NULL, (size_t)(E * D * F) * 2);
         GPU(st_cuda_moe_dequant_f16(cu, &mw, gu16, dn16));
-        GPU(st_cuda_moe_ffn_prefill_f16(cu, &mw, gu16, dn16, dids, dw, k, dX, D, n_tok, dout, D, 1));
+        GPU(st_cuda_moe_ffn_prefill_f16(cu, &mw, gu16, dn16,
+                &(st_cuda_moe_rows){.ids = dids, .wts = dw, .k = k, .X = dX, .ldx = D, .n_tok = n_tok, .out = dout,
+                    .ld_out = D, .accumulate = 1}));
         GPU(st_cuda_timer_start(cu));
         for (int i = 0; i < iters; i++)
-            GPU(st_cuda_moe_ffn_prefill_f16(cu, &mw, gu16, dn16, dids, dw, k, dX, D, n_tok, dout, D, 1));
+            GPU(st_cuda_moe_ffn_prefill_f16(cu, &mw, gu16, dn16,
+                    &(st_cuda_moe_rows){.ids = dids, .wts = dw, .k = k, .X = dX, .ldx = D, .n_tok = n_tok, .out = dout,
+                        .ld_out = D, .accumulate = 1}));
         GPU(st_cuda_timer_stop(cu, &ms));
         ms /= (float)iters;
         printf("perf moe_ffn_prefill_f16 (f16 expert copies)      n_tok=%-5lld %8.2f ms  %9.0f tok/s per layer"
@@ -967,10 +996,16 @@ static void perf_moe_prefill(int64_t n_tok) {
         float *g = dev_from(NULL, (size_t)(n_tok * k * F) * 4), *u = dev_from(NULL, (size_t)(n_tok * k * F) * 4);
         float *yd = dev_from(NULL, (size_t)(n_tok * k * D) * 4);
         GPU(st_cuda_timer_start(cu));
-        GPU(st_cuda_matmul_id(cu, ST_TYPE_Q4_K, gate, e_in, E, F, D, dids, dX, D, k, n_tok * k, g, F));
-        GPU(st_cuda_matmul_id(cu, ST_TYPE_Q4_K, up, e_in, E, F, D, dids, dX, D, k, n_tok * k, u, F));
+        GPU(st_cuda_matmul_id(cu,
+                &(st_cuda_experts){.type = ST_TYPE_Q4_K, .W = gate, .expert_bytes = e_in, .n_expert = E, .M = F,
+                    .ids = dids, .x_group = k, .n_slots = n_tok * k}, D, dX, D, g, F));
+        GPU(st_cuda_matmul_id(cu,
+                &(st_cuda_experts){.type = ST_TYPE_Q4_K, .W = up, .expert_bytes = e_in, .n_expert = E, .M = F,
+                    .ids = dids, .x_group = k, .n_slots = n_tok * k}, D, dX, D, u, F));
         GPU(st_cuda_pointwise(cu, ST_CUDA_SWIGLU, g, F, u, F, g, F, n_tok * k, F));
-        GPU(st_cuda_matmul_id(cu, ST_TYPE_Q4_K, down, e_out, E, D, F, dids, g, F, 1, n_tok * k, yd, D));
+        GPU(st_cuda_matmul_id(cu,
+                &(st_cuda_experts){.type = ST_TYPE_Q4_K, .W = down, .expert_bytes = e_out, .n_expert = E, .M = D,
+                    .ids = dids, .x_group = 1, .n_slots = n_tok * k}, F, g, F, yd, D));
         GPU(st_cuda_moe_combine(cu, yd, D, dw, n_tok, k, D, dout, D, 1));
         GPU(st_cuda_timer_stop(cu, &ms));
         printf("perf moe_ffn matvec path (matmul_id x3)           n_tok=%-5lld %8.2f ms  %9.0f tok/s per layer\n",

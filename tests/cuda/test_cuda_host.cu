@@ -53,7 +53,8 @@ template <class U> static void check_type(uint32_t type, const char *name) {
 
     float y_cpu[9], y_unit[9];
     void *scratch = malloc(st_matmul_scratch_size(type, K, 1) + 64);
-    st_matmul(NULL, type, W, M, K, x, K, 1, y_cpu, M, scratch);
+    st_matmul_part part = {W, M, x, K, 1, y_cpu, M};
+    st_matmul(NULL, type, K, &part, scratch);
     free(scratch);
     double md = 0.0, mc = 0.0, dq_err = 0.0;
     float *ref_row = (float *)malloc((size_t)K * sizeof(float));

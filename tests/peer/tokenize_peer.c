@@ -24,25 +24,12 @@
 #include <sys/stat.h>
 #include <time.h>
 #include "gguf/gguf.h"
+#include "llama_abi.h"
 #include "text/hf_tokenizer.h"
 #include "text/tokenizer.h"
 
 /* ---- the peer's API (llama.h) ---- */
-struct llama_model;
-struct llama_vocab;
 typedef int32_t llama_token;
-struct llama_model_params {
-    void *devices;
-    const void *tensor_buft_overrides;
-    int32_t n_gpu_layers;
-    int split_mode, load_mode, lazy_mode;
-    int32_t main_gpu;
-    const float *tensor_split;
-    void *progress_callback;
-    void *progress_callback_user_data;
-    const void *kv_overrides;
-    bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
-};
 
 static struct {
     void (*backend_init)(void);

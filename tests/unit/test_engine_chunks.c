@@ -26,15 +26,8 @@ static int32_t tokens[N];
 static char dir[256];
 
 static st_model *load(const char *arch) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.gguf", dir, arch);
-    fx_opts o = {.arch = arch};
-    if (fx_write(path, &o)) return NULL;
     st_model_params mp = {.progress = 0, .prefault = 0};
-    st_model *m = NULL;
-    if (st_model_load(path, &mp, &m) != ST_OK) fprintf(stderr, "%s: %s\n", arch, st_last_error());
-    remove(path);
-    return m;
+    return fx_load(dir, &(fx_opts){.arch = arch}, "chunks", &mp);
 }
 
 static int n_threads = 1;
@@ -183,9 +176,7 @@ static void test_arch(const char *arch) {
 
 int main(void) {
     for (int i = 0; i < N; i++) tokens[i] = (int32_t)(fx_hash("tokens", (uint64_t)i) % FX_V);
-    const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(dir, sizeof dir, "%s/strata-test-engine-XXXXXX", tmp);
-    if (!mkdtemp(dir)) SKIP("cannot create a temporary directory");
+    if (!fx_tmpdir(dir, sizeof dir, "engine")) SKIP("cannot create a temporary directory");
     const char *archs[] = {"qwen35moe", "qwen35", "qwen3next", "qwen3moe", "qwen3"};
     for (int i = 0; i < 5; i++) test_arch(archs[i]);
     rmdir(dir);

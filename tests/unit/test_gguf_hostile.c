@@ -12,57 +12,25 @@
 
 #include "gguf/gguf.h"
 #include "quant/types.h"
+#include "gguf_walk.h"
 #include "test.h"
 
 #define NAME "hostile.gguf"
 
 /* ---- opening a byte string from a buffer of exactly its size ---- */
 
-static volatile uint64_t sink;
-
-/* Reads every value through the API, recursively, so a bad pointer would trip ASan. */
-static void walk_value(const st_gguf_value *v) {
-    int64_t i;
-    uint64_t u;
-    double d;
-    int b;
-    const char *s;
-    size_t len;
-    if (st_gguf_value_type(v) != ST_GGUF_ARRAY) {
-        if (st_gguf_value_uint(v, &u) == ST_OK) sink += u;
-        if (st_gguf_value_int(v, &i) == ST_OK) sink += (uint64_t)i;
-        if (st_gguf_value_float(v, &d) == ST_OK) sink += (uint64_t)(d == d);
-        if (st_gguf_value_bool(v, &b) == ST_OK) sink += (uint64_t)b;
-        if (st_gguf_value_str(v, &s, &len) == ST_OK)
-            for (size_t k = 0; k < len; k++) sink += (unsigned char)s[k];
-        return;
-    }
-    uint64_t n = st_gguf_array_len(v);
-    const unsigned char *raw = st_gguf_array_data(v);
-    for (uint64_t k = 0; k < n; k++) {
-        if (st_gguf_array_uint(v, k, &u) == ST_OK) sink += u;
-        if (st_gguf_array_int(v, k, &i) == ST_OK) sink += (uint64_t)i;
-        if (st_gguf_array_float(v, k, &d) == ST_OK) sink += (uint64_t)(d == d);
-        if (st_gguf_array_str(v, k, &s, &len) == ST_OK)
-            for (size_t c = 0; c < len; c++) sink += (unsigned char)s[c];
-        const st_gguf_value *inner = st_gguf_array_at(v, k);
-        if (inner) walk_value(inner);
-        if (raw) sink += raw[k];
-    }
-}
-
 static void walk(const st_gguf *g) {
     for (int64_t i = 0; i < st_gguf_n_kv(g); i++) {
-        sink += strlen(st_gguf_kv_key(g, i));
+        gguf_walk_sink += strlen(st_gguf_kv_key(g, i));
         CHECK(st_gguf_find(g, st_gguf_kv_key(g, i)) == st_gguf_kv_value(g, i));
-        walk_value(st_gguf_kv_value(g, i));
+        CHECK(gguf_walk_value(st_gguf_kv_value(g, i)));
     }
     for (int64_t i = 0; i < st_gguf_n_tensors(g); i++) {
         const st_gguf_tensor *t = st_gguf_tensor_at(g, i);
         CHECK(st_gguf_find_tensor(g, t->name) == t);
         const unsigned char *p = t->data;
-        for (size_t k = 0; k < t->size; k += 7) sink += p[k];
-        if (t->size) sink += p[t->size - 1];
+        for (size_t k = 0; k < t->size; k += 7) gguf_walk_sink += p[k];
+        if (t->size) gguf_walk_sink += p[t->size - 1];
     }
 }
 
@@ -120,7 +88,12 @@ static void make_valid(void) {
 
     st_gguf *g = NULL;
     CHECKF(st_gguf_open(path, &g) == ST_OK, "%s", st_last_error());
-    if (!g) SKIP("the writer's file does not open");
+    /* Without the valid file nothing below can run: that is a failure (of the writer or the
+     * reader), never a skip. */
+    if (!g) {
+        unlink(path);
+        exit(test_report("test_gguf_hostile"));
+    }
     valid_size = st_gguf_file_size(g);
     valid_data_offset = st_gguf_data_offset(g);
     const st_gguf_tensor *b = st_gguf_find_tensor(g, "b");

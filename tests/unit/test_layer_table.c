@@ -33,16 +33,10 @@ static int bound_slot(struct st_model *m, const char *name) {
 }
 
 static void check_model(const fx_opts *o, const char *tag) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, o->arch, tag);
-    CHECKF(fx_write(path, o) == 0, "%s %s: cannot write", o->arch, tag);
     st_model_params mp = {.progress = 0, .prefault = 0, .copy_weights = 0};
-    st_model *m;
-    if (st_model_load(path, &mp, &m) != ST_OK) {
-        CHECKF(0, "%s %s: %s", o->arch, tag, st_last_error());
-        remove(path);
-        return;
-    }
+    st_model *m = fx_load(dir, o, tag, &mp);
+    CHECKF(m != NULL, "%s %s: does not load", o->arch, tag);
+    if (!m) return;
     /* kinds */
     for (int64_t il = 0; il < m->hp.n_layer; il++)
         for (int j = 0; j < ST_LAYER_N_TENSORS; j++) {
@@ -73,14 +67,11 @@ static void check_model(const fx_opts *o, const char *tag) {
         CHECKF(bound_slot(m, name), "%s %s: %s is in the file but in no slot", o->arch, tag, name);
     }
     st_model_free(m);
-    remove(path);
 }
 
 int main(void) {
     test_rows();
-    const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(dir, sizeof dir, "%s/strata-test-layer-XXXXXX", tmp);
-    if (!mkdtemp(dir)) SKIP("cannot create a temporary directory");
+    if (!fx_tmpdir(dir, sizeof dir, "layer")) SKIP("cannot create a temporary directory");
     const char *archs[] = {"qwen35moe", "qwen35", "qwen3next", "qwen3moe", "qwen3"};
     for (int a = 0; a < 5; a++) {
         fx_opts plain = {.arch = archs[a]};

@@ -67,7 +67,7 @@ static void test_shape(st_pool *pool, uint32_t type, int64_t M, int64_t K, int64
     for (int level = 0; level <= 3; level += 1) {
         st_cpu_limit(level);
         for (int64_t r = 0; r < n * ldy; r++) Y[r] = NAN;
-        st_matmul(pool, type, W, M, K, X, ldx, n, Y, ldy, scratch);
+        st_matmul(pool, type, K, &(st_matmul_part){W, M, X, ldx, n, Y, ldy}, scratch);
         int bad = 0;
         for (int64_t r = 0; r < n && !bad; r++)
             for (int64_t m = 0; m < M && !bad; m++) {

@@ -12,10 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 #include "quant/types.h"
+#include "strata.h"
 
 typedef struct fx_opts {
     const char *arch;       /* qwen35moe, qwen35, qwen3next, qwen3moe, qwen3 */
@@ -360,6 +362,50 @@ static int fx_write(const char *path, const fx_opts *o) {
     for (int i = 0; i < m->n; i++) free(m->t[i].data);
     free(m);
     return rc;
+}
+
+/* The logits of every position of tokens[0..n) fed in chunks of `prefill` rows through a fresh
+ * one-thread session with an f32 KV cache: malloc'd [n][FX_V], or NULL (the reason on stderr, or
+ * in st_last_error() when the model does not load). */
+static inline float *fx_eval_file(const char *path, const st_model_params *mp, const int32_t *tokens, int n, int prefill) {
+    st_model *m;
+    if (st_model_load(path, mp, &m) != ST_OK) return NULL;
+    st_session_params sp = st_session_default_params();
+    sp.n_threads = 1;
+    sp.n_prefill = prefill;
+    sp.kv_f32 = 1;
+    st_session *s = NULL;
+    float *out = malloc(sizeof(float) * (size_t)n * FX_V);
+    if (!out || st_session_new(m, &sp, &s) != ST_OK || st_session_feed(s, tokens, n, out) != ST_OK) {
+        fprintf(stderr, "eval %s: %s\n", path, st_last_error());
+        free(out);
+        out = NULL;
+    }
+    st_session_free(s);
+    st_model_free(m);
+    return out;
+}
+
+/* A fresh folder for fixture files, /dev/shm when writable (the GGUF writer fsyncs every file);
+ * 0 when none could be made. */
+static inline int fx_tmpdir(char *dir, size_t size, const char *tag) {
+    const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(dir, size, "%s/strata-test-%s-XXXXXX", tmp, tag);
+    return mkdtemp(dir) != NULL;
+}
+
+/* Writes fixture o as DIR/ARCH-TAG.gguf, loads it with mp and removes the file; NULL (the reason
+ * on stderr) when either fails. */
+static inline st_model *fx_load(const char *dir, const fx_opts *o, const char *tag, const st_model_params *mp) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s-%s.gguf", dir, o->arch, tag);
+    st_model *m = NULL;
+    if (fx_write(path, o) == 0 && st_model_load(path, mp, &m) != ST_OK) {
+        fprintf(stderr, "%s %s: %s\n", o->arch, tag, st_last_error());
+        m = NULL;
+    }
+    remove(path);
+    return m;
 }
 
 #endif

@@ -30,23 +30,7 @@ static int copy_weights;
 /* Logits of every position, or NULL (with the error in st_last_error()) if the model fails to load. */
 static float *eval_file(const char *path, int prefill) {
     st_model_params mp = {.progress = 0, .prefault = 0, .copy_weights = copy_weights};
-    st_model *m;
-    if (st_model_load(path, &mp, &m) != ST_OK) return NULL;
-    st_session_params sp = st_session_default_params();
-    sp.n_threads = 1;
-    sp.n_prefill = prefill;
-    sp.kv_f32 = 1;
-    st_session *s;
-    float *out = malloc(sizeof(float) * N_TOK * FX_V);
-    if (st_session_new(m, &sp, &s) != ST_OK || st_session_feed(s, tokens, N_TOK, out) != ST_OK) {
-        fprintf(stderr, "eval %s: %s\n", path, st_last_error());
-        free(out);
-        out = NULL;
-    } else {
-        st_session_free(s);
-    }
-    st_model_free(m);
-    return out;
+    return fx_eval_file(path, &mp, tokens, N_TOK, prefill);
 }
 
 static float *eval_opts(const fx_opts *o, const char *tag) {
@@ -293,10 +277,7 @@ static void test_bad_gpu_mem(void) {
 
 int main(void) {
     test_bad_gpu_mem();
-    /* /dev/shm when there is one: the GGUF writer fsyncs every file. */
-    const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(dir, sizeof dir, "%s/strata-test-model-XXXXXX", tmp);
-    if (!mkdtemp(dir)) SKIP("cannot create a temporary directory");
+    if (!fx_tmpdir(dir, sizeof dir, "model")) SKIP("cannot create a temporary directory");
     test_forms();
     test_qwen3next();
     test_tied_equals_copy();

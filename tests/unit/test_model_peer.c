@@ -38,21 +38,7 @@ static float *read_all(const char *path, size_t n) {
 
 static float *ours(const char *path) {
     st_model_params mp = {.progress = 0, .prefault = 0};
-    st_model *m;
-    if (st_model_load(path, &mp, &m) != ST_OK) return NULL;
-    st_session_params sp = st_session_default_params();
-    sp.n_threads = 1;
-    sp.kv_f32 = 1;
-    st_session *s;
-    float *out = malloc(sizeof(float) * N_TOK * FX_V);
-    if (st_session_new(m, &sp, &s) != ST_OK || st_session_feed(s, tokens, N_TOK, out) != ST_OK) {
-        free(out);
-        out = NULL;
-    } else {
-        st_session_free(s);
-    }
-    st_model_free(m);
-    return out;
+    return fx_eval_file(path, &mp, tokens, N_TOK, 512);
 }
 
 static void check_tol(const char *label, const fx_opts *o, double tol) {
@@ -104,9 +90,7 @@ int main(void) {
     if (access(lib, R_OK) != 0) SKIP("the peer's libllama is not at %s", lib);
     if (access("./logits_peer", X_OK) != 0) SKIP("logits_peer was not built (llama.h not found at configure time)");
     for (int i = 0; i < N_TOK; i++) tokens[i] = (int32_t)(fx_hash("peer", (uint64_t)i) % FX_V);
-    const char *tmp = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(dir, sizeof dir, "%s/strata-test-peer-XXXXXX", tmp);
-    if (!mkdtemp(dir)) SKIP("cannot create a temporary directory");
+    if (!fx_tmpdir(dir, sizeof dir, "peer")) SKIP("cannot create a temporary directory");
 
     const char *archs[] = {"qwen35moe", "qwen35", "qwen3next", "qwen3moe", "qwen3"};
     for (int i = 0; i < 5; i++) {

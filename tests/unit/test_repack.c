@@ -113,14 +113,14 @@ static void test_matmul(st_pool *pool, int64_t M, int64_t K, int64_t n) {
         st_cpu_limit(level);
         int exact = level == 2 && st_dot_level(ST_TYPE_Q4_K_R) == 2;
         for (int64_t i = 0; i < n * ldy; i++) Y[i] = Yr[i] = NAN;
-        st_matmul(pool, ST_TYPE_Q4_K, W, M, K, X, ldx, n, Y, ldy, scratch);
+        st_matmul(pool, ST_TYPE_Q4_K, K, &(st_matmul_part){W, M, X, ldx, n, Y, ldy}, scratch);
         if (n > 1) {
             /* two parts over the same X: rows [0, h) and [h, M) */
             int64_t h = M / 2;
             st_matmul_part parts[2] = {{R, h, X, ldx, n, Yr, ldy}, {R + (size_t)h * row, M - h, X, ldx, n, Yr + h, ldy}};
             st_matmul_batch(pool, ST_TYPE_Q4_K_R, K, parts, 2, scratch);
         } else {
-            st_matmul(pool, ST_TYPE_Q4_K_R, R, M, K, X, ldx, n, Yr, ldy, scratch);
+            st_matmul(pool, ST_TYPE_Q4_K_R, K, &(st_matmul_part){R, M, X, ldx, n, Yr, ldy}, scratch);
         }
         int bad = 0;
         for (int64_t r = 0; r < n && !bad; r++)

@@ -26,16 +26,9 @@ enum { N = 40, CTX = 64 };
 static char dir[256];
 
 static st_model *load_fixture(const char *arch) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.gguf", dir, arch);
-    fx_opts o = {.arch = arch};
-    if (fx_write(path, &o)) return NULL;
     st_model_params mp = st_model_default_params();
     mp.copy_weights = 0;
-    st_model *m = NULL;
-    if (st_model_load(path, &mp, &m) != ST_OK) fprintf(stderr, "%s: %s\n", arch, st_last_error());
-    remove(path);
-    return m;
+    return fx_load(dir, &(fx_opts){.arch = arch}, "state", &mp);
 }
 
 static st_session *session(st_model *m, int64_t n_ctx, int kv_f32) {
@@ -305,9 +298,7 @@ static void test_demo(void) {
 }
 
 int main(void) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/strata-test-state-XXXXXX", tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) SKIP("cannot create a temporary directory");
+    if (!fx_tmpdir(dir, sizeof dir, "state")) SKIP("cannot create a temporary directory");
     for (int i = 0; i < N; i++) {
         a_ids[i] = (int32_t)((i * 37 + 11) % FX_V);
         b_ids[i] = (int32_t)((i * 53 + 5) % FX_V);

@@ -133,9 +133,7 @@ void st_matmul_batch(st_pool *pool, uint32_t type, int64_t K, const st_matmul_pa
     st_pool_run(pool, batch_worker, &job);
 }
 
-void st_matmul(st_pool *pool, uint32_t type, const void *W, int64_t M, int64_t K,
-               const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy, void *scratch) {
-    if (M <= 0 || n <= 0) return;
-    st_matmul_part part = {W, M, X, ldx, n, Y, ldy};
-    st_matmul_batch(pool, type, K, &part, 1, scratch);
+void st_matmul(st_pool *pool, uint32_t type, int64_t K, const st_matmul_part *p, void *scratch) {
+    if (p->M <= 0 || p->n <= 0) return;
+    st_matmul_batch(pool, type, K, p, 1, scratch);
 }

@@ -13,16 +13,8 @@
 #include <stdint.h>
 #include "base/pool.h"
 
-/* Bytes of scratch st_matmul needs for n rows of K activations against `type`. */
-size_t st_matmul_scratch_size(uint32_t type, int64_t K, int64_t n);
-void st_matmul(st_pool *pool, uint32_t type, const void *W, int64_t M, int64_t K,
-               const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy, void *scratch);
-
-/* Several products of one weight type and one K in a single pass of the pool: the gate and up
- * projections of a row block, or every selected expert of a MoE layer. Part p computes
- * Y_p = X_p . W_p^T (M_p rows of W_p, n_p rows of X_p); parts that share the same X pointer, ldx
- * and n convert it once. The threads split the concatenated weight rows of all parts, so one call
- * pays one dispatch and one barrier instead of one per matrix. */
+/* One product's operands: W (M rows of K, K given beside the part), n rows of X (ldx floats
+ * apart) and n rows of Y (M columns, ldy floats apart). */
 typedef struct st_matmul_part {
     const void *W;
     int64_t M;
@@ -31,6 +23,18 @@ typedef struct st_matmul_part {
     float *Y;
     int64_t ldy;
 } st_matmul_part;
+
+/* Bytes of scratch st_matmul needs for n rows of K activations against `type`. */
+size_t st_matmul_scratch_size(uint32_t type, int64_t K, int64_t n);
+/* Y = X . W^T for one part: st_matmul_batch of one. */
+void st_matmul(st_pool *pool, uint32_t type, int64_t K, const st_matmul_part *p, void *scratch);
+
+/* Several products of one weight type and one K in a single pass of the pool (the benches run a
+ * MoE layer's selected experts through it; the model's MoE layers use model/moe_exec.c's job,
+ * which also fuses the SwiGLU, and st_matmul is a batch of one). Part p computes
+ * Y_p = X_p . W_p^T (M_p rows of W_p, n_p rows of X_p); parts that share the same X pointer, ldx
+ * and n convert it once. The threads split the concatenated weight rows of all parts, so one call
+ * pays one dispatch and one barrier instead of one per matrix. */
 /* Bytes of scratch st_matmul_batch needs when the parts hold `rows` distinct activation rows in
  * all (at most the sum of n_p). */
 size_t st_matmul_batch_scratch_size(uint32_t type, int64_t K, int64_t rows);

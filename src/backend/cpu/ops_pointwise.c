@@ -1,33 +1,14 @@
 /* ops_pointwise.c: elementwise activations and gates (MODELS.md §2.4), row softmax, MoE routing
  * (§2.8) and argmax.
  *
- * The references use ggml's scalar formulas: silu(x) = x/(1+expf(-x)), sigmoid(x) = 1/(1+expf(-x)),
- * softplus(x) = x > 20 ? x : logf(1+expf(x)). The exp-heavy ones (silu, sigmoid, swiglu and the
- * gates) have AVX-512 and AVX2 row kernels with a vector exp (ops_pointwise_avx512.c,
- * ops_pointwise_avx2.c) that agree within a few ulp; ggml's own vector path is an approximation
- * too. softplus runs only where GDN gates are formed (n_v values per token) and stays scalar. */
+ * The references are ggml's scalar formulas (ops_pointwise_ref.c). The exp-heavy ones (silu,
+ * sigmoid, swiglu and the gates) have AVX-512 and AVX2 row kernels with a vector exp
+ * (ops_pointwise_avx512.c, ops_pointwise_avx2.c) that agree within a few ulp; ggml's own vector
+ * path is an approximation too. softplus runs only where GDN gates are formed (n_v values per token) and stays scalar. */
 #include <math.h>
 #include <string.h>
 #include "backend/cpu/ops_cpu.h"
 #include "base/cpu.h"
-
-static inline float silu_ref(float x) { return x / (1.0f + expf(-x)); }
-static inline float sigmoid_ref(float x) { return 1.0f / (1.0f + expf(-x)); }
-static inline float softplus_ref(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
-
-void ops_pw_ref(int op, const float *a, const float *b, float *y, int64_t n) {
-    switch (op) {
-    case OPS_PW_SILU:     for (int64_t i = 0; i < n; i++) y[i] = silu_ref(a[i]); break;
-    case OPS_PW_SIGMOID:  for (int64_t i = 0; i < n; i++) y[i] = sigmoid_ref(a[i]); break;
-    case OPS_PW_SOFTPLUS: for (int64_t i = 0; i < n; i++) y[i] = softplus_ref(a[i]); break;
-    case OPS_PW_SWIGLU:   for (int64_t i = 0; i < n; i++) y[i] = silu_ref(a[i]) * b[i]; break;
-    case OPS_PW_MUL_SIGMOID: for (int64_t i = 0; i < n; i++) y[i] = a[i] * sigmoid_ref(b[i]); break;
-    case OPS_PW_MUL_SILU: for (int64_t i = 0; i < n; i++) y[i] = a[i] * silu_ref(b[i]); break;
-    case OPS_PW_MUL:      for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i]; break;
-    case OPS_PW_ADD:      for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i]; break;
-    default: break;
-    }
-}
 
 typedef struct pw_job {
     int op;

@@ -101,24 +101,32 @@ st_status st_cuda_host_bandwidth(st_cuda *cu, size_t bytes, double *mapped_gbs, 
 st_status st_cuda_matmul(st_cuda *cu, uint32_t type, const void *W, int64_t M, int64_t K,
                          const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy);
 
-/* The MoE expert product: for each slot s < n_slots,
- *   Y[s] = W_{ids[s]} . X[s / x_group]
- * W points at expert 0 of a stacked [n_expert][M][K] tensor (experts expert_bytes apart), ids is
- * a device int32[n_slots] (out-of-range ids give zero rows). x_group = k for the gate/up of
- * tokens routed to k experts each (slot s = t*k + j reads token t), 1 for the down projection. */
-st_status st_cuda_matmul_id(st_cuda *cu, uint32_t type, const void *W, size_t expert_bytes,
-                            int64_t n_expert, int64_t M, int64_t K, const int32_t *ids,
-                            const float *X, int64_t ldx, int64_t x_group, int64_t n_slots,
-                            float *Y, int64_t ldy);
+/* The weights and routing of an expert product (st_cuda_matmul_id and the forms below). W points
+ * at expert 0 of a stacked [n_expert][M][K] tensor of `type` (experts expert_bytes apart); W2 at
+ * the up matrices, stacked alike, for the SwiGLU forms (NULL otherwise). Slot s < n_slots reads
+ * expert ids[s] (a device int32[n_slots]; an out-of-range id gives a zero row) and input row
+ * s / x_group: x_group = k for the gate/up of tokens routed to k experts each (slot s = t*k + j
+ * reads token t), 1 for the down projection. ids NULL: one matrix (the shared expert, a dense
+ * FFN), n_expert and expert_bytes ignored. */
+typedef struct st_cuda_experts {
+    uint32_t type;
+    const void *W, *W2;
+    size_t expert_bytes;
+    int64_t n_expert, M;
+    const int32_t *ids;
+    int64_t x_group, n_slots;
+} st_cuda_experts;
+
+/* The MoE expert product: Y[s] = W_{ids[s]} . X[s / x_group] for each slot s (rows of K; e->W2
+ * must be NULL). */
+st_status st_cuda_matmul_id(st_cuda *cu, const st_cuda_experts *e, int64_t K, const float *X, int64_t ldx, float *Y,
+                            int64_t ldy);
 
 /* Gate, up and SwiGLU in one pass (quantized types): Y[s] = silu(Wg_{ids[s]} . x) * (Wu_{ids[s]} . x)
- * with x = X[s / x_group]; gate and up stacked alike. ids NULL: one matrix each (the shared
- * expert, a dense FFN), n_expert ignored. Saves the activation's second quantization, two launches
- * and the round trip of the gate/up outputs through memory. */
-st_status st_cuda_matmul_id_swiglu(st_cuda *cu, uint32_t type, const void *W_gate, const void *W_up,
-                                   size_t expert_bytes, int64_t n_expert, int64_t M, int64_t K,
-                                   const int32_t *ids, const float *X, int64_t ldx, int64_t x_group,
-                                   int64_t n_slots, float *Y, int64_t ldy);
+ * with x = X[s / x_group], Wg = e->W, Wu = e->W2. Saves the activation's second quantization, two
+ * launches and the round trip of the gate/up outputs through memory. */
+st_status st_cuda_matmul_id_swiglu(st_cuda *cu, const st_cuda_experts *e, int64_t K, const float *X, int64_t ldx,
+                                   float *Y, int64_t ldy);
 
 /* The weighted combination of the experts' outputs (the scatter back to tokens):
  *   out[t] (+)= sum_j w[t*k + j] * Y[(t*k + j)*ldy ...]   over M columns; accumulate: add to out. */
@@ -149,7 +157,6 @@ typedef struct st_cuda_q8 {
 /* Bytes of a buffer for n rows of K (K a multiple of 32), and the views into one (buf 256-aligned). */
 size_t st_cuda_q8_bytes(int64_t K, int64_t n);
 st_cuda_q8 st_cuda_q8_at(void *buf, int64_t K, int64_t n);
-st_status st_cuda_quantize_q8(st_cuda *cu, const float *X, int64_t ldx, st_cuda_q8 q);
 /* y = RMSNorm(x; w) * silu(z) per row of dim (rows contiguous; the Gated DeltaNet's output gate):
  * bit for bit st_cuda_rms_norm then st_cuda_pointwise(MUL_SILU). In place allowed (y == x). */
 st_status st_cuda_rms_norm_mul_silu(st_cuda *cu, const float *x, const float *w, const float *z, float *y,
@@ -157,11 +164,12 @@ st_status st_cuda_rms_norm_mul_silu(st_cuda *cu, const float *x, const float *w,
 /* The residual step and the next norm in one pass, rows of dim contiguous floats:
  *   x += r (when r is not NULL; x is written back),  y = RMSNorm(x) * w  (when y is not NULL),
  *   q = y's 8-bit form (when q.q is not NULL; q.K == dim).
- * Bit for bit st_cuda_pointwise(ADD) then st_cuda_rms_norm then st_cuda_quantize_q8. */
+ * Bit for bit st_cuda_pointwise(ADD), st_cuda_rms_norm, then the prepared form of y. */
 st_status st_cuda_add_rms_norm_q8(st_cuda *cu, float *x, const float *r, const float *w, float *y, st_cuda_q8 q,
                                   int64_t rows, int64_t dim, float eps);
-/* Y_i = W_i x for up to 4 matrices of one quantized type (Q4_K, Q5_K, Q6_K, Q8_0) and K = q.K, on
- * the q.n prepared rows (n <= 8), in one launch. */
+/* Y_i = W_i x for up to ST_CUDA_MV_MULTI matrices of one quantized type (Q4_K, Q5_K, Q6_K, Q8_0)
+ * and K = q.K, on the q.n prepared rows (n <= 8), in one launch. */
+#define ST_CUDA_MV_MULTI 4
 typedef struct st_cuda_mv {
     const void *W;
     int64_t M;
@@ -169,17 +177,14 @@ typedef struct st_cuda_mv {
     int64_t ldy;
 } st_cuda_mv;
 st_status st_cuda_matvec_q8_multi(st_cuda *cu, uint32_t type, const st_cuda_mv *items, int n_items, st_cuda_q8 q);
-/* st_cuda_matmul_id (W2 NULL) and st_cuda_matmul_id_swiglu (W2 the up matrix) on prepared rows;
- * ids NULL: one matrix (the shared expert, a dense FFN). */
-st_status st_cuda_matvec_q8_id(st_cuda *cu, uint32_t type, const void *W, const void *W2, size_t expert_bytes,
-                               int64_t n_expert, int64_t M, const int32_t *ids, st_cuda_q8 q, int64_t x_group,
-                               int64_t n_slots, float *Y, int64_t ldy);
-/* The SwiGLU of st_cuda_matvec_q8_id (W2 the up matrix) written straight into 8 bits: out's row s
- * (out.K == M, a multiple of 32) is slot s's silu(gate) * up, as st_cuda_quantize_q8 would form it
- * from the f32 result, so the down product reads it with no quantize launch. */
-st_status st_cuda_matvec_q8_swiglu_q8(st_cuda *cu, uint32_t type, const void *W_gate, const void *W_up,
-                                      size_t expert_bytes, int64_t n_expert, int64_t M, const int32_t *ids,
-                                      st_cuda_q8 q, int64_t x_group, int64_t n_slots, st_cuda_q8 out);
+/* st_cuda_matmul_id (e->W2 NULL) and st_cuda_matmul_id_swiglu (e->W2 the up matrices) on prepared
+ * rows (K = q.K). */
+st_status st_cuda_matvec_q8_id(st_cuda *cu, const st_cuda_experts *e, st_cuda_q8 q, float *Y, int64_t ldy);
+/* The SwiGLU of st_cuda_matvec_q8_id (e->W2 the up matrices) written straight into 8 bits: out's
+ * row s (out.K == e->M, a multiple of 32) is slot s's silu(gate) * up in the prepared form (8 bits
+ * per 32, as the quantizing kernel forms it from the f32 result), so the down product reads it
+ * with no quantize launch. */
+st_status st_cuda_matvec_q8_swiglu_q8(st_cuda *cu, const st_cuda_experts *e, st_cuda_q8 q, st_cuda_q8 out);
 
 /* ---- The rest of backend.h, same arguments (device pointers) ------------------------------- */
 
@@ -238,6 +243,20 @@ typedef struct st_cuda_moe_w {
     int64_t n_expert, d, ff;
 } st_cuda_moe_w;
 
+/* The token rows of a routed-expert FFN: n_tok rows of X (ldx floats apart) routed to k experts
+ * each (ids, wts: device arrays [n_tok][k]), the sum into out (ld_out floats apart), added to what
+ * out holds when accumulate. */
+typedef struct st_cuda_moe_rows {
+    const int32_t *ids;
+    const float *wts;
+    int64_t k;
+    const float *X;
+    int64_t ldx, n_tok;
+    float *out;
+    int64_t ld_out;
+    int accumulate;
+} st_cuda_moe_rows;
+
 /* The routed-expert FFN of a prompt chunk:
  *   out[t] (+)= sum_{j<k} wts[t*k+j] * down_e( silu(gate_e x_t) * up_e x_t ),  e = ids[t*k+j]
  * (ids, wts device arrays [n_tok][k]; an id outside [0, n_expert) contributes nothing; the sum is
@@ -248,21 +267,17 @@ typedef struct st_cuda_moe_w {
  * SwiGLU product must stay below 65504). SYNCHRONIZES once per call (the per-expert counts come
  * to the host to size the GEMMs): for prompts, never inside a CUDA graph capture.
  * Scratch: the context's, about n_tok*k*(4*d + 6*ff) bytes plus the weight batch (<= 1 GiB). */
-st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w, const int32_t *ids,
-                                  const float *wts, int64_t k, const float *X, int64_t ldx,
-                                  int64_t n_tok, float *out, int64_t ld_out, int accumulate);
+st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w, const st_cuda_moe_rows *r);
 
 /* Optional f16 copies of every expert of a layer, made once at load: gate_up_f16 [n_expert][2ff][d]
  * (per expert its gate rows, then its up rows) and down_f16 [n_expert][d][ff], 6*d*ff bytes per
  * expert (64 GB for the 35B-A3B's 40 layers: fits an H200 beside its 18 GB of Q4_K weights).
  * st_cuda_moe_dequant_f16 fills them (waits); st_cuda_moe_ffn_prefill_f16 is
  * st_cuda_moe_ffn_prefill reading them instead of dequantizing the used experts on every call
- * (H200, 35B-A3B layer, 4096 tokens: 1.42 ms against 2.39 ms; 512 tokens: 0.57 against 1.53). */
+ * (the times of both: docs/cuda.md, "Prompt paths"). */
 st_status st_cuda_moe_dequant_f16(st_cuda *cu, const st_cuda_moe_w *w, void *gate_up_f16, void *down_f16);
 st_status st_cuda_moe_ffn_prefill_f16(st_cuda *cu, const st_cuda_moe_w *w, const void *gate_up_f16,
-                                      const void *down_f16, const int32_t *ids, const float *wts,
-                                      int64_t k, const float *X, int64_t ldx, int64_t n_tok,
-                                      float *out, int64_t ld_out, int accumulate);
+                                      const void *down_f16, const st_cuda_moe_rows *r);
 
 /* st_cuda_attention's semantics (st_attn_args; f16 or f32 cache, GQA, causal per row from pos,
  * scale) on tensor cores, for prompt chunks: per kv head S = Q K^T (cuBLAS, Q rounded to f16, K
@@ -277,8 +292,7 @@ st_status st_cuda_attention_prefill(st_cuda *cu, const st_attn_args *a);
  * at once, then one pass over the chunks per (v-head, 32 value columns) with the state slice in
  * shared memory. Equal to the per-token recurrence within f32 rounding. d a multiple of 32 up to
  * 128 (other sizes: st_cuda_gdn_step). Scratch: n_v * ceil(n_tok/64) * (128*d + 4160) floats.
- * No host synchronisation. H200, 32 v-heads of 128: 4096 tokens 2.38 ms (per-token kernel 5.2 ms),
- * 512 tokens 0.29 ms (0.41-0.60 ms). */
+ * No host synchronisation. Its times against the per-token kernel: docs/cuda.md. */
 st_status st_cuda_gdn_chunked(st_cuda *cu, const st_gdn_args *a);
 
 /* Test hooks (process-wide; 0 restores the default): cap the experts dequantized per batch of

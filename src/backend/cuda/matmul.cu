@@ -478,15 +478,7 @@ extern "C" st_cuda_q8 st_cuda_q8_at(void *buf, int64_t K, int64_t n) {
     return q;
 }
 
-extern "C" st_status st_cuda_quantize_q8(st_cuda *cu, const float *X, int64_t ldx, st_cuda_q8 q) {
-    if (q.K % 32) return st_fail(ST_ERR_INVALID, "cuda quantize_q8: K = %lld", (long long)q.K);
-    const int64_t nb = q.K / 32;
-    if (q.n * nb == 0) return ST_OK;
-    quantize_q8_kernel<<<cu_blocks(q.n * nb * 32, 256), 256, 0, cu->stream>>>(X, ldx, q.K, q.n, q.q, q.d, q.s);
-    return cu_launched("quantize_q8");
-}
-
-#define MV_MULTI 4
+#define MV_MULTI ST_CUDA_MV_MULTI
 struct mv_multi {
     const uint8_t *W[MV_MULTI];
     float *Y[MV_MULTI];
@@ -603,20 +595,18 @@ swiglu_q8_kernel(mv_args a, int8_t *yq, float *yd, float *ys) {
     }
 }
 
-extern "C" st_status st_cuda_matvec_q8_swiglu_q8(st_cuda *cu, uint32_t type, const void *W_gate, const void *W_up,
-                                                 size_t expert_bytes, int64_t n_expert, int64_t M, const int32_t *ids,
-                                                 st_cuda_q8 q, int64_t x_group, int64_t n_slots, st_cuda_q8 out) {
-    ST_TRY(check_type(type, q.K));
-    if (!is_quant_mv(type)) return st_fail(ST_ERR_INVALID, "cuda swiglu_q8: %s weights", st_type_get(type)->name);
-    if (M % 32 || out.K != M || out.n < n_slots || x_group < 1 || n_slots < 1 || n_slots > 65535 ||
-        (n_slots + x_group - 1) / x_group > q.n)
+extern "C" st_status st_cuda_matvec_q8_swiglu_q8(st_cuda *cu, const st_cuda_experts *e, st_cuda_q8 q, st_cuda_q8 out) {
+    ST_TRY(check_type(e->type, q.K));
+    if (!is_quant_mv(e->type)) return st_fail(ST_ERR_INVALID, "cuda swiglu_q8: %s weights", st_type_get(e->type)->name);
+    if (e->M % 32 || out.K != e->M || out.n < e->n_slots || e->x_group < 1 || e->n_slots < 1 || e->n_slots > 65535 ||
+        (e->n_slots + e->x_group - 1) / e->x_group > q.n)
         return st_fail(ST_ERR_INVALID, "cuda swiglu_q8: %lld rows, %lld slots in groups of %lld, out %lld x %lld",
-                       (long long)M, (long long)n_slots, (long long)x_group, (long long)out.n, (long long)out.K);
-    if (!ids) n_expert = 1;
-    mv_args a = { (const uint8_t *)W_gate, (const uint8_t *)W_up, st_row_size(st_type_get(type), q.K), expert_bytes,
-                  n_expert, M, q.K, ids, x_group, NULL, q.q, q.d, q.s, NULL, 0 };
-    dim3 grid((unsigned)(M / 32), (unsigned)n_slots);
-    switch (type) {
+                       (long long)e->M, (long long)e->n_slots, (long long)e->x_group, (long long)out.n, (long long)out.K);
+    /* ids NULL: one matrix */
+    mv_args a = { (const uint8_t *)e->W, (const uint8_t *)e->W2, st_row_size(st_type_get(e->type), q.K), e->expert_bytes,
+                  e->ids ? e->n_expert : 1, e->M, q.K, e->ids, e->x_group, NULL, q.q, q.d, q.s, NULL, 0 };
+    dim3 grid((unsigned)(e->M / 32), (unsigned)e->n_slots);
+    switch (e->type) {
     case ST_TYPE_Q4_K: swiglu_q8_kernel<unit_q4_K><<<grid, 1024, 0, cu->stream>>>(a, out.q, out.d, out.s); break;
     case ST_TYPE_Q5_K: swiglu_q8_kernel<unit_q5_K><<<grid, 1024, 0, cu->stream>>>(a, out.q, out.d, out.s); break;
     case ST_TYPE_Q6_K: swiglu_q8_kernel<unit_q6_K><<<grid, 1024, 0, cu->stream>>>(a, out.q, out.d, out.s); break;
@@ -625,22 +615,20 @@ extern "C" st_status st_cuda_matvec_q8_swiglu_q8(st_cuda *cu, uint32_t type, con
     return cu_launched("swiglu_q8");
 }
 
-extern "C" st_status st_cuda_matvec_q8_id(st_cuda *cu, uint32_t type, const void *W, const void *W2,
-                                          size_t expert_bytes, int64_t n_expert, int64_t M, const int32_t *ids,
-                                          st_cuda_q8 q, int64_t x_group, int64_t n_slots, float *Y, int64_t ldy) {
-    ST_TRY(check_type(type, q.K));
-    if (!is_quant_mv(type)) return st_fail(ST_ERR_INVALID, "cuda matvec_q8_id: %s weights", st_type_get(type)->name);
-    if (x_group < 1 || n_slots < 1 || n_slots > 65535 || (n_slots + x_group - 1) / x_group > q.n)
+extern "C" st_status st_cuda_matvec_q8_id(st_cuda *cu, const st_cuda_experts *e, st_cuda_q8 q, float *Y, int64_t ldy) {
+    ST_TRY(check_type(e->type, q.K));
+    if (!is_quant_mv(e->type)) return st_fail(ST_ERR_INVALID, "cuda matvec_q8_id: %s weights", st_type_get(e->type)->name);
+    if (e->x_group < 1 || e->n_slots < 1 || e->n_slots > 65535 || (e->n_slots + e->x_group - 1) / e->x_group > q.n)
         return st_fail(ST_ERR_INVALID, "cuda matvec_q8_id: %lld slots in groups of %lld over %lld rows",
-                       (long long)n_slots, (long long)x_group, (long long)q.n);
-    if (!ids) n_expert = 1;
-    mv_args a = { (const uint8_t *)W, (const uint8_t *)W2, st_row_size(st_type_get(type), q.K), expert_bytes, n_expert,
-                  M, q.K, ids, x_group, NULL, q.q, q.d, q.s, Y, ldy };
-    switch (type) {
-    case ST_TYPE_Q4_K: launch_q<unit_q4_K>(a, n_slots, cu->stream); break;
-    case ST_TYPE_Q5_K: launch_q<unit_q5_K>(a, n_slots, cu->stream); break;
-    case ST_TYPE_Q6_K: launch_q<unit_q6_K>(a, n_slots, cu->stream); break;
-    default:           launch_q<unit_q8_0>(a, n_slots, cu->stream); break;
+                       (long long)e->n_slots, (long long)e->x_group, (long long)q.n);
+    /* ids NULL: one matrix */
+    mv_args a = { (const uint8_t *)e->W, (const uint8_t *)e->W2, st_row_size(st_type_get(e->type), q.K), e->expert_bytes,
+                  e->ids ? e->n_expert : 1, e->M, q.K, e->ids, e->x_group, NULL, q.q, q.d, q.s, Y, ldy };
+    switch (e->type) {
+    case ST_TYPE_Q4_K: launch_q<unit_q4_K>(a, e->n_slots, cu->stream); break;
+    case ST_TYPE_Q5_K: launch_q<unit_q5_K>(a, e->n_slots, cu->stream); break;
+    case ST_TYPE_Q6_K: launch_q<unit_q6_K>(a, e->n_slots, cu->stream); break;
+    default:           launch_q<unit_q8_0>(a, e->n_slots, cu->stream); break;
     }
     return cu_launched("matvec_q8_id");
 }
@@ -755,21 +743,19 @@ extern "C" st_status st_cuda_matmul(st_cuda *cu, uint32_t type, const void *W, i
     return gemm_run(cu, type, W, M, K, X, ldx, n, Y, ldy);
 }
 
-extern "C" st_status st_cuda_matmul_id(st_cuda *cu, uint32_t type, const void *W, size_t expert_bytes,
-                                       int64_t n_expert, int64_t M, int64_t K, const int32_t *ids,
-                                       const float *X, int64_t ldx, int64_t x_group, int64_t n_slots,
+extern "C" st_status st_cuda_matmul_id(st_cuda *cu, const st_cuda_experts *e, int64_t K, const float *X, int64_t ldx,
                                        float *Y, int64_t ldy) {
-    if (x_group < 1) return st_fail(ST_ERR_INVALID, "cuda matmul_id: x_group %lld", (long long)x_group);
-    return matvec_run(cu, type, W, NULL, expert_bytes, n_expert, M, K, ids, X, ldx, x_group, n_slots, Y, ldy);
+    if (e->x_group < 1) return st_fail(ST_ERR_INVALID, "cuda matmul_id: x_group %lld", (long long)e->x_group);
+    if (e->W2) return st_fail(ST_ERR_INVALID, "cuda matmul_id: a second matrix (the SwiGLU form is st_cuda_matmul_id_swiglu)");
+    return matvec_run(cu, e->type, e->W, NULL, e->expert_bytes, e->n_expert, e->M, K, e->ids, X, ldx, e->x_group,
+                      e->n_slots, Y, ldy);
 }
 
-extern "C" st_status st_cuda_matmul_id_swiglu(st_cuda *cu, uint32_t type, const void *W_gate, const void *W_up,
-                                              size_t expert_bytes, int64_t n_expert, int64_t M, int64_t K,
-                                              const int32_t *ids, const float *X, int64_t ldx, int64_t x_group,
-                                              int64_t n_slots, float *Y, int64_t ldy) {
-    if (x_group < 1) return st_fail(ST_ERR_INVALID, "cuda matmul_id_swiglu: x_group %lld", (long long)x_group);
-    if (!ids) n_expert = 1;
-    return matvec_run(cu, type, W_gate, W_up, expert_bytes, n_expert, M, K, ids, X, ldx, x_group, n_slots, Y, ldy);
+extern "C" st_status st_cuda_matmul_id_swiglu(st_cuda *cu, const st_cuda_experts *e, int64_t K, const float *X,
+                                              int64_t ldx, float *Y, int64_t ldy) {
+    if (e->x_group < 1) return st_fail(ST_ERR_INVALID, "cuda matmul_id_swiglu: x_group %lld", (long long)e->x_group);
+    return matvec_run(cu, e->type, e->W, e->W2, e->expert_bytes, e->ids ? e->n_expert : 1, e->M, K, e->ids, X, ldx,
+                      e->x_group, e->n_slots, Y, ldy);
 }
 
 __global__ void moe_combine_kernel(const float *Y, int64_t ldy, const float *w, int64_t n_tok,

@@ -419,19 +419,16 @@ static st_status moe_prefill_run(st_cuda *cu, const st_cuda_moe_w *w, const void
     return s;
 }
 
-extern "C" st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w, const int32_t *ids,
-                                             const float *wts, int64_t k, const float *X, int64_t ldx,
-                                             int64_t n_tok, float *out, int64_t ld_out, int accumulate) {
-    return moe_prefill_run(cu, w, NULL, NULL, ids, wts, k, X, ldx, n_tok, out, ld_out, accumulate);
+extern "C" st_status st_cuda_moe_ffn_prefill(st_cuda *cu, const st_cuda_moe_w *w, const st_cuda_moe_rows *r) {
+    return moe_prefill_run(cu, w, NULL, NULL, r->ids, r->wts, r->k, r->X, r->ldx, r->n_tok, r->out, r->ld_out, r->accumulate);
 }
 
 extern "C" st_status st_cuda_moe_ffn_prefill_f16(st_cuda *cu, const st_cuda_moe_w *w, const void *gate_up_f16,
-                                                 const void *down_f16, const int32_t *ids, const float *wts,
-                                                 int64_t k, const float *X, int64_t ldx, int64_t n_tok,
-                                                 float *out, int64_t ld_out, int accumulate) {
+                                                 const void *down_f16, const st_cuda_moe_rows *r) {
     if (!gate_up_f16 || !down_f16)
         return st_fail(ST_ERR_INVALID, "cuda moe_ffn_prefill_f16: no f16 expert copies (st_cuda_moe_dequant_f16)");
-    return moe_prefill_run(cu, w, gate_up_f16, down_f16, ids, wts, k, X, ldx, n_tok, out, ld_out, accumulate);
+    return moe_prefill_run(cu, w, gate_up_f16, down_f16, r->ids, r->wts, r->k, r->X, r->ldx, r->n_tok, r->out, r->ld_out,
+                           r->accumulate);
 }
 
 /* The f16 copies of every expert for st_cuda_moe_ffn_prefill_f16, made once at load: experts

@@ -61,39 +61,31 @@ static int64_t max_dense_ff(const struct st_model *m) {
 size_t st_forward_cuda_ws_size(const void *model, int id, int64_t n) {
     const struct st_model *m = model;
     const st_hparams *hp = &m->hp;
-    int64_t d = hp->n_embd, hd = hp->head_dim;
-    int64_t H = fwd_max_heads(hp, 0), Hkv = fwd_max_heads(hp, 1);
-    int hybrid = st_hp_is_hybrid(hp), moe = st_hp_is_moe(hp);
-    int64_t qw = hd * H * (hybrid ? 2 : 1);
-    int64_t kd = hybrid ? st_hp_key_dim(hp) : 0, vd = hybrid ? hp->ssm_inner : 0;
-    int64_t C = hybrid ? st_hp_conv_channels(hp) : 0, n_v = hybrid ? hp->ssm_n_v : 0;
-    int64_t k = moe ? fwd_max_experts_used(hp) : 0, E = moe ? hp->n_expert : 0, ffe = moe ? hp->n_ff_exp : 0;
-    int64_t qkv = qw + 2 * hd * Hkv;
-    if (2 * kd + 2 * vd > qkv) qkv = 2 * kd + 2 * vd;
+    const fwd_widths w = fwd_widths_of(hp);
     int64_t ff = max_dense_ff(m);
     switch (id) {
-    case WSD_X: case WSD_H: case WSD_T: return (size_t)(n * d) * F;
+    case WSD_X: case WSD_H: case WSD_T: return (size_t)(n * w.d) * F;
     case WSD_POS: case WSD_TOK: return (size_t)n * sizeof(int32_t);
-    case WSD_Q: return (size_t)(n * qw) * F;
-    case WSD_QN: case WSD_ATT: return (size_t)(n * hd * H) * F;
-    case WSD_K: case WSD_V: return (size_t)(n * hd * Hkv) * F;
-    case WSD_QKV: return (size_t)(n * qkv) * F;
-    case WSD_CONV: return (size_t)(n * (hp->arch == ST_ARCH_QWEN3NEXT ? C + vd : C)) * F;
-    case WSD_Z: case WSD_GDN_OUT: return (size_t)(n * vd) * F;
-    case WSD_BA: return hp->arch == ST_ARCH_QWEN3NEXT ? (size_t)(n * 2 * n_v) * F : 0;
-    case WSD_A: case WSD_B: case WSD_G: case WSD_BETA: return (size_t)(n * n_v) * F;
+    case WSD_Q: return (size_t)(n * w.qw) * F;
+    case WSD_QN: case WSD_ATT: return (size_t)(n * w.hd * w.H) * F;
+    case WSD_K: case WSD_V: return (size_t)(n * w.hd * w.Hkv) * F;
+    case WSD_QKV: return (size_t)(n * w.qkv) * F;
+    case WSD_CONV: return (size_t)(n * (hp->arch == ST_ARCH_QWEN3NEXT ? w.C + w.vd : w.C)) * F;
+    case WSD_Z: case WSD_GDN_OUT: return (size_t)(n * w.vd) * F;
+    case WSD_BA: return hp->arch == ST_ARCH_QWEN3NEXT ? (size_t)(n * 2 * w.n_v) * F : 0;
+    case WSD_A: case WSD_B: case WSD_G: case WSD_BETA: return (size_t)(n * w.n_v) * F;
     case WSD_FF_A: case WSD_FF_B: case WSD_SH: return (size_t)(n * ff) * F;
-    case WSD_ROUTER: return (size_t)(n * E) * F;
-    case WSD_IDS: return (size_t)(n * k) * sizeof(int32_t);
-    case WSD_W: return (size_t)(n * k) * F;
-    case WSD_GE: return (size_t)(n * k * ffe) * F;
-    case WSD_YE: return (size_t)(n * k * d) * F;
-    case WSD_SH_Y: return moe ? (size_t)(n * d) * F : 0;
-    case WSD_SH_G: return moe ? (size_t)n * F : 0;
+    case WSD_ROUTER: return (size_t)(n * w.E) * F;
+    case WSD_IDS: return (size_t)(n * w.k) * sizeof(int32_t);
+    case WSD_W: return (size_t)(n * w.k) * F;
+    case WSD_GE: return (size_t)(n * w.k * w.ffe) * F;
+    case WSD_YE: return (size_t)(n * w.k * w.d) * F;
+    case WSD_SH_Y: return w.moe ? (size_t)(n * w.d) * F : 0;
+    case WSD_SH_G: return w.moe ? (size_t)n * F : 0;
     case WSD_LOGITS: return (size_t)((n < ST_DEV_LOGIT_ROWS ? n : ST_DEV_LOGIT_ROWS) * hp->n_vocab) * F;
-    case WSD_Q8: return st_cuda_q8_bytes(d, n < 8 ? n : 8);
+    case WSD_Q8: return st_cuda_q8_bytes(w.d, n < 8 ? n : 8);
     /* the SwiGLU outputs in 8 bits (decode): routed slots, and the shared expert or dense FFN */
-    case WSD_GEQ: return moe && ffe % 32 == 0 ? st_cuda_q8_bytes(ffe, (n < 8 ? n : 8) * k) : 0;
+    case WSD_GEQ: return w.moe && w.ffe % 32 == 0 ? st_cuda_q8_bytes(w.ffe, (n < 8 ? n : 8) * w.k) : 0;
     case WSD_SHQ: return ff > 0 && ff % 32 == 0 ? st_cuda_q8_bytes(ff, n < 8 ? n : 8) : 0;
     default: return 0;
     }
@@ -125,7 +117,7 @@ st_status st_forward_cuda_check(const struct st_model *m) {
     if (st_hp_is_hybrid(hp) && (hp->ssm_state % 32 || hp->ssm_state > 256 || hp->ssm_conv_kernel > 16))
         return st_fail(ST_ERR_UNSUPPORTED, "cuda: Gated DeltaNet state %lld, conv kernel %lld", (long long)hp->ssm_state,
                        (long long)hp->ssm_conv_kernel);
-    /* Sections whose 4th part is empty make IMRoPE NeoX for text (attn.c); others are CPU-only. */
+    /* Sections whose 4th part is empty make IMRoPE NeoX for text (rope.c); others are CPU-only. */
     int64_t fixed[256];
     if (hp->n_rot / 2 <= 256 && fwd_imrope_fixed_pairs(hp, fixed) > 0)
         return st_fail(ST_ERR_UNSUPPORTED, "cuda: IMRoPE sections [%d, %d, %d, %d] leave pairs unrotated",
@@ -165,10 +157,19 @@ typedef struct dmm {
     int64_t ldy;
 } dmm;
 
+/* The most products of h one dmatmul_h call takes (a GDN layer has four, attention three). */
+#define DMM_MAX_ITEMS 8
+
 static void dmatmul_h(dfwd *f, const dmm *it, int n_it, const float *h, int64_t n) {
     int64_t d = f->hp->n_embd;
-    int done[8] = {0};
-    for (int i = 0; i < n_it && i < 8; i++) {
+    if (n_it > DMM_MAX_ITEMS) {
+        if (f->err == ST_OK)
+            f->err = st_fail(ST_ERR_INVALID, "cuda forward: %d products of one input, at most %d (DMM_MAX_ITEMS)", n_it,
+                             DMM_MAX_ITEMS);
+        return;
+    }
+    int done[DMM_MAX_ITEMS] = {0};
+    for (int i = 0; i < n_it; i++) {
         if (done[i]) continue;
         const st_tensor *w = it[i].w;
         if (!f->q8.q || f->q8.n != n || !is_quant(w->type) || w->ne[0] != d) {
@@ -176,10 +177,10 @@ static void dmatmul_h(dfwd *f, const dmm *it, int n_it, const float *h, int64_t 
             done[i] = 1;
             continue;
         }
-        st_cuda_mv mv[4];
-        const st_tensor *ws[4];
+        st_cuda_mv mv[ST_CUDA_MV_MULTI];
+        const st_tensor *ws[ST_CUDA_MV_MULTI];
         int nm = 0;
-        for (int j = i; j < n_it && j < 8 && nm < 4; j++) {
+        for (int j = i; j < n_it && nm < ST_CUDA_MV_MULTI; j++) {
             if (done[j] || it[j].w->type != w->type || it[j].w->ne[0] != d) continue;
             mv[nm] = (st_cuda_mv){it[j].w->data, it[j].w->ne[1], it[j].y, it[j].ldy};
             ws[nm++] = it[j].w;
@@ -224,19 +225,22 @@ static void dswiglu_ffn(dfwd *f, const st_tensor *gate, const st_tensor *up, con
     int64_t d = f->hp->n_embd, ff = gate->ne[1];
     int fused = n <= 8 && gate->type != ST_TYPE_F32 && gate->type != ST_TYPE_F16 && gate->type != ST_TYPE_BF16 &&
                 gate->scale == 1.0f && up->scale == 1.0f;
+    /* one matrix each (no ids): gate and up of the fused forms */
+    st_cuda_experts gu = {.type = gate->type, .W = gate->data, .W2 = up->data, .M = ff, .x_group = 1, .n_slots = n};
     if (fused && f->q8.q && f->q8.n == n && ff % 32 == 0 && is_quant(down->type)) {
         /* SwiGLU straight into 8 bits, read by the down product with no quantize launch */
         st_cuda_q8 mq = st_cuda_q8_at(st_workspace_get(f->ws, WSD_SHQ), ff, n);
-        DO(st_cuda_matvec_q8_swiglu_q8(f->cu, gate->type, gate->data, up->data, 0, 0, ff, NULL, f->q8, 1, n, mq));
-        DO(st_cuda_matvec_q8_id(f->cu, down->type, down->data, NULL, 0, 0, d, NULL, mq, 1, n, out, d));
+        st_cuda_experts dn = {.type = down->type, .W = down->data, .M = d, .x_group = 1, .n_slots = n};
+        DO(st_cuda_matvec_q8_swiglu_q8(f->cu, &gu, f->q8, mq));
+        DO(st_cuda_matvec_q8_id(f->cu, &dn, mq, out, d));
         if (down->scale != 1.0f)
             for (int64_t r = 0; r < n; r++) DO(st_cuda_axpy(f->cu, out + r * d, d, out + r * d, down->scale, 0));
         return;
     }
     if (fused && f->q8.q && f->q8.n == n) {
-        DO(st_cuda_matvec_q8_id(f->cu, gate->type, gate->data, up->data, 0, 0, ff, NULL, f->q8, 1, n, mid, ff));
+        DO(st_cuda_matvec_q8_id(f->cu, &gu, f->q8, mid, ff));
     } else if (fused) {
-        DO(st_cuda_matmul_id_swiglu(f->cu, gate->type, gate->data, up->data, 0, 0, ff, d, NULL, h, d, 1, n, mid, ff));
+        DO(st_cuda_matmul_id_swiglu(f->cu, &gu, d, h, d, mid, ff));
     } else {
         float *u = BUF(WSD_FF_B);
         dmatmul(f, gate, h, d, n, mid, ff);
@@ -431,39 +435,45 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
         st_cuda_moe_w mw = {.type_gate = L->gate_exps.type, .type_up = L->up_exps.type, .type_down = L->down_exps.type,
                             .gate = L->gate_exps.data, .up = L->up_exps.data, .down = L->down_exps.data,
                             .n_expert = E, .d = d, .ff = ff};
+        st_cuda_moe_rows rows = {.ids = ids, .wts = w, .k = k, .X = h, .ldx = d, .n_tok = n, .out = out, .ld_out = d};
         if (f->w->moe_gu_f16 && f->w->moe_gu_f16[il])
-            DO(st_cuda_moe_ffn_prefill_f16(f->cu, &mw, f->w->moe_gu_f16[il], f->w->moe_down_f16[il], ids, w, k, h, d, n,
-                                           out, d, 0));
+            DO(st_cuda_moe_ffn_prefill_f16(f->cu, &mw, f->w->moe_gu_f16[il], f->w->moe_down_f16[il], &rows));
         else
-            DO(st_cuda_moe_ffn_prefill(f->cu, &mw, ids, w, k, h, d, n, out, d, 0));
+            DO(st_cuda_moe_ffn_prefill(f->cu, &mw, &rows));
         goto shared;
     }
 
     /* gate and up: one stacked [2ff][d] matrix per expert, or two */
     const st_tensor *gt = L->gate_up_exps.data ? &L->gate_up_exps : &L->gate_exps;
-    size_t gu_bytes = (size_t)gt->ne[1] * gt->row_bytes;
     const void *wg = gt->data;
     const void *wu = L->gate_up_exps.data ? (const char *)gt->data + (size_t)ff * gt->row_bytes : L->up_exps.data;
     const st_tensor *dn = &L->down_exps;
-    size_t down_bytes = (size_t)dn->ne[1] * dn->row_bytes;
+    /* slot s = t*k + j: token t's j-th expert; gate and up read row t, down reads slot s */
+    st_cuda_experts gu = {.type = gt->type, .W = wg, .W2 = wu, .expert_bytes = (size_t)gt->ne[1] * gt->row_bytes,
+                          .n_expert = E, .M = ff, .ids = ids, .x_group = k, .n_slots = n * k};
+    st_cuda_experts down = {.type = dn->type, .W = dn->data, .expert_bytes = (size_t)dn->ne[1] * dn->row_bytes,
+                            .n_expert = E, .M = d, .ids = ids, .x_group = 1, .n_slots = n * k};
     if (gt->type == ST_TYPE_F32 || gt->type == ST_TYPE_F16 || gt->type == ST_TYPE_BF16) {
         float *up = ye; /* free until the down product */
-        DO(st_cuda_matmul_id(f->cu, gt->type, wg, gu_bytes, E, ff, d, ids, h, d, k, n * k, ge, ff));
-        DO(st_cuda_matmul_id(f->cu, gt->type, wu, gu_bytes, E, ff, d, ids, h, d, k, n * k, up, ff));
+        st_cuda_experts g1 = gu, u1 = gu;
+        g1.W2 = u1.W2 = NULL;
+        u1.W = wu;
+        DO(st_cuda_matmul_id(f->cu, &g1, d, h, d, ge, ff));
+        DO(st_cuda_matmul_id(f->cu, &u1, d, h, d, up, ff));
         DO(st_cuda_pointwise(f->cu, ST_CUDA_SWIGLU, ge, ff, up, ff, ge, ff, n * k, ff));
     } else if (f->q8.q && f->q8.n == n && ff % 32 == 0 && is_quant(dn->type)) {
         /* decode: SwiGLU straight into 8 bits, then the down product on it */
         st_cuda_q8 gq = st_cuda_q8_at(st_workspace_get(f->ws, WSD_GEQ), ff, n * k);
-        DO(st_cuda_matvec_q8_swiglu_q8(f->cu, gt->type, wg, wu, gu_bytes, E, ff, ids, f->q8, k, n * k, gq));
-        DO(st_cuda_matvec_q8_id(f->cu, dn->type, dn->data, NULL, down_bytes, E, d, ids, gq, 1, n * k, ye, d));
+        DO(st_cuda_matvec_q8_swiglu_q8(f->cu, &gu, f->q8, gq));
+        DO(st_cuda_matvec_q8_id(f->cu, &down, gq, ye, d));
         DO(st_cuda_moe_combine(f->cu, ye, d, w, n, k, d, out, d, 0));
         goto shared;
     } else if (f->q8.q && f->q8.n == n) {
-        DO(st_cuda_matvec_q8_id(f->cu, gt->type, wg, wu, gu_bytes, E, ff, ids, f->q8, k, n * k, ge, ff));
+        DO(st_cuda_matvec_q8_id(f->cu, &gu, f->q8, ge, ff));
     } else {
-        DO(st_cuda_matmul_id_swiglu(f->cu, gt->type, wg, wu, gu_bytes, E, ff, d, ids, h, d, k, n * k, ge, ff));
+        DO(st_cuda_matmul_id_swiglu(f->cu, &gu, d, h, d, ge, ff));
     }
-    DO(st_cuda_matmul_id(f->cu, dn->type, dn->data, down_bytes, E, d, ff, ids, ge, ff, 1, n * k, ye, d));
+    DO(st_cuda_matmul_id(f->cu, &down, ff, ge, ff, ye, d));
     DO(st_cuda_moe_combine(f->cu, ye, d, w, n, k, d, out, d, 0));
 
 shared:
