@@ -45,8 +45,11 @@ static const cli_flag serve_own[] = {
 
 static const cli_command serve_command = {
     "serve", "[-m MODEL.gguf] [options]",
-    "Serves the model over OpenAI- and Anthropic-compatible HTTP, with a web chat at /.",
-    CLI_MODEL | CLI_SESSION, serve_own, 0};
+    "Serves the model over OpenAI- and Anthropic-compatible HTTP, with a web chat at /.\n"
+    "--spec sets the server's speculative decoding; a request may ask for its own with\n"
+    "\"speculative.type\": \"mtp\"|\"ngram\"|\"none\" and \"speculative.n_max\": N. Drafts made and\n"
+    "accepted are in usage.completion_tokens_details, \"timings\" and /metrics.",
+    CLI_MODEL | CLI_SESSION | CLI_SPEC, serve_own, 0};
 
 int cmd_serve(int argc, char **argv) {
     cli_options o;
@@ -70,7 +73,7 @@ int cmd_serve(int argc, char **argv) {
         st_model_params mp = st_model_default_params();
         mp.device = o.device;
         mp.copy_weights = o.copy_weights;
-        st = sv_engine_strata_open(o.model, &mp, &o.session, &engine);
+        st = sv_engine_strata_open(o.model, &mp, &o.session, &o.spec, &engine);
     } else {
         fprintf(stderr, "strata serve: --engine must be strata or echo, not %s\n", engine_kind);
         return 2;

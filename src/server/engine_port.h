@@ -95,6 +95,8 @@ typedef struct sv_usage {
     int completion_tokens; /* tokens generated (a stop token is not counted) */
     double prompt_seconds; /* time spent reading the new part of the prompt */
     double decode_seconds; /* time spent generating */
+    int draft_tokens;      /* speculative decoding: tokens drafted ahead, and how many of them */
+    int draft_accepted;    /* the target's own samples confirmed (engine/spec.h) */
 } sv_usage;
 
 typedef struct sv_generate {
@@ -103,6 +105,9 @@ typedef struct sv_generate {
     sv_sampling sampling;
     int max_tokens;           /* > 0 */
     int json_object;          /* constrain the reply to one JSON object where the engine can */
+    int spec_mode;            /* speculative decoding for this request: 0, the server's setting, or
+                                 1 + ST_SPEC_NONE / ST_SPEC_MTP / ST_SPEC_NGRAM (engine/spec.h) */
+    int spec_draft;           /* drafts per step, 0: the server's setting */
     const atomic_int *cancel; /* checked between prompt chunks and between tokens */
     /* One generated token: its text piece (bytes; a UTF-8 character may be split across pieces)
      * and its id. Return nonzero to stop generating (finish = SV_FINISH_STOP). */
@@ -149,9 +154,12 @@ struct sv_engine {
 st_status sv_engine_echo_open(int context_length, sv_engine **out);
 /* The real engine (engine_strata.c): the model file loaded with mp (device, weight copy), its
  * session with sp (threads, prefill, KV type; n_ctx 0 = the model's context_length, lowered to
- * what the memory free holds, with a warning on stderr when it is). */
+ * what the memory free holds, with a warning on stderr when it is), and the server's speculative
+ * decoding setting spec (engine/spec.h; NULL: the default, MTP when the file has a head), which a
+ * request may override. */
+struct st_spec_params;
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *sp,
-                                sv_engine **out);
+                                const struct st_spec_params *spec, sv_engine **out);
 
 void sv_prompt_free(sv_prompt *p);
 

@@ -10,7 +10,11 @@
  *
  * The prompt is fed in slices of the session's chunk size so that progress is reported and the
  * cancel flag checked between chunks; generation checks it between tokens. A token's bytes go to
- * the server as they are (a UTF-8 character split across tokens is joined by the server). */
+ * the server as they are (a UTF-8 character split across tokens is joined by the server).
+ *
+ * Decoding goes through a speculative decoder (engine/spec.h): the server's setting (--spec), or
+ * the request's ("speculative.type", "speculative.n_max"); the text is the same either way. After
+ * each request its draft rows are dropped, so the session holds exactly the reply for reuse. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +27,7 @@
 #include "base/status.h"
 #include "engine/json_grammar.h"
 #include "engine/sampler.h"
+#include "engine/spec.h"
 #include "model/model.h"
 #include "server/engine_port.h"
 #include "strata.h"
@@ -38,6 +43,9 @@ typedef struct strata_engine {
     st_chat_style style;
     int n_chunk;
     st_json_vocab *json_vocab; /* response_format json_object: the token table, built on first use */
+    st_spec_params spec_default; /* --spec, --spec-draft, --spec-p-min */
+    st_spec_params spec_now;     /* what `spec` was made with */
+    st_spec *spec;
     sv_model_info info;
 } strata_engine;
 
@@ -136,11 +144,28 @@ static size_t piece_end(const strata_engine *x, const int32_t *prompt, size_t do
     return end;
 }
 
+/* The decoder this request asks for: the server's setting, or its own mode / draft length. */
+static st_status decoder_for(strata_engine *x, const sv_generate *req) {
+    st_spec_params p = x->spec_default;
+    if (req->spec_mode) p.mode = req->spec_mode - 1;
+    if (req->spec_draft) p.n_draft = req->spec_draft;
+    if (x->spec && p.mode == x->spec_now.mode && p.n_draft == x->spec_now.n_draft) return ST_OK;
+    st_spec *d = NULL;
+    ST_TRY(st_spec_new(x->session, &p, &d));
+    st_spec_free(x->spec);
+    x->spec = d;
+    x->spec_now = p;
+    return ST_OK;
+}
+
 static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish) {
     strata_engine *x = (strata_engine *)e;
     memset(usage, 0, sizeof *usage);
     *finish = SV_FINISH_EOS;
     if (!req->n_prompt) return st_fail(ST_ERR_INVALID, "generate: empty prompt");
+    ST_TRY(decoder_for(x, req));
+    st_spec *d = x->spec;
+    st_spec_stats_reset(d);
     int64_t n_ctx = st_session_n_ctx(x->session);
     if ((int64_t)req->n_prompt >= n_ctx)
         return st_fail(ST_ERR_RANGE, "generate: a prompt of %zu tokens does not fit the context of %lld", req->n_prompt, (long long)n_ctx);
@@ -175,7 +200,7 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
         if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; goto out; }
         size_t k = piece_end(x, req->prompt, done, req->n_prompt) - done;
         /* A failed feed resets the session (a fresh sequence next time). */
-        st = st_session_feed(x->session, req->prompt + done, (int64_t)k, NULL);
+        st = st_spec_prompt(d, req->prompt + done, (int64_t)k);
         if (st != ST_OK) goto out;
         done += k;
         /* Without a checkpoint (out of memory, or a device copy failed) only reuse is lost. */
@@ -189,7 +214,7 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     for (;;) {
         if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; break; }
         int32_t tok;
-        st = st_sampler_sample(smp, st_session_logits(x->session), &tok);
+        st = st_sampler_sample(smp, st_spec_logits(d), &tok);
         if (st != ST_OK) break;
         if (st_model_is_eog(x->model, tok)) { *finish = SV_FINISH_EOS; break; }
         st_sampler_accept(smp, tok);
@@ -197,15 +222,18 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
         size_t len = 0;
         const char *piece = st_token_piece(x->model->tok, tok, 1, &len); /* with control tokens: <think> may be one */
         if (req->on_piece(req->ctx, piece ? piece : "", len, tok)) { *finish = SV_FINISH_STOP; break; }
-        if (usage->completion_tokens >= req->max_tokens || st_session_n_past(x->session) + 1 >= n_ctx) {
+        if (usage->completion_tokens >= req->max_tokens || st_spec_n_past(d) + 1 >= n_ctx) {
             *finish = SV_FINISH_LENGTH;
             break;
         }
-        st = st_session_feed(x->session, &tok, 1, NULL);
+        st = st_spec_feed(d, tok);
         if (st != ST_OK) break;
     }
     usage->decode_seconds = st_now() - t1;
 out:
+    st_spec_finish(d);
+    usage->draft_tokens = (int)st_spec_stats_get(d)->drafted;
+    usage->draft_accepted = (int)st_spec_stats_get(d)->accepted;
     st_sampler_free(smp);
     return st;
 }
@@ -232,6 +260,7 @@ static void se_close(sv_engine *e) {
     strata_engine *x = (strata_engine *)e;
     if (!x) return;
     st_json_vocab_free(x->json_vocab);
+    st_spec_free(x->spec);
     st_session_free(x->session);
     st_model_free(x->model);
     free(x);
@@ -250,6 +279,7 @@ static const sv_engine_ops strata_ops = {
 };
 
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *session,
+                                const st_spec_params *spec,
                                 sv_engine **out) {
     *out = NULL;
     strata_engine *x = calloc(1, sizeof *x);
@@ -275,6 +305,10 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
     st = st_session_new(x->model, &sp, &x->session);
     if (st != ST_OK) { se_close(&x->base); return st; }
     x->n_chunk = sp.n_prefill > 0 ? sp.n_prefill : 512;
+    x->spec_default = spec ? *spec : st_spec_default_params();
+    x->spec_now = x->spec_default;
+    st = st_spec_new(x->session, &x->spec_default, &x->spec); /* refuses --spec mtp without a head */
+    if (st != ST_OK) { se_close(&x->base); return st; }
     x->im_start = st_tokenizer_find(x->model->tok, "<|im_start|>", 12);
     x->recurrent = st_session_is_recurrent(x->session);
 

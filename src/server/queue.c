@@ -158,6 +158,8 @@ static void run_job(sv_server *s, sv_job *j) {
     atomic_fetch_add(&m->prompt_tokens, (unsigned long long)usage.prompt_tokens);
     atomic_fetch_add(&m->cached_tokens, (unsigned long long)usage.cached_tokens);
     atomic_fetch_add(&m->completion_tokens, (unsigned long long)usage.completion_tokens);
+    atomic_fetch_add(&m->draft_tokens, (unsigned long long)usage.draft_tokens);
+    atomic_fetch_add(&m->draft_accepted, (unsigned long long)usage.draft_accepted);
     /* Only this thread writes the sums, so a load and a store need no read-modify-write. */
     m->prompt_seconds = m->prompt_seconds + usage.prompt_seconds;
     m->decode_seconds = m->decode_seconds + usage.decode_seconds;
