@@ -13,7 +13,8 @@ exact rows the engine feeds the head at run time), so only the head runs in PyTo
 A draft is accepted when the trunk's own sample equals it, so the head should predict what the
 trunk predicts one position later: softmax(token_embd · h_p). With the tied head that is exact when
 RMSNorm(u) = RMSNorm(h_p) / output_norm, so the head's eh_proj is fitted in closed form, by ridge
-regression of rmsnorm(x_p) (h_p without output_norm's gain) on [enorm(e_p) ; hnorm(h_{p-1})], with
+regression of rmsnorm(x_p) (h_p without output_norm's gain) on [enorm(e_p) ; hnorm(h_{p-1})] (and
+again with the head's own state in place of h_{p-1}, as a chained draft feeds it), with
 the block's output projections (attn_output, ffn_down_exps, ffn_down_shexp) zero so the block
 passes u through. That takes seconds on a CPU (a 1024-wide normal equation), where backpropagating
 through the 8192-way head does not fit a shared 2-core machine's minutes. `--steps N` then trains
@@ -197,19 +198,29 @@ class MTPHead(nn.Module):
         return F.linear(self.features(x, h_prev, cos, sin), self.emb)
 
 
-def fit_eh_proj(head, x, h, lam):
+def fit_eh_proj(head, x, h, lam, chain):
     """Ridge regression of rmsnorm(x_p) = h_p / output_norm on [e ; g] (head.enorm, head.hnorm as
-    they are): eh_proj in closed form, float64 normal equations."""
+    they are): eh_proj in closed form (normal equations summed in f32, solved in f64). With chain,
+    a second fit on twice the rows: each row once with the trunk's h_{p-1} and once with the head's
+    own state for p-1 (what a chained draft feeds it), so the second and third drafts hold up."""
+    def solve(X, t):
+        A = (X.T @ X).double() + lam * X.shape[0] * torch.eye(X.shape[1], dtype=torch.float64)
+        return torch.linalg.solve(A, (X.T @ t).double()).T.float()
+
     with torch.no_grad():
-        e = head.enorm(F.embedding(x, head.emb)).reshape(-1, head.c.d)
-        g = head.hnorm(shifted(h)).reshape(-1, head.c.d)
-        X = torch.cat([e, g], -1).double()
-        w = head.head_norm.weight.double()
-        t = h.reshape(-1, head.c.d).double() / w
+        d = head.c.d
+        e = head.enorm(F.embedding(x, head.emb)).reshape(-1, d)
+        X = torch.cat([e, head.hnorm(shifted(h)).reshape(-1, d)], -1)
+        w = head.head_norm.weight
+        t = h.reshape(-1, d) / w
         t = t / t.pow(2).mean(-1, keepdim=True).sqrt()
-        A = X.T @ X + lam * X.shape[0] * torch.eye(X.shape[1], dtype=torch.float64)
-        W = torch.linalg.solve(A, X.T @ t).T
-        head.eh.weight.copy_(W.float())
+        W = solve(X, t)
+        if chain:
+            own = head.head_norm(X @ W.T).reshape(h.shape)  # the head's h' at every row
+            X2 = torch.cat([e, head.hnorm(shifted(own)).reshape(-1, d)], -1)
+            X, t = torch.cat([X, X2]), torch.cat([t, t])
+            W = solve(X, t)
+        head.eh.weight.copy_(W)
         resid = ((X @ W.T - t).pow(2).mean() / t.pow(2).mean()).item()
     return resid
 
@@ -360,6 +371,7 @@ def main():
     ap.add_argument("--negatives", type=int, default=1024, help="random tokens in the sampled softmax")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--ridge", type=float, default=1e-3, help="ridge weight of the closed-form fit")
+    ap.add_argument("--no-chain", action="store_true", help="fit on the trunk's states only (no chained rows)")
     ap.add_argument("--steps", type=int, default=0, help="gradient steps after the fit (0: the fit alone)")
     ap.add_argument("--time-budget", type=float, default=240.0, help="seconds of gradient training at most")
     ap.add_argument("--threads", type=int, default=2)
@@ -418,7 +430,7 @@ def main():
 
     xt, ht = torch.from_numpy(train_w), torch.from_numpy(train_h)
     t0 = time.time()
-    resid = fit_eh_proj(head, xt, ht, args.ridge)
+    resid = fit_eh_proj(head, xt, ht, args.ridge, not args.no_chain)
     fit_s = time.time() - t0
     kl0, agree0 = heldout()
     print(f"closed-form eh_proj in {fit_s:.1f}s (relative residual {resid:.3f}); held-out: KL {kl0:.3f}, "
@@ -454,7 +466,8 @@ def main():
 
     path = os.path.join(args.out, os.path.basename(args.gguf))
     export(kv, tensors, head, n_layer, path, n_layer + 1)
-    result = {"fit_seconds": round(fit_s, 1), "fit_residual": resid, "ridge": args.ridge, "steps": step,
+    result = {"fit_seconds": round(fit_s, 1), "fit_residual": resid, "ridge": args.ridge, "chain": not args.no_chain,
+              "steps": step,
               "train_seconds": round(train_s, 1), "train_tokens": int(train_w.size),
               "heldout_tokens": int(held_w.size), "window": args.window, "batch": args.batch, "lr": args.lr,
               "seed": args.seed, "init_layer": il_src, "torch": torch.__version__, "threads": args.threads,
