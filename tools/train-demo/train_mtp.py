@@ -304,9 +304,10 @@ def export(kv, tensors, head, il, path, n_layer_all):
 
 
 # ----------------------------------------------------------------------------- data
-def windows(bpe, corpus, split, n_tokens, T, seed):
-    docs = [json.loads(line)["text"] for line in gzip.open(os.path.join(corpus, f"{split}.jsonl.gz"), "rt", encoding="utf-8")]
-    random.Random(seed).shuffle(docs)
+def windows(bpe, corpus, split, n_tokens, T, seed, docs=None):
+    if docs is None:
+        docs = [json.loads(line)["text"] for line in gzip.open(os.path.join(corpus, f"{split}.jsonl.gz"), "rt", encoding="utf-8")]
+        random.Random(seed).shuffle(docs)
     eot = bpe.added["<|endoftext|>"]
     ids = []
     for doc in docs:
@@ -316,6 +317,36 @@ def windows(bpe, corpus, split, n_tokens, T, seed):
             break
     n = len(ids) // T * T
     return np.array(ids[:n], dtype=np.int64).reshape(-1, T)
+
+
+def made_up_answers(strata, gguf, corpus, n, seed, threads):
+    """The trunk's own greedy answers (strata chat, no drafts) to n training-split questions about
+    words it never saw: each question's word replaced by a pronounceable made-up one. A draft is
+    accepted when it matches what the trunk says, and on words it does not know the trunk says
+    things no corpus window shows, so the head is fitted on these too. Returns the conversations'
+    texts, as the chat template renders them."""
+    rng = random.Random(seed)
+    qs = []
+    for line in gzip.open(os.path.join(corpus, "train.jsonl.gz"), "rt", encoding="utf-8"):
+        t = json.loads(line)["text"]
+        m = regex.match(r"<\|im_start\|>user\n([^\n<]*)<\|im_end\|>", t)
+        # the word asked about: the question's last, but for "mean(s)"
+        words = [w for w in regex.finditer(r"\b[a-z]{3,}\b", m.group(1)) if w.group() not in ("mean", "means")] if m else []
+        if words:
+            q, w = m.group(1), words[-1]
+            qs.append((q[:w.start()], q[w.end():]))
+    rng.shuffle(qs)
+    cons, vows = "bcdfghklmnprstvz", "aeiou"
+    words = ["".join(rng.choice(cons) + rng.choice(vows) for _ in range(rng.randint(2, 4))) for _ in range(n)]
+    questions = [a + w + b for (a, b), w in zip(qs[:n], words)]
+    script = "".join(q + "\n/reset\n" for q in questions)
+    out = subprocess.run([strata, "chat", "-m", gguf, "--temp", "0", "-n", "48", "-t", str(threads), "--no-think",
+                          "--spec", "none", "--device", "cpu"], input=script, capture_output=True, text=True, check=True)
+    answers = [a for a in out.stdout.split("\n") if a.strip()]
+    texts = []
+    for q, a in zip(questions, answers):
+        texts.append(f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n{a}<|im_end|>\n")
+    return texts
 
 
 def hidden(strata, gguf, win, threads):
@@ -372,6 +403,7 @@ def main():
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--ridge", type=float, default=1e-3, help="ridge weight of the closed-form fit")
     ap.add_argument("--no-chain", action="store_true", help="fit on the trunk's states only (no chained rows)")
+    ap.add_argument("--made-up", type=int, default=256, help="questions about made-up words whose trunk answers join the data")
     ap.add_argument("--steps", type=int, default=0, help="gradient steps after the fit (0: the fit alone)")
     ap.add_argument("--time-budget", type=float, default=240.0, help="seconds of gradient training at most")
     ap.add_argument("--threads", type=int, default=2)
@@ -395,6 +427,12 @@ def main():
     bpe = BPE(args.tokenizer)
     t0 = time.time()
     train_w = windows(bpe, args.corpus, "train", args.tokens, args.window, args.seed)
+    if args.made_up:
+        t0 = time.time()
+        texts = made_up_answers(args.strata, args.gguf, args.corpus, args.made_up, args.seed, args.threads)
+        own_w = windows(bpe, None, None, 1 << 30, args.window, args.seed, docs=texts)
+        print(f"{len(texts)} made-up answers from the trunk, {own_w.size} tokens, in {time.time() - t0:.1f}s", flush=True)
+        train_w = np.concatenate([train_w, own_w])
     held_w = windows(bpe, args.corpus, "heldout", args.heldout_tokens, args.window, args.seed)
     print(f"tokenized {train_w.size} training and {held_w.size} held-out tokens in {time.time() - t0:.1f}s", flush=True)
     t0 = time.time()
@@ -467,6 +505,7 @@ def main():
     path = os.path.join(args.out, os.path.basename(args.gguf))
     export(kv, tensors, head, n_layer, path, n_layer + 1)
     result = {"fit_seconds": round(fit_s, 1), "fit_residual": resid, "ridge": args.ridge, "chain": not args.no_chain,
+              "made_up": args.made_up,
               "steps": step,
               "train_seconds": round(train_s, 1), "train_tokens": int(train_w.size),
               "heldout_tokens": int(held_w.size), "window": args.window, "batch": args.batch, "lr": args.lr,
