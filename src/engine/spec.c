@@ -16,6 +16,12 @@
  * The caller then samples from row 0; feeding d1 moves to row 1, and so on. The draft's stats
  * count how many drafts were fed as proposed, by position.
  *
+ * Adapting (params.adapt): a draft at position i pays when the chance that it and the ones before
+ * it are accepted beats its cost, about a quarter of a decode on the models measured (the head's
+ * step, and the chunk's extra row: bench/results/2026-12-01-cpu-spec-demo.md). A running rate of
+ * acceptance per position (the last ~10 drafts there) decides how far to draft; every 32nd chunk
+ * drafts all n_draft, so the rates follow the text. Drafts never change the text, only the speed.
+ *
  * The chunk's rows are one sequence at consecutive positions. With parallel slots each row would
  * carry its (sequence, position) and the step planes would be per sequence; nothing here depends
  * on the rows being the only ones of a forward. */
@@ -45,11 +51,17 @@ struct st_spec {
     /* the MTP head's draft row */
     float *head_logits, *head_h, *head_hin;
     float *cand;               /* top-10 logits for p_min */
+    double rate[ST_SPEC_MAX_DRAFT]; /* acceptance at each draft position, a running mean */
+    int64_t chunks;
     st_spec_stats stats;
 };
 
+/* A draft at position i is made while rate[0] * .. * rate[i] stays above this. */
+#define SPEC_PAYS 0.3
+#define SPEC_PROBE 32
+
 st_spec_params st_spec_default_params(void) {
-    return (st_spec_params){.mode = ST_SPEC_AUTO, .n_draft = 3, .p_min = 0.0f};
+    return (st_spec_params){.mode = ST_SPEC_AUTO, .n_draft = 3, .p_min = 0.0f, .adapt = 1};
 }
 
 int st_spec_parse_mode(const char *s, int *mode) {
@@ -85,6 +97,7 @@ st_status st_spec_new(st_session *s, const st_spec_params *params, st_spec **out
     d->p = p;
     d->V = m->hp.n_vocab;
     d->d = m->hp.n_embd;
+    for (int i = 0; i < ST_SPEC_MAX_DRAFT; i++) d->rate[i] = 1.0;
     int64_t prefill = st_session_n_prefill(s);
     d->h_rows = 1 + (prefill > ST_SPEC_MAX_DRAFT + 1 ? prefill : ST_SPEC_MAX_DRAFT + 1);
     st_status st = ST_OK;
@@ -164,6 +177,7 @@ static st_status finish_chunk(st_spec *d) {
     if (!d->pending) return ST_OK;
     int64_t k = d->confirmed - 1;
     d->pending = 0;
+    for (int64_t i = 0; i + 1 < d->n_rows; i++) d->rate[i] = 0.9 * d->rate[i] + (i < k ? 0.1 : 0.0);
     if (d->kept_steps) st_session_keep_row(d->s, d->pos0, k);
     /* the session's own logits are the last fed row's, as without drafts */
     memcpy(st_workspace_get(st_session_workspace(d->s), WS_LOGITS), d->logits + k * d->V, (size_t)d->V * sizeof(float));
@@ -244,6 +258,12 @@ st_status st_spec_feed(st_spec *d, int32_t tok) {
     if (P >= n_ctx) return st_fail(ST_ERR_RANGE, "context is full: %lld positions + 1 new token exceed the context size %lld",
                                    (long long)P, (long long)n_ctx);
     int room = (int)(n_ctx - P - 1 < d->p.n_draft ? n_ctx - P - 1 : d->p.n_draft);
+    if (d->p.adapt && d->chunks++ % SPEC_PROBE) {
+        double reach = 1.0;
+        int pays = 0;
+        while (pays < room && (reach *= d->rate[pays]) >= SPEC_PAYS) pays++;
+        room = pays;
+    }
     int n = draft(d, tok, P, room, d->rows + 1);
     d->rows[0] = tok;
     d->n_rows = 1 + n;

@@ -26,6 +26,8 @@ typedef struct st_spec_params {
     int mode;       /* ST_SPEC_AUTO (the default): MTP when the model has a head, else none */
     int n_draft;    /* drafts per chunk, 1 .. ST_SPEC_MAX_DRAFT (default 3) */
     float p_min;    /* MTP: stop drafting at a token the head gives less than this (default 0) */
+    int adapt;      /* 1 (the default): draft position i only while the drafts accepted there
+                       recently pay for it (st_spec.c); 0: always n_draft */
 } st_spec_params;
 
 st_spec_params st_spec_default_params(void);

@@ -5,7 +5,8 @@
  *    prefix (what makes acceptance by the target's own sample exact);
  *  - after a chunk that kept its rows' states, st_session_keep_row(k) leaves the recurrent states
  *    byte for byte those of a session fed only rows 0..k, and decoding goes on to the same logits;
- *  - generating with --spec mtp and --spec ngram (1, 3 and 5 drafts, p_min 0 and 0.5) gives the
+ *  - generating with --spec mtp and --spec ngram (1, 3 and 5 drafts, p_min 0 and 0.5, adapting
+ *    or not) gives the
  *    same tokens as without drafts, greedy and at temperature 0.8 with a seed, and after
  *    st_spec_finish the session holds the same ids and logits; drafts are made and some accepted;
  *  - the MTP head: its draft row equals a hand computation of MODELS.md §7 on the same weights
@@ -102,8 +103,8 @@ static void check_chunk_equals_decode(st_model *m, const char *arch) {
 }
 
 /* Generates GEN tokens after the prompt, plainly (mode < 0) or through a decoder. */
-static int generate(st_model *m, int mode, int n_draft, float p_min, float temp, int32_t *out, st_spec_stats *stats,
-                    int32_t *ids_out, float *logits_out) {
+static int generate(st_model *m, int mode, int n_draft, float p_min, int adapt, float temp, int32_t *out,
+                    st_spec_stats *stats, int32_t *ids_out, float *logits_out) {
     st_sampler_params sp = st_sampler_default_params();
     sp.temperature = temp;
     sp.seed = 7;
@@ -121,7 +122,7 @@ static int generate(st_model *m, int mode, int n_draft, float p_min, float temp,
             CHECK(st_session_feed(s, &out[n], 1, NULL) == ST_OK);
         }
     } else {
-        st_spec_params p = {.mode = mode, .n_draft = n_draft, .p_min = p_min};
+        st_spec_params p = {.mode = mode, .n_draft = n_draft, .p_min = p_min, .adapt = adapt};
         CHECK(st_spec_new(s, &p, &d) == ST_OK);
         CHECK(st_spec_prompt(d, prompt, P) == ST_OK);
         for (; n < GEN; n++) {
@@ -145,22 +146,23 @@ static int generate(st_model *m, int mode, int n_draft, float p_min, float temp,
 static void check_generation(st_model *m, const char *arch) {
     int64_t V = m->hp.n_vocab;
     /* (mode, drafts, p_min): every draft length at one thread, the usual one at two */
-    static const struct { int mode, n_draft; float p_min; } runs[] = {
-        {ST_SPEC_MTP, 3, 0.0f}, {ST_SPEC_NGRAM, 3, 0.0f}, {ST_SPEC_MTP, 1, 0.0f},
-        {ST_SPEC_MTP, 5, 0.5f}, {ST_SPEC_NGRAM, 5, 0.0f}, {ST_SPEC_NGRAM, 1, 0.0f},
+    static const struct { int mode, n_draft; float p_min; int adapt; } runs[] = {
+        {ST_SPEC_MTP, 3, 0.0f, 0}, {ST_SPEC_NGRAM, 3, 0.0f, 0}, {ST_SPEC_MTP, 1, 0.0f, 0},
+        {ST_SPEC_MTP, 5, 0.5f, 0}, {ST_SPEC_NGRAM, 5, 0.0f, 0}, {ST_SPEC_NGRAM, 1, 0.0f, 0},
+        {ST_SPEC_MTP, 3, 0.0f, 1}, {ST_SPEC_NGRAM, 4, 0.0f, 1},
     };
-    int n_runs = n_threads == 1 ? 6 : 2;
+    int n_runs = n_threads == 1 ? 8 : 2;
     float temps[2] = {0.0f, 0.8f};
     int32_t ref[GEN], got[GEN], ref_ids[P + GEN], got_ids[P + GEN];
     float *ref_l = malloc(sizeof(float) * V), *got_l = malloc(sizeof(float) * V);
     int64_t accepted[3] = {0}, drafted[3] = {0};
     for (int ti = 0; ti < 2; ti++) {
         st_spec_stats st;
-        generate(m, -1, 0, 0, temps[ti], ref, &st, ref_ids, ref_l);
+        generate(m, -1, 0, 0, 0, temps[ti], ref, &st, ref_ids, ref_l);
         for (int ri = 0; ri < n_runs; ri++) {
             int mode = runs[ri].mode;
             if (mode == ST_SPEC_MTP && !m->n_mtp) continue;
-            generate(m, mode, runs[ri].n_draft, runs[ri].p_min, temps[ti], got, &st, got_ids, got_l);
+            generate(m, mode, runs[ri].n_draft, runs[ri].p_min, runs[ri].adapt, temps[ti], got, &st, got_ids, got_l);
             CHECKF(!memcmp(ref, got, sizeof ref), "%s %s, %d drafts, p_min %.1f, temp %.1f, %d threads: the text differs",
                    arch, st_spec_mode_name(mode), runs[ri].n_draft, (double)runs[ri].p_min, (double)temps[ti], n_threads);
             CHECKF(!memcmp(ref_ids, got_ids, sizeof ref_ids) && !memcmp(ref_l, got_l, sizeof(float) * V),
