@@ -403,7 +403,8 @@ def main():
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--ridge", type=float, default=1e-3, help="ridge weight of the closed-form fit")
     ap.add_argument("--no-chain", action="store_true", help="fit on the trunk's states only (no chained rows)")
-    ap.add_argument("--made-up", type=int, default=256, help="questions about made-up words whose trunk answers join the data")
+    ap.add_argument("--made-up", type=int, default=0,
+                    help="questions about made-up words whose trunk answers (strata chat) join the data; 0: none")
     ap.add_argument("--steps", type=int, default=0, help="gradient steps after the fit (0: the fit alone)")
     ap.add_argument("--time-budget", type=float, default=240.0, help="seconds of gradient training at most")
     ap.add_argument("--threads", type=int, default=2)
