@@ -118,7 +118,7 @@ static void stream_end(sv_job *j, st_status s, const char *error, sv_finish f, c
     if (f == SV_FINISH_CANCELLED) return;
     if (s != ST_OK) {
         sv_error e;
-        sv_error_set(&e, 500, "api_error", NULL, NULL, "%s", error);
+        sv_error_set(&e, j->fail_status, "api_error", NULL, NULL, "%s", error);
         char *body = sv_error_anthropic(&e);
         sv_job_printf(j, "event: error\ndata: %s\n\n", body);
         free(body);
@@ -168,9 +168,9 @@ static void whole_end(sv_job *j, st_status s, const char *error, sv_finish f, co
     char *body;
     if (s != ST_OK) {
         sv_error e;
-        sv_error_set(&e, 500, "api_error", NULL, NULL, "%s", error);
+        sv_error_set(&e, j->fail_status, "api_error", NULL, NULL, "%s", error);
         body = sv_error_anthropic(&e);
-        j->http_status = 500;
+        j->http_status = j->fail_status;
     } else {
         json_t *r = json_pack("{s:s,s:s,s:s,s:O,s:s,s:s,s:o,s:o}", "id", a->id, "type", "message", "role", "assistant",
                               "content", a->content, "model", a->model, "stop_reason", stop_reason(a, j, f),
@@ -307,8 +307,8 @@ static int parse_turn(json_t *m, size_t i, msgs *ms, sv_error *e) {
 
 static int parse_tools(json_t *req, sv_chat *chat, msgs *ms, sv_error *e) {
     json_t *tools = json_object_get(req, "tools");
-    if (!tools || json_is_null(tools)) return 0;
-    if (!json_is_array(tools)) return sv_error_set(e, 400, "invalid_request_error", NULL, "tools", "tools: must be an array");
+    if (tools && json_is_null(tools)) tools = NULL;
+    if (tools && !json_is_array(tools)) return sv_error_set(e, 400, "invalid_request_error", NULL, "tools", "tools: must be an array");
     json_t *fns = json_array();
     size_t i;
     json_t *t;
@@ -338,11 +338,17 @@ static int parse_tools(json_t *req, sv_chat *chat, msgs *ms, sv_error *e) {
     else if (!strcmp(type, "tool") && json_string_value(json_object_get(tc, "name"))) {
         chat->tool_choice = SV_TOOLS_NAMED;
         chat->tool_name = json_string_value(json_object_get(tc, "name"));
+        int found = 0;
+        json_array_foreach(tools, i, t) found |= !strcmp(json_string_value(json_object_get(t, "name")), chat->tool_name);
+        if (!found && chat->tools_json)
+            return sv_error_set(e, 400, "invalid_request_error", NULL, "tool_choice.name",
+                                "tool_choice.name: '%s' is not one of the tools", chat->tool_name);
     } else {
         return sv_error_set(e, 400, "invalid_request_error", NULL, "tool_choice.type", "tool_choice.type: must be auto, any, tool or none");
     }
     if (!chat->tools_json && chat->tool_choice >= SV_TOOLS_REQUIRED)
-        return sv_error_set(e, 400, "invalid_request_error", NULL, "tool_choice", "tool_choice: needs tools");
+        return sv_error_set(e, 400, "invalid_request_error", NULL, "tool_choice",
+                            "tool_choice: type '%s' needs a non-empty tools", type);
     return 0;
 }
 
@@ -398,6 +404,7 @@ static int parse_sampling(json_t *req, sv_job *j, long long *max_tokens, sv_erro
     if (r) sp->top_p = (float)x;
     if ((r = sv_get_int(req, "top_k", 0, 1 << 20, &k, e)) < 0) return -1;
     if (r) sp->top_k = (int)k;
+    sv_sampling_settle(sp);
     if (sv_get_stops(req, "stop_sequences", j, e) < 0) return -1;
     if (sv_get_bool(req, "stream", &j->stream, e) < 0) return -1;
     return 0;
@@ -422,15 +429,7 @@ void sv_api_messages(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e)
     if (bad) { sv_job_release(j); return; }
     j->reply_flags = SV_REPLY_REASONING | (chat.tools_json && chat.tool_choice != SV_TOOLS_NONE ? SV_REPLY_TOOLS : 0);
     if (j->stream) j->fmt = &an_stream;
-    if (sv_queue_push(s, j)) {
-        atomic_fetch_add(&s->m.rejected_queue_full, 1);
-        sv_error_set(e, 429, "rate_limit_error", NULL, NULL, "the request queue is full (%d waiting); retry later", s->cfg.queue_max);
-        sv_job_release(j);
-        return;
-    }
-    out->status = 200;
-    out->job = j;
-    out->content_type = j->stream ? "text/event-stream" : "application/json";
+    sv_enqueue(s, j, out, e);
 }
 
 void sv_api_count_tokens(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {

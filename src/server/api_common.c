@@ -96,6 +96,13 @@ int sv_get_string(json_t *o, const char *key, const char **out, sv_error *e) {
     return 1;
 }
 
+void sv_sampling_settle(sv_sampling *sp) {
+    if (sp->top_p <= 0.0f) {
+        sp->temperature = 0.0f;
+        sp->top_p = 1.0f;
+    }
+}
+
 int sv_get_stops(json_t *o, const char *key, sv_job *j, sv_error *e) {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) return 0;

@@ -129,7 +129,7 @@ static void stream_end(sv_job *j, st_status s, const char *error, sv_finish f, c
     if (f == SV_FINISH_CANCELLED) return;
     if (s != ST_OK) {
         sv_error e;
-        sv_error_set(&e, 500, "server_error", NULL, NULL, "%s", error);
+        sv_error_set(&e, j->fail_status, "server_error", j->fail_status == 503 ? "shutting_down" : NULL, NULL, "%s", error);
         char *body = sv_error_openai(&e);
         sv_job_printf(j, "data: %s\n\ndata: [DONE]\n\n", body);
         free(body);
@@ -168,9 +168,9 @@ static void whole_end(sv_job *j, st_status s, const char *error, sv_finish f, co
     char *body;
     if (s != ST_OK) {
         sv_error e;
-        sv_error_set(&e, 500, "server_error", NULL, NULL, "%s", error);
+        sv_error_set(&e, j->fail_status, "server_error", j->fail_status == 503 ? "shutting_down" : NULL, NULL, "%s", error);
         body = sv_error_openai(&e);
-        j->http_status = 500;
+        j->http_status = j->fail_status;
     } else {
         json_t *r = json_pack("{s:s,s:s,s:I,s:s}", "id", a->id, "object", a->chat ? "chat.completion" : "text_completion",
                               "created", (json_int_t)a->created, "model", a->model);
@@ -292,8 +292,8 @@ static int parse_messages(json_t *req, sv_message **out, size_t *n, strpool *sp,
 
 static int parse_tools(json_t *req, sv_chat *chat, strpool *sp, sv_error *e) {
     json_t *tools = json_object_get(req, "tools");
-    if (!tools || json_is_null(tools)) return 0;
-    if (!json_is_array(tools)) return sv_error_set(e, 400, "invalid_request_error", "invalid_type", "tools", "'tools' must be an array");
+    if (tools && json_is_null(tools)) tools = NULL;
+    if (tools && !json_is_array(tools)) return sv_error_set(e, 400, "invalid_request_error", "invalid_type", "tools", "'tools' must be an array");
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
@@ -306,7 +306,7 @@ static int parse_tools(json_t *req, sv_chat *chat, strpool *sp, sv_error *e) {
                                 "'%s' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", f);
         }
     }
-    if (json_array_size(tools)) chat->tools_json = pool_keep(sp, json_dumps(tools, JSON_COMPACT));
+    if (tools && json_array_size(tools)) chat->tools_json = pool_keep(sp, json_dumps(tools, JSON_COMPACT));
     json_t *tc = json_object_get(req, "tool_choice");
     if (!tc || json_is_null(tc)) return 0;
     const char *s = json_string_value(tc);
@@ -327,7 +327,8 @@ static int parse_tools(json_t *req, sv_chat *chat, strpool *sp, sv_error *e) {
                             "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
     }
     if (!chat->tools_json && chat->tool_choice >= SV_TOOLS_REQUIRED)
-        return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "tool_choice", "'tool_choice' needs 'tools'");
+        return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "tool_choice",
+                            "'tool_choice' is '%s', which needs a non-empty 'tools'", chat->tool_choice == SV_TOOLS_REQUIRED ? "required" : "a named function");
     return 0;
 }
 
@@ -345,6 +346,7 @@ static int parse_common(json_t *req, sv_job *j, long long *max_tokens, int *incl
     if (r) sp->top_p = (float)x;
     if ((r = sv_get_int(req, "top_k", 0, 1 << 20, &k, e)) < 0) return -1;
     if (r) sp->top_k = (int)k;
+    sv_sampling_settle(sp);
     if ((r = sv_get_number(req, "min_p", 0, 1, &x, e)) < 0) return -1;
     if (r) sp->min_p = (float)x;
     if ((r = sv_get_number(req, "presence_penalty", -2, 2, &x, e)) < 0) return -1;
@@ -422,18 +424,6 @@ static oa_state *new_state(sv_server *s, json_t *req, int chat) {
     return a;
 }
 
-static void enqueue(sv_server *s, sv_job *j, sv_http_reply *out, sv_error *e) {
-    if (sv_queue_push(s, j)) {
-        atomic_fetch_add(&s->m.rejected_queue_full, 1);
-        sv_error_set(e, 429, "rate_limit_error", "queue_full", NULL, "the request queue is full (%d waiting); retry later", s->cfg.queue_max);
-        sv_job_release(j);
-        return;
-    }
-    out->status = 200;
-    out->job = j;
-    out->content_type = j->stream ? "text/event-stream" : "application/json";
-}
-
 void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
     sv_job *j = sv_job_new();
     strpool sp = {0};
@@ -458,7 +448,7 @@ void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
     j->gen.json_object = chat.json_object;
     j->reply_flags = SV_REPLY_REASONING | (chat.tools_json && chat.tool_choice != SV_TOOLS_NONE ? SV_REPLY_TOOLS : 0);
     if (j->stream) j->fmt = &oa_stream;
-    enqueue(s, j, out, e);
+    sv_enqueue(s, j, out, e);
 }
 
 void sv_api_completions(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
@@ -480,5 +470,5 @@ void sv_api_completions(sv_server *s, json_t *req, sv_http_reply *out, sv_error 
     if (bad) { sv_job_release(j); return; }
     j->reply_flags = 0;
     if (j->stream) j->fmt = &oa_stream;
-    enqueue(s, j, out, e);
+    sv_enqueue(s, j, out, e);
 }

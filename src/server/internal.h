@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -26,6 +27,7 @@ typedef struct sv_error {
     char code[48];     /* OpenAI's code ("context_length_exceeded") or "" */
     char param[128];   /* the field, "messages[0].content", or "" */
     char message[512];
+    int retry_after;   /* seconds, for 429 and 503 (a Retry-After header); 0: none */
 } sv_error;
 
 int sv_error_set(sv_error *e, int status, const char *type, const char *code, const char *param,
@@ -70,7 +72,11 @@ struct sv_job {
     size_t cached, done, total; /* prompt progress */
     int progress_new;
     sv_reply *reply;
-    int conn_fd;         /* the client's socket, to notice it closing */
+    int conn_fd;         /* the client's socket, to notice it closing (-1 once the response is gone) */
+    int stall_ms;        /* cfg.stall_ms, for the engine's writes */
+    atomic_int shutdown; /* cancelled by a stopping server: ends with an error event, not silently */
+    int stalled;         /* cancelled because the client stopped reading (under mu) */
+    int fail_status;     /* the HTTP status of a failed non-streaming reply (500, or 503 on shutdown) */
 
     /* The channel: bytes from the engine thread to the HTTP thread. */
     pthread_mutex_t mu;
@@ -82,6 +88,9 @@ struct sv_job {
     int refs;
 };
 
+/* A CLOCK_REALTIME deadline ms from now, for pthread_cond_timedwait. */
+void sv_deadline_in(struct timespec *ts, int ms);
+
 sv_job *sv_job_new(void);
 void sv_job_release(sv_job *j);
 /* Engine thread: appends bytes; waits while the client is far behind, unless cancelled. */
@@ -91,7 +100,8 @@ void sv_job_printf(sv_job *j, const char *fmt, ...) __attribute__((format(printf
 void sv_job_sse(sv_job *j, const char *name, json_t *json);
 
 typedef struct sv_metrics {
-    atomic_ullong requests, responses_ok, responses_error, rejected_queue_full, cancelled;
+    atomic_ullong requests, responses_ok, responses_error, rejected_queue_full, cancelled, stalled;
+    atomic_ullong refused_cross_site, connections_evicted;
     atomic_ullong prompt_tokens, cached_tokens, completion_tokens;
     _Atomic double prompt_seconds, decode_seconds;
     _Atomic double last_prompt_tps, last_decode_tps;
@@ -114,15 +124,29 @@ struct sv_server {
     sv_job *running;     /* under qmu */
     uint64_t next_seq, next_served;
     atomic_ullong ids;   /* for response ids */
+    double recent_job_seconds; /* a running mean of the time per request (under qmu), for Retry-After */
 
     sv_metrics m;
+
+    /* Open connections, oldest first (http.c), for the idle limit and the drain. */
+    pthread_mutex_t cmu;
+    struct sv_conn *conns, *conns_tail;
+    int n_conns;         /* not yet closed or evicted */
+    int n_busy;          /* with a request in progress */
+    atomic_int draining; /* stopping: new requests get 503 */
 };
 
 /* The queue (queue.c). */
 st_status sv_queue_start(sv_server *s);
 void sv_queue_stop(sv_server *s);
-/* Takes a reference; 0 when queued, -1 when the queue is full. */
+/* Takes a reference; 0 when queued, -1 when the queue is full or the server is stopping. */
 int sv_queue_push(sv_server *s, sv_job *j);
+/* Seconds a client should wait before retrying a refused request: the queue ahead at the recent
+ * time per request, at least 1. */
+int sv_queue_retry_after(sv_server *s);
+/* Stopping: answers every queued job 503, lets the running one go on for drain_ms, then ends it
+ * (with its final event) and stops the engine thread. */
+void sv_queue_drain(sv_server *s, int drain_ms);
 void sv_queue_depth(sv_server *s, size_t *waiting, int *busy, size_t *done, size_t *total, size_t *cached);
 
 /* Request parsing helpers shared by the APIs (api_common.c). */
@@ -133,6 +157,9 @@ int sv_get_string(json_t *o, const char *key, const char **out, sv_error *e);
 /* Renders, tokenizes and checks the context; fills j->ids, j->reply_prefix, j->gen.max_tokens. */
 int sv_prepare_chat(sv_server *s, sv_job *j, const sv_chat *chat, long long max_tokens, sv_error *e, const char *ctx_param);
 int sv_prepare_text(sv_server *s, sv_job *j, const char *prompt, long long max_tokens, sv_error *e);
+/* top_p 0 keeps one candidate: greedy, said as temperature 0, which every engine reads the same
+ * way (the sampler refuses top_p 0). */
+void sv_sampling_settle(sv_sampling *sp);
 /* "stop" as a string or an array of strings into j->stops. */
 int sv_get_stops(json_t *o, const char *key, sv_job *j, sv_error *e);
 char *sv_make_id(sv_server *s, const char *prefix);
@@ -145,6 +172,10 @@ typedef struct sv_http_reply {
     const char *content_type;
     sv_job *job;      /* a queued job whose channel is the body */
 } sv_http_reply;
+
+/* Queues j for its HTTP reply (out->job), or sets the 429/503 error (with Retry-After) and
+ * releases it. */
+void sv_enqueue(sv_server *s, sv_job *j, sv_http_reply *out, sv_error *e);
 
 void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_completions(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);

@@ -1,12 +1,22 @@
 /* queue.c: the request queue, the one engine thread, and each job's output channel.
  *
  * The engine thread is the only caller of engine->generate(): it owns the session. Jobs wait in a
- * bounded FIFO ring; pushing to a full ring fails (the HTTP layer answers 429). A job is shared by
- * its HTTP thread and the engine thread and freed by whoever lets go last (refs under its mutex). */
+ * bounded FIFO ring; pushing to a full ring fails (the HTTP layer answers 429 with Retry-After). A
+ * job is shared by its HTTP thread and the engine thread and freed by whoever lets go last (refs
+ * under its mutex).
+ *
+ * No client can hold the engine: a channel more than SV_CHANNEL_HIGH_WATER bytes behind makes the
+ * engine wait for its reader, but only for cfg.stall_ms without progress; then the request is
+ * cancelled and its socket shut, and the engine goes on with the next. Stopping drains: queued jobs
+ * are answered 503 at once, the running one has cfg.drain_ms to finish and is then ended with its
+ * API's final error event. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -16,6 +26,13 @@
 /* A client this far behind makes the engine wait: a stalled reader cannot grow memory without end. */
 #define SV_CHANNEL_HIGH_WATER (1u << 20)
 
+void sv_deadline_in(struct timespec *ts, int ms) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_nsec += (long)ms * 1000000L;
+    ts->tv_sec += ts->tv_nsec / 1000000000L;
+    ts->tv_nsec %= 1000000000L;
+}
+
 sv_job *sv_job_new(void) {
     sv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
@@ -24,6 +41,7 @@ sv_job *sv_job_new(void) {
     atomic_init(&j->cancel, 0);
     j->refs = 1;
     j->http_status = 200;
+    j->fail_status = 500;
     j->conn_fd = -1;
     return j;
 }
@@ -47,10 +65,33 @@ void sv_job_release(sv_job *j) {
     free(j);
 }
 
+/* Waits while the reader is far behind; a reader that makes no progress for stall_ms loses its
+ * request (cancel, and its socket shut so its HTTP thread lets go too). Returns 0 when cancelled. */
+static int wait_for_reader(sv_job *j) {
+    size_t last_read = j->out_read;
+    double since = st_now();
+    while (j->out_n - j->out_read > SV_CHANNEL_HIGH_WATER && !atomic_load(&j->cancel)) {
+        struct timespec ts;
+        sv_deadline_in(&ts, 100);
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        if (j->out_read != last_read) {
+            last_read = j->out_read;
+            since = st_now();
+        } else if ((st_now() - since) * 1000.0 >= j->stall_ms) {
+            atomic_store(&j->cancel, 1);
+            j->stalled = 1;
+            if (j->conn_fd >= 0) shutdown(j->conn_fd, SHUT_RDWR);
+        }
+    }
+    return !atomic_load(&j->cancel);
+}
+
 void sv_job_write(sv_job *j, const char *data, size_t n) {
     pthread_mutex_lock(&j->mu);
-    while (j->out_n - j->out_read > SV_CHANNEL_HIGH_WATER && !atomic_load(&j->cancel))
-        pthread_cond_wait(&j->cv, &j->mu);
+    if (!wait_for_reader(j) && j->out_n - j->out_read > SV_CHANNEL_HIGH_WATER) {
+        pthread_mutex_unlock(&j->mu); /* nobody will read it */
+        return;
+    }
     if (j->out_read == j->out_n) j->out_read = j->out_n = 0;
     if (j->out_n + n > j->out_cap) {
         size_t cap = j->out_cap ? j->out_cap : 4096;
@@ -147,12 +188,22 @@ static void run_job(sv_server *s, sv_job *j) {
         finish = SV_FINISH_CANCELLED;
     }
     if (atomic_load(&j->cancel)) finish = SV_FINISH_CANCELLED;
+    if (atomic_load(&j->shutdown)) {
+        /* Not the client's doing: the reply ends with an error event it can see. */
+        st = ST_ERR_CANCELLED;
+        snprintf(error, sizeof error, "the server is shutting down: the reply was ended after %d tokens", usage.completion_tokens);
+        finish = SV_FINISH_STOP;
+        j->fail_status = 503;
+    }
     if (st == ST_OK) job_begin(j);
     j->cached = (size_t)usage.cached_tokens;
     j->fmt->end(j, st, error, finish, &usage);
 
     sv_metrics *m = &s->m;
     if (finish == SV_FINISH_CANCELLED) atomic_fetch_add(&m->cancelled, 1);
+    pthread_mutex_lock(&j->mu);
+    if (j->stalled) atomic_fetch_add(&m->stalled, 1);
+    pthread_mutex_unlock(&j->mu);
     if (st == ST_OK) atomic_fetch_add(&m->responses_ok, 1);
     else atomic_fetch_add(&m->responses_error, 1);
     atomic_fetch_add(&m->prompt_tokens, (unsigned long long)usage.prompt_tokens);
@@ -165,6 +216,10 @@ static void run_job(sv_server *s, sv_job *j) {
     if (usage.prompt_seconds > 0 && computed > 0) m->last_prompt_tps = computed / usage.prompt_seconds;
     if (usage.decode_seconds > 0 && usage.completion_tokens > 0)
         m->last_decode_tps = usage.completion_tokens / usage.decode_seconds;
+    double took = usage.prompt_seconds + usage.decode_seconds;
+    pthread_mutex_lock(&s->qmu);
+    s->recent_job_seconds = s->recent_job_seconds > 0 ? 0.8 * s->recent_job_seconds + 0.2 * took : took;
+    pthread_mutex_unlock(&s->qmu);
 
     pthread_mutex_lock(&j->mu);
     j->finished = 1;
@@ -193,6 +248,7 @@ static void *engine_main(void *arg) {
 
         pthread_mutex_lock(&s->qmu);
         s->running = NULL;
+        pthread_cond_broadcast(&s->qcv);
         pthread_mutex_unlock(&s->qmu);
         sv_job_release(j);
     }
@@ -229,7 +285,7 @@ void sv_queue_stop(sv_server *s) {
 
 int sv_queue_push(sv_server *s, sv_job *j) {
     pthread_mutex_lock(&s->qmu);
-    if (s->quitting || s->q_len >= (size_t)s->cfg.queue_max) {
+    if (s->quitting || atomic_load(&s->draining) || s->q_len >= (size_t)s->cfg.queue_max) {
         pthread_mutex_unlock(&s->qmu);
         return -1;
     }
@@ -237,11 +293,88 @@ int sv_queue_push(sv_server *s, sv_job *j) {
     j->refs++;
     pthread_mutex_unlock(&j->mu);
     j->seq = s->next_seq++;
+    j->stall_ms = s->cfg.stall_ms;
     s->queue[(s->q_head + s->q_len) % (size_t)s->cfg.queue_max] = j;
     s->q_len++;
     pthread_cond_signal(&s->qcv);
     pthread_mutex_unlock(&s->qmu);
     return 0;
+}
+
+int sv_queue_retry_after(sv_server *s) {
+    pthread_mutex_lock(&s->qmu);
+    double ahead = (double)s->q_len + (s->running != NULL), per = s->recent_job_seconds;
+    pthread_mutex_unlock(&s->qmu);
+    double t = ceil(ahead * (per > 0 ? per : 1.0));
+    return t < 1 ? 1 : t > 600 ? 600 : (int)t;
+}
+
+void sv_enqueue(sv_server *s, sv_job *j, sv_http_reply *out, sv_error *e) {
+    if (sv_queue_push(s, j)) {
+        if (atomic_load(&s->draining)) {
+            sv_error_set(e, 503, "server_error", "shutting_down", NULL, "the server is shutting down; retry on its successor");
+        } else {
+            atomic_fetch_add(&s->m.rejected_queue_full, 1);
+            sv_error_set(e, 429, "rate_limit_error", "queue_full", NULL, "the request queue is full (%d waiting); retry later", s->cfg.queue_max);
+        }
+        e->retry_after = sv_queue_retry_after(s);
+        sv_job_release(j);
+        return;
+    }
+    out->status = 200;
+    out->job = j;
+    out->content_type = j->stream ? "text/event-stream" : "application/json";
+}
+
+/* Ends a job that never ran with an error its formatter writes (on the stopping thread: the engine
+ * thread no longer sees it once it is off the queue). */
+static void refuse_queued(sv_job *j) {
+    static const char why[] = "the server is shutting down; the request was not started";
+    j->fail_status = 503;
+    if (j->fmt) {
+        sv_usage u = {0};
+        j->fmt->end(j, ST_ERR_CANCELLED, why, SV_FINISH_STOP, &u);
+    } else {
+        sv_error e;
+        sv_error_set(&e, 503, "server_error", "shutting_down", NULL, "%s", why);
+        char *body = sv_error_openai(&e);
+        j->http_status = 503;
+        if (body) sv_job_write(j, body, strlen(body));
+        free(body);
+    }
+    pthread_mutex_lock(&j->mu);
+    j->finished = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    sv_job_release(j);
+}
+
+void sv_queue_drain(sv_server *s, int drain_ms) {
+    atomic_store(&s->draining, 1);
+    pthread_mutex_lock(&s->qmu);
+    while (s->q_len) {
+        sv_job *j = s->queue[s->q_head];
+        s->q_head = (s->q_head + 1) % (size_t)s->cfg.queue_max;
+        s->q_len--;
+        pthread_mutex_unlock(&s->qmu);
+        refuse_queued(j);
+        pthread_mutex_lock(&s->qmu);
+    }
+    double until = st_now() + drain_ms / 1000.0;
+    while (s->running && st_now() < until) {
+        struct timespec ts;
+        sv_deadline_in(&ts, 20);
+        pthread_cond_timedwait(&s->qcv, &s->qmu, &ts);
+    }
+    if (s->running) {
+        atomic_store(&s->running->shutdown, 1);
+        atomic_store(&s->running->cancel, 1);
+        pthread_mutex_lock(&s->running->mu);
+        pthread_cond_broadcast(&s->running->cv);
+        pthread_mutex_unlock(&s->running->mu);
+    }
+    pthread_mutex_unlock(&s->qmu);
+    sv_queue_stop(s);
 }
 
 void sv_queue_depth(sv_server *s, size_t *waiting, int *busy, size_t *done, size_t *total, size_t *cached) {

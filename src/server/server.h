@@ -16,6 +16,11 @@ typedef struct sv_config {
     int queue_max;       /* requests waiting for the engine; more get 429 */
     int keepalive_ms;    /* SSE comment after this much silence */
     const char *state_dir; /* where saved sessions live */
+    int timeout_s;       /* a connection that makes no progress reading or writing this long is closed */
+    int stall_ms;        /* a client this long more than the channel's high-water mark behind loses its
+                            request, so the engine moves on to the others */
+    int max_connections; /* open connections; past it the oldest idle (or half-open) one is closed */
+    int drain_ms;        /* on stop, how long the running request may go on before it is ended */
 } sv_config;
 
 void sv_config_defaults(sv_config *c);
@@ -26,7 +31,9 @@ typedef struct sv_server sv_server;
  * caller still owns it and closes it after sv_server_stop(). */
 st_status sv_server_start(const sv_config *cfg, sv_engine *engine, sv_server **out);
 int sv_server_port(const sv_server *s);
-/* Cancels running and queued requests, stops the threads and frees the server. */
+/* Drains and stops: new requests get 503, queued ones are answered 503, the running one has
+ * cfg.drain_ms to finish and is then ended with a final error event (or body); the replies are
+ * written out to their clients before the threads stop and the server is freed. */
 void sv_server_stop(sv_server *s);
 
 #endif

@@ -47,6 +47,13 @@ char *sv_api_status(sv_server *s) {
         "settings", "api_key", s->cfg.api_key != NULL, "cors", s->cfg.cors ? json_string(s->cfg.cors) : json_null(),
         "max_body", (int)s->cfg.max_body, "reused_tokens", (json_int_t)atomic_load(&m->cached_tokens), "port", s->port);
     json_object_set_new(r, "host", json_string(s->cfg.host));
+    json_object_set_new(json_object_get(r, "totals"), "stalled", json_integer((json_int_t)atomic_load(&m->stalled)));
+    json_object_set_new(json_object_get(r, "totals"), "refused_cross_site", json_integer((json_int_t)atomic_load(&m->refused_cross_site)));
+    pthread_mutex_lock(&s->cmu);
+    json_object_set_new(r, "connections", json_pack("{s:i,s:i,s:i,s:I}", "open", s->n_conns, "busy", s->n_busy, "max",
+                                                    s->cfg.max_connections, "evicted",
+                                                    (json_int_t)atomic_load(&m->connections_evicted)));
+    pthread_mutex_unlock(&s->cmu);
     char *out = json_dumps(r, JSON_COMPACT);
     json_decref(r);
     return out;

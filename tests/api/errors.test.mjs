@@ -77,10 +77,32 @@ test('wrong field types get 400 naming the field (OpenAI)', async () => {
     [{ response_format: { type: 'yaml' } }, 'response_format.type'],
     [{ reasoning_effort: 'extreme' }, 'reasoning_effort'],
     [{ chat_template_kwargs: { enable_thinking: 'no' } }, 'chat_template_kwargs.enable_thinking'],
+    [{ tool_choice: 'required' }, 'tool_choice'],
+    [{ tool_choice: 'required', tools: [] }, 'tool_choice'],
+    [{ tool_choice: { type: 'function', function: { name: 'f' } } }, 'tool_choice'],
+    [{ tool_choice: { type: 'function', function: { name: 'g' } }, tools: [{ type: 'function', function: { name: 'f' } }] }, 'tool_choice'],
   ];
   for (const [extra, param] of cases) openaiError(await post(srv.base, '/v1/chat/completions', chat(extra)), 400, param);
   const missing = await post(srv.base, '/v1/chat/completions', { model: 'echo' });
   openaiError(missing, 400, 'messages');
+});
+
+test('top_p 0 means greedy, on both APIs', async () => {
+  const r = await openai.chat.completions.create(chat({ top_p: 0, temperature: 0.9, messages: [{ role: 'user', content: '/params' }] }));
+  assert.match(r.choices[0].message.content, /temperature=0 top_p=1 /);
+  const a = await anthropic.messages.create({ model: 'echo', max_tokens: 300, top_p: 0, messages: [{ role: 'user', content: '/params' }] });
+  assert.match(a.content.at(-1).text, /temperature=0 top_p=1 /);
+});
+
+test('Anthropic tool_choice must name one of the tools, and any/tool need tools', async () => {
+  const tools = [{ name: 'get_weather', input_schema: { type: 'object', properties: {} } }];
+  const base = { model: 'echo', max_tokens: 50, messages: [{ role: 'user', content: 'x' }] };
+  anthropicError(await post(srv.base, '/v1/messages', { ...base, tools, tool_choice: { type: 'tool', name: 'launch_missiles' } }), 400, 'launch_missiles');
+  anthropicError(await post(srv.base, '/v1/messages', { ...base, tool_choice: { type: 'any' } }), 400, 'tool_choice');
+  anthropicError(await post(srv.base, '/v1/messages', { ...base, tools: [], tool_choice: { type: 'tool', name: 'get_weather' } }), 400, 'tool_choice');
+  await assert.rejects(anthropic.messages.create({ ...base, tools, tool_choice: { type: 'tool', name: 'launch_missiles' } }), (e) => e.status === 400);
+  const ok = await anthropic.messages.create({ ...base, tools, tool_choice: { type: 'tool', name: 'get_weather' } });
+  assert.equal(ok.content.at(-1).name, 'get_weather');
 });
 
 test('the openai client surfaces these as BadRequestError with the param', async () => {
