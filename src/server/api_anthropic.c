@@ -305,7 +305,7 @@ static int parse_turn(json_t *m, size_t i, msgs *ms, sv_error *e) {
     return 0;
 }
 
-static int parse_tools(json_t *req, sv_chat *chat, msgs *ms, sv_error *e) {
+static int parse_tools(json_t *req, sv_chat *chat, msgs *ms, int *parallel, sv_error *e) {
     json_t *tools = json_object_get(req, "tools");
     if (tools && json_is_null(tools)) tools = NULL;
     if (tools && !json_is_array(tools)) return sv_error_set(e, 400, "invalid_request_error", NULL, "tools", "tools: must be an array");
@@ -332,6 +332,11 @@ static int parse_tools(json_t *req, sv_chat *chat, msgs *ms, sv_error *e) {
     if (!tc || json_is_null(tc)) return 0;
     const char *type = json_string_value(json_object_get(tc, "type"));
     if (!type) return sv_error_set(e, 400, "invalid_request_error", NULL, "tool_choice", "tool_choice.type: Field required");
+    json_t *dp = json_object_get(tc, "disable_parallel_tool_use");
+    if (dp && !json_is_boolean(dp))
+        return sv_error_set(e, 400, "invalid_request_error", NULL, "tool_choice.disable_parallel_tool_use",
+                            "tool_choice.disable_parallel_tool_use: must be a boolean");
+    *parallel = !json_is_true(dp);
     if (!strcmp(type, "auto")) chat->tool_choice = SV_TOOLS_AUTO;
     else if (!strcmp(type, "none")) chat->tool_choice = SV_TOOLS_NONE;
     else if (!strcmp(type, "any")) chat->tool_choice = SV_TOOLS_REQUIRED;
@@ -353,7 +358,7 @@ static int parse_tools(json_t *req, sv_chat *chat, msgs *ms, sv_error *e) {
 }
 
 /* Everything but sampling: system, messages, tools, thinking. */
-static int parse_chat(json_t *req, sv_chat *chat, msgs *ms, sv_error *e) {
+static int parse_chat(json_t *req, sv_chat *chat, msgs *ms, int *parallel, sv_error *e) {
     json_t *sys = json_object_get(req, "system");
     if (sys && !json_is_null(sys)) {
         const char *text;
@@ -381,7 +386,7 @@ static int parse_chat(json_t *req, sv_chat *chat, msgs *ms, sv_error *e) {
             return sv_error_set(e, 400, "invalid_request_error", NULL, "thinking", "thinking.type: Field required");
         chat->enable_thinking = !strcmp(type, "enabled") || !strcmp(type, "adaptive");
     }
-    if (parse_tools(req, chat, ms, e)) return -1;
+    if (parse_tools(req, chat, ms, parallel, e)) return -1;
     chat->messages = ms->m;
     chat->n_messages = ms->n;
     return 0;
@@ -423,7 +428,10 @@ void sv_api_messages(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e)
     j->api = a;
     j->fmt = &an_whole;
     snprintf(j->endpoint, sizeof j->endpoint, "messages");
-    int bad = parse_sampling(req, j, &max_tokens, e) || parse_chat(req, &chat, &ms, e);
+    int parallel = 1;
+    int bad = parse_sampling(req, j, &max_tokens, e) || parse_chat(req, &chat, &ms, &parallel, e);
+    if (!bad) bad = sv_set_tool_schema(j, &chat, parallel, e);
+    j->one_call = !parallel;
     if (!bad) bad = sv_prepare_chat(s, j, &chat, max_tokens, e, "messages");
     msgs_free(&ms);
     if (bad) { sv_job_release(j); return; }
@@ -436,7 +444,8 @@ void sv_api_count_tokens(sv_server *s, json_t *req, sv_http_reply *out, sv_error
     sv_job *j = sv_job_new();
     msgs ms = {0};
     sv_chat chat = {0};
-    int bad = parse_chat(req, &chat, &ms, e);
+    int parallel = 1;
+    int bad = parse_chat(req, &chat, &ms, &parallel, e);
     if (!bad) bad = sv_prepare_chat(s, j, &chat, 0, e, "messages");
     /* Counting is what a client does to find out that a prompt is too long: answer it anyway. */
     if (bad && !strcmp(e->code, "context_length_exceeded") && j->n_ids) bad = 0;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "engine/json_schema.h"
 #include "server/internal.h"
 
 int sv_error_set(sv_error *e, int status, const char *type, const char *code, const char *param, const char *fmt, ...) {
@@ -101,6 +102,42 @@ void sv_sampling_settle(sv_sampling *sp) {
         sp->temperature = 0.0f;
         sp->top_p = 1.0f;
     }
+}
+
+int sv_set_schema(sv_job *j, json_t *schema, const char *field, sv_error *e) {
+    if (!json_is_object(schema) && !json_is_boolean(schema))
+        return sv_error_set(e, 400, "invalid_request_error", "invalid_type", field, "'%s' must be a JSON Schema object", field);
+    char *text = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
+    st_status st = text ? st_json_schema_compile(text, strlen(text), &j->schema) : ST_ERR_NOMEM;
+    free(text);
+    if (st == ST_OK) {
+        j->gen.schema = j->schema;
+        return 0;
+    }
+    /* the message starts with the path inside the schema: "properties.age.type: ..." */
+    const char *msg = st_last_error();
+    char param[128];
+    const char *colon = strstr(msg, ": ");
+    if (colon && strncmp(msg, "(root)", 6)) snprintf(param, sizeof param, "%s.%.*s", field, (int)(colon - msg), msg);
+    else snprintf(param, sizeof param, "%s", field);
+    return sv_error_set(e, st == ST_ERR_NOMEM ? 500 : 400, "invalid_request_error", "invalid_schema", param,
+                        "'%s' cannot be enforced: %s", param, colon ? colon + 2 : msg);
+}
+
+int sv_set_tool_schema(sv_job *j, const sv_chat *chat, int parallel, sv_error *e) {
+    if (!chat->tools_json || chat->tool_choice < SV_TOOLS_REQUIRED) return 0;
+    const char *only = chat->tool_choice == SV_TOOLS_NAMED ? chat->tool_name : NULL;
+    st_status st = st_json_schema_compile_tools(chat->tools_json, strlen(chat->tools_json), only, parallel, &j->schema);
+    if (st == ST_OK) {
+        j->gen.schema = j->schema;
+        return 0;
+    }
+    const char *msg = st_last_error();
+    const char *colon = strstr(msg, ": ");
+    char param[128];
+    snprintf(param, sizeof param, "%.*s", colon ? (int)(colon - msg) : (int)strlen(msg), msg);
+    return sv_error_set(e, st == ST_ERR_NOMEM ? 500 : 400, "invalid_request_error", "invalid_schema", param,
+                        "the forced tool call cannot be enforced: %s", msg);
 }
 
 int sv_get_stops(json_t *o, const char *key, sv_job *j, sv_error *e) {

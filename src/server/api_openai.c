@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/json_schema.h"
 #include "server/internal.h"
 
 /* Strings made while parsing (joined content parts), freed after the prompt is rendered. */
@@ -400,13 +401,25 @@ static int parse_thinking(json_t *req, int *thinking, sv_error *e) {
     return 0;
 }
 
-static int parse_response_format(json_t *req, int *json_object, sv_error *e) {
+/* json_object: one JSON object; json_schema: one that meets json_schema.schema, by constrained
+ * decoding (a schema that cannot be enforced is a 400 naming the field inside it). */
+static int parse_response_format(json_t *req, sv_job *j, int *json_object, sv_error *e) {
     json_t *rf = json_object_get(req, "response_format");
     if (!rf || json_is_null(rf)) return 0;
     const char *type = json_string_value(json_object_get(rf, "type"));
     if (!json_is_object(rf) || !type)
         return sv_error_set(e, 400, "invalid_request_error", "invalid_type", "response_format", "'response_format' must be an object with a 'type'");
-    if (!strcmp(type, "json_object") || !strcmp(type, "json_schema")) *json_object = 1;
+    if (!strcmp(type, "json_schema")) {
+        json_t *js = json_object_get(rf, "json_schema");
+        if (!json_is_object(js))
+            return sv_error_set(e, 400, "invalid_request_error", "missing_required_parameter", "response_format.json_schema",
+                                "'response_format.json_schema' must be an object with a 'schema'");
+        json_t *schema = json_object_get(js, "schema");
+        *json_object = 1;
+        if (!schema) return 0; /* no schema: any object */
+        return sv_set_schema(j, schema, "response_format.json_schema.schema", e);
+    }
+    if (!strcmp(type, "json_object")) *json_object = 1;
     else if (strcmp(type, "text"))
         return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "response_format.type",
                             "'response_format.type' must be text, json_object or json_schema, got '%s'", type);
@@ -434,13 +447,21 @@ void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
     j->api = a;
     j->fmt = &oa_whole;
     snprintf(j->endpoint, sizeof j->endpoint, "chat");
+    int parallel = 1;
     int bad = parse_messages(req, &msgs, &chat.n_messages, &sp, e) || parse_common(req, j, &max_tokens, &a->include_usage, e) ||
               parse_thinking(req, &chat.enable_thinking, e) || parse_tools(req, &chat, &sp, e) ||
-              parse_response_format(req, &chat.json_object, e);
+              sv_get_bool(req, "parallel_tool_calls", &parallel, e) < 0 || parse_response_format(req, j, &chat.json_object, e);
     chat.messages = msgs;
-    /* A forced tool call opens the reply with <tool_call>: its arguments are JSON already, and the
-     * JSON object constraint would have nothing to start from. */
-    if (chat.tools_json && chat.tool_choice >= SV_TOOLS_REQUIRED) chat.json_object = 0;
+    /* A forced tool call opens the reply with <tool_call>: the call is the constraint (its name and
+     * arguments that fit the tool), in place of a response format. */
+    if (!bad && chat.tools_json && chat.tool_choice >= SV_TOOLS_REQUIRED) {
+        chat.json_object = 0;
+        st_json_schema_free(j->schema);
+        j->schema = NULL;
+        j->gen.schema = NULL;
+        bad = sv_set_tool_schema(j, &chat, parallel, e);
+    }
+    j->one_call = !parallel;
     if (!bad) bad = sv_prepare_chat(s, j, &chat, max_tokens, e, "messages");
     free(msgs);
     pool_free(&sp);

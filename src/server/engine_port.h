@@ -103,6 +103,9 @@ typedef struct sv_generate {
     sv_sampling sampling;
     int max_tokens;           /* > 0 */
     int json_object;          /* constrain the reply to one JSON object where the engine can */
+    /* A schema the reply must meet (engine/json_schema.h): response_format json_schema, or a forced
+     * tool call (tool-call mode). NULL: none. Owned by the server; valid during generate(). */
+    const struct st_json_schema *schema;
     const atomic_int *cancel; /* checked between prompt chunks and between tokens */
     /* One generated token: its text piece (bytes; a UTF-8 character may be split across pieces)
      * and its id. Return nonzero to stop generating (finish = SV_FINISH_STOP). */

@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "engine/json_grammar.h"
+#include "engine/json_schema.h"
 #include "engine/sampler.h"
 #include "model/model.h"
 #include "server/engine_port.h"
@@ -157,9 +158,13 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     st_sampler *smp = NULL;
     ST_TRY(st_sampler_new(&pp, st_model_n_vocab(x->model), &smp));
     for (size_t i = 0; i < req->n_prompt; i++) st_sampler_accept(smp, req->prompt[i]);
-    if (req->json_object) {
+    /* A tool call is enforced in Qwen's JSON form; Qwen 3.5's XML calls are not (yet). */
+    const st_json_schema *schema = req->schema && (!req->schema->n_tools || x->style == ST_CHAT_QWEN3) ? req->schema : NULL;
+    if (req->json_object || schema) {
         st_status js = x->json_vocab ? ST_OK : st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
-        if (js == ST_OK) js = st_sampler_constrain_json(smp, x->json_vocab, req->prompt, req->n_prompt, req->max_tokens);
+        if (js == ST_OK)
+            js = schema ? st_sampler_constrain_schema(smp, x->json_vocab, schema, req->prompt, req->n_prompt, req->max_tokens)
+                        : st_sampler_constrain_json(smp, x->json_vocab, req->prompt, req->n_prompt, req->max_tokens);
         if (js != ST_OK) { st_sampler_free(smp); return js; }
     }
 

@@ -60,6 +60,8 @@ struct sv_job {
     int reply_flags;     /* SV_REPLY_* */
     sv_generate gen;     /* sampling, max_tokens, json_object; callbacks are the queue's */
     int stream;
+    struct st_json_schema *schema; /* what gen.schema points to (freed with the job) */
+    int one_call;        /* parallel_tool_calls false: generation stops after the first call */
     char endpoint[32];   /* for metrics */
     /* Set for work other than generation (saved sessions): run on the engine thread instead. */
     void (*control)(struct sv_server *s, sv_job *j);
@@ -160,6 +162,12 @@ int sv_prepare_text(sv_server *s, sv_job *j, const char *prompt, long long max_t
 /* top_p 0 keeps one candidate: greedy, said as temperature 0, which every engine reads the same
  * way (the sampler refuses top_p 0). */
 void sv_sampling_settle(sv_sampling *sp);
+/* Compiles a schema into j->schema (and j->gen.schema); a schema that cannot be enforced is a 400
+ * whose param is field and the path inside it. */
+int sv_set_schema(sv_job *j, json_t *schema, const char *field, sv_error *e);
+/* A forced tool call (tool_choice required or named) as a constraint on the reply, for the chat's
+ * tools; parallel: more calls may follow. */
+int sv_set_tool_schema(sv_job *j, const sv_chat *chat, int parallel, sv_error *e);
 /* "stop" as a string or an array of strings into j->stops. */
 int sv_get_stops(json_t *o, const char *key, sv_job *j, sv_error *e);
 char *sv_make_id(sv_server *s, const char *prefix);

@@ -21,6 +21,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "engine/json_schema.h"
 #include "server/internal.h"
 
 /* A client this far behind makes the engine wait: a stalled reader cannot grow memory without end. */
@@ -54,6 +55,7 @@ void sv_job_release(sv_job *j) {
     if (!last) return;
     if (j->fmt && j->fmt->free_api) j->fmt->free_api(j->api);
     else if (j->control) free(j->api);
+    st_json_schema_free(j->schema);
     free(j->ids);
     free(j->reply_prefix);
     for (size_t i = 0; j->stops && j->stops[i]; i++) free(j->stops[i]);
@@ -142,7 +144,7 @@ static void on_event(void *ctx, sv_event kind, const char *text, size_t len, con
 
 static int on_piece(void *ctx, const char *text, size_t len, int32_t token) {
     sv_job *j = ctx;
-    return sv_reply_feed(j->reply, text, len) || atomic_load(&j->cancel);
+    return sv_reply_feed(j->reply, text, len) || atomic_load(&j->cancel) || (j->one_call && sv_reply_tool_calls(j->reply) > 0);
 }
 
 static void on_progress(void *ctx, size_t cached, size_t done, size_t total) {
