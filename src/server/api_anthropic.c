@@ -393,13 +393,12 @@ static int parse_chat(json_t *req, sv_chat *chat, msgs *ms, int *parallel, sv_er
 }
 
 /* Anthropic's field errors read "field: message"; sv_get_* name the field in quotes. */
-static int parse_sampling(json_t *req, sv_job *j, long long *max_tokens, sv_error *e) {
+static int parse_sampling(sv_server *s, json_t *req, sv_job *j, long long *max_tokens, sv_error *e) {
     sv_sampling *sp = &j->gen.sampling;
     double x;
     long long k;
     int r;
-    sp->temperature = 1.0f;
-    sp->top_p = 1.0f;
+    *sp = s->defaults;
     json_t *mt = json_object_get(req, "max_tokens");
     if (!mt) return sv_error_set(e, 400, "invalid_request_error", NULL, "max_tokens", "max_tokens: Field required");
     if (sv_get_int(req, "max_tokens", 1, 1 << 30, max_tokens, e) < 0) return -1;
@@ -429,7 +428,7 @@ void sv_api_messages(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e)
     j->fmt = &an_whole;
     snprintf(j->endpoint, sizeof j->endpoint, "messages");
     int parallel = 1;
-    int bad = parse_sampling(req, j, &max_tokens, e) || parse_chat(req, &chat, &ms, &parallel, e);
+    int bad = parse_sampling(s, req, j, &max_tokens, e) || parse_chat(req, &chat, &ms, &parallel, e);
     if (!bad) bad = sv_set_tool_schema(j, &chat, parallel, e);
     j->one_call = !parallel;
     if (!bad) bad = sv_prepare_chat(s, j, &chat, max_tokens, e, "messages");

@@ -334,12 +334,11 @@ static int parse_tools(json_t *req, sv_chat *chat, strpool *sp, sv_error *e) {
 }
 
 /* The fields both endpoints share: sampling, stop, stream, n, max_tokens. */
-static int parse_common(json_t *req, sv_job *j, long long *max_tokens, int *include_usage, sv_error *e) {
+static int parse_common(sv_server *s, json_t *req, sv_job *j, long long *max_tokens, int *include_usage, sv_error *e) {
     sv_sampling *sp = &j->gen.sampling;
     double x;
     long long k;
-    sp->temperature = 1.0f;
-    sp->top_p = 1.0f;
+    *sp = s->defaults;
     int r;
     if ((r = sv_get_number(req, "temperature", 0, 2, &x, e)) < 0) return -1;
     if (r) sp->temperature = (float)x;
@@ -448,7 +447,7 @@ void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
     j->fmt = &oa_whole;
     snprintf(j->endpoint, sizeof j->endpoint, "chat");
     int parallel = 1;
-    int bad = parse_messages(req, &msgs, &chat.n_messages, &sp, e) || parse_common(req, j, &max_tokens, &a->include_usage, e) ||
+    int bad = parse_messages(req, &msgs, &chat.n_messages, &sp, e) || parse_common(s, req, j, &max_tokens, &a->include_usage, e) ||
               parse_thinking(req, &chat.enable_thinking, e) || parse_tools(req, &chat, &sp, e) ||
               sv_get_bool(req, "parallel_tool_calls", &parallel, e) < 0 || parse_response_format(req, j, &chat.json_object, e);
     chat.messages = msgs;
@@ -485,7 +484,7 @@ void sv_api_completions(sv_server *s, json_t *req, sv_http_reply *out, sv_error 
     int bad = 0;
     if (!p) bad = sv_error_set(e, 400, "invalid_request_error", "missing_required_parameter", "prompt", "'prompt' is required");
     else if (!prompt) bad = sv_error_set(e, 400, "invalid_request_error", "invalid_type", "prompt", "'prompt' must be a string (or an array of one string)");
-    if (!bad) bad = parse_common(req, j, &max_tokens, &a->include_usage, e);
+    if (!bad) bad = parse_common(s, req, j, &max_tokens, &a->include_usage, e);
     /* OpenAI's default for this endpoint is 16 tokens. */
     if (!bad) bad = sv_prepare_text(s, j, prompt, max_tokens ? max_tokens : 16, e);
     if (bad) { sv_job_release(j); return; }

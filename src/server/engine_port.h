@@ -78,6 +78,7 @@ typedef struct sv_sampling {
     float min_p;       /* 0 = off */
     float presence_penalty;
     float frequency_penalty;
+    float repeat_penalty; /* 0 or 1 = off */
     uint64_t seed;
     int has_seed;      /* 0: the engine picks a seed */
 } sv_sampling;
@@ -116,10 +117,15 @@ typedef struct sv_generate {
     void *ctx;
 } sv_generate;
 
+/* Which sampling fields a set of defaults gives (the others come from elsewhere). */
+enum { SV_SET_TEMPERATURE = 1, SV_SET_TOP_P = 2, SV_SET_TOP_K = 4, SV_SET_MIN_P = 8, SV_SET_SEED = 16, SV_SET_REPEAT_PENALTY = 32 };
+
 typedef struct sv_model_info {
     char name[128];      /* the id shown in /v1/models */
     int context_length;  /* tokens */
     char fingerprint[65];/* identifies the weights (saved sessions carry it) */
+    sv_sampling sampling;  /* the model's recommended sampling (GGUF general.sampling.*) */
+    unsigned sampling_set; /* SV_SET_*: which of them the model gives */
 } sv_model_info;
 
 typedef struct sv_engine sv_engine;
@@ -154,7 +160,7 @@ st_status sv_engine_echo_open(int context_length, sv_engine **out);
  * session with sp (threads, prefill, KV type; n_ctx 0 = the model's context_length, lowered to
  * what the memory free holds, with a warning on stderr when it is). */
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *sp,
-                                sv_engine **out);
+                                const char *chat_template, sv_engine **out);
 
 void sv_prompt_free(sv_prompt *p);
 

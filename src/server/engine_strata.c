@@ -154,6 +154,7 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     pp.min_p = sp->min_p;
     pp.presence_penalty = sp->presence_penalty;
     pp.frequency_penalty = sp->frequency_penalty;
+    if (sp->repeat_penalty > 0) pp.repeat_penalty = sp->repeat_penalty;
     pp.seed = sp->has_seed ? sp->seed : (uint64_t)time(NULL) ^ st_now_ns();
     st_sampler *smp = NULL;
     ST_TRY(st_sampler_new(&pp, st_model_n_vocab(x->model), &smp));
@@ -254,8 +255,30 @@ static const sv_engine_ops strata_ops = {
     .close = se_close,
 };
 
+/* The model's recommended sampling: GGUF general.sampling.* (llama.cpp's keys, from the model's
+ * generation_config.json), where present. */
+static void model_sampling(const st_gguf *g, sv_model_info *info) {
+    static const struct { const char *key; unsigned bit; } keys[] = {
+        {"general.sampling.temp", SV_SET_TEMPERATURE}, {"general.sampling.top_p", SV_SET_TOP_P},
+        {"general.sampling.top_k", SV_SET_TOP_K}, {"general.sampling.min_p", SV_SET_MIN_P}};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        double f = 0;
+        int64_t k = 0;
+        int ok = st_gguf_get_float(g, keys[i].key, &f) == ST_OK;
+        if (!ok && st_gguf_get_int(g, keys[i].key, &k) == ST_OK) { f = (double)k; ok = 1; }
+        st_clear_error();
+        if (!ok || !(f >= 0)) continue;
+        if (keys[i].bit == SV_SET_TEMPERATURE) info->sampling.temperature = (float)f;
+        else if (keys[i].bit == SV_SET_TOP_P && f <= 1) info->sampling.top_p = (float)f;
+        else if (keys[i].bit == SV_SET_TOP_K && f < 1 << 20) info->sampling.top_k = (int)f;
+        else if (keys[i].bit == SV_SET_MIN_P && f <= 1) info->sampling.min_p = (float)f;
+        else continue;
+        info->sampling_set |= keys[i].bit;
+    }
+}
+
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *session,
-                                sv_engine **out) {
+                                const char *chat_template, sv_engine **out) {
     *out = NULL;
     strata_engine *x = calloc(1, sizeof *x);
     if (!x) return st_fail(ST_ERR_NOMEM, "out of memory");
@@ -287,9 +310,18 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
     size_t tlen = 0, nlen = 0;
     int known = 0;
     char *tmpl_z = NULL;
-    if (st_gguf_get_str(x->model->gguf, "tokenizer.chat_template", &tmpl, &tlen) == ST_OK) tmpl_z = strndup(tmpl, tlen);
-    x->style = st_chat_style_detect(tmpl_z ? tmpl_z : "", &known);
-    free(tmpl_z);
+    if (chat_template) {
+        x->style = st_chat_style_detect(chat_template, &known);
+        if (!known) {
+            se_close(&x->base);
+            return st_fail(ST_ERR_UNSUPPORTED, "the chat template is not one Strata renders (Qwen3's or Qwen 3.5's ChatML forms)");
+        }
+    } else {
+        if (st_gguf_get_str(x->model->gguf, "tokenizer.chat_template", &tmpl, &tlen) == ST_OK) tmpl_z = strndup(tmpl, tlen);
+        x->style = st_chat_style_detect(tmpl_z ? tmpl_z : "", &known);
+        free(tmpl_z);
+    }
+    model_sampling(x->model->gguf, &x->info);
     const char *base = strrchr(model_path, '/');
     if (st_gguf_get_str(x->model->gguf, "general.name", &name, &nlen) == ST_OK && nlen)
         snprintf(x->info.name, sizeof x->info.name, "%.*s", (int)nlen, name);

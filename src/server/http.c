@@ -30,6 +30,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "engine/sampler.h"
 #include "server/internal.h"
 #include "server/json_check.h"
 
@@ -46,6 +47,7 @@ void sv_config_defaults(sv_config *c) {
     c->stall_ms = 5000;
     c->max_connections = 256;
     c->drain_ms = 3000;
+    c->webui = 1;
 }
 
 /* One open connection (MHD's socket context). */
@@ -209,6 +211,8 @@ static enum MHD_Result send_job(sv_server *s, struct MHD_Connection *c, sv_job *
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
         snprintf(seq, sizeof seq, "%llu", (unsigned long long)j->seq);
         MHD_add_response_header(r, "X-Strata-Seq", seq);
+        snprintf(seq, sizeof seq, "%llu", j->req_id);
+        MHD_add_response_header(r, "X-Request-Id", seq);
         add_cors(s, c, r);
         enum MHD_Result ok = MHD_queue_response(c, 200, r);
         MHD_destroy_response(r);
@@ -237,6 +241,8 @@ static enum MHD_Result send_job(sv_server *s, struct MHD_Connection *c, sv_job *
     MHD_add_response_header(r, "X-Strata-Seq", seq);
     snprintf(seq, sizeof seq, "%llu", (unsigned long long)j->served);
     MHD_add_response_header(r, "X-Strata-Served", seq);
+    snprintf(seq, sizeof seq, "%llu", j->req_id);
+    MHD_add_response_header(r, "X-Request-Id", seq);
     add_cors(s, c, r);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)j->http_status, r);
     MHD_destroy_response(r);
@@ -331,38 +337,48 @@ static api_fn post_route(const char *url, int *anthropic) {
     return NULL;
 }
 
-static enum MHD_Result handle_post(sv_server *s, struct MHD_Connection *c, api_fn fn, int anthropic, request *rq) {
+/* A request refused before it reached the queue: its log line. */
+static enum MHD_Result refuse(sv_server *s, struct MHD_Connection *c, int anthropic, const sv_error *e, const sv_http_reply *out) {
+    sv_usage u = {0};
+    sv_log_request(s, out->req_id, out->url, e->status, &u, -1, st_now() - out->t_arrival);
+    return send_error(s, c, anthropic, e);
+}
+
+static enum MHD_Result handle_post(sv_server *s, struct MHD_Connection *c, const char *url, api_fn fn, int anthropic, request *rq) {
     sv_error e = {0};
-    atomic_fetch_add(&s->m.requests, 1);
+    sv_http_reply out = {.req_id = atomic_fetch_add(&s->m.requests, 1) + 1, .url = url, .t_arrival = st_now()};
     if (rq->too_big) {
         sv_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL, "the request body is larger than the limit of %zu bytes",
                      s->cfg.max_body);
-        return send_error(s, c, anthropic, &e);
+        return refuse(s, c, anthropic, &e, &out);
     }
     char param[128], msg[256];
     if (sv_json_check(rq->body ? rq->body : "", rq->n, s->cfg.max_depth, param, sizeof param, msg, sizeof msg)) {
         sv_error_set(&e, 400, "invalid_request_error", "invalid_request_body", param, "%s", msg);
-        return send_error(s, c, anthropic, &e);
+        return refuse(s, c, anthropic, &e, &out);
     }
     json_error_t je;
     json_t *req = json_loadb(rq->body ? rq->body : "", rq->n, 0, &je);
     if (!req) {
         sv_error_set(&e, 400, "invalid_request_error", "invalid_json", NULL, "the body is not valid JSON: %s at line %d column %d",
                      je.text, je.line, je.column);
-        return send_error(s, c, anthropic, &e);
+        return refuse(s, c, anthropic, &e, &out);
     }
     if (!json_is_object(req)) {
         json_decref(req);
         sv_error_set(&e, 400, "invalid_request_error", "invalid_type", NULL, "the body must be a JSON object");
-        return send_error(s, c, anthropic, &e);
+        return refuse(s, c, anthropic, &e, &out);
     }
-    sv_http_reply out = {0};
     fn(s, req, &out, &e);
     json_decref(req);
     if (out.job) return send_job(s, c, out.job, out.content_type);
-    if (out.body) return send_body(s, c, out.status, out.body, out.content_type);
+    if (out.body) {
+        sv_usage u = {0};
+        sv_log_request(s, out.req_id, url, out.status, &u, -1, st_now() - out.t_arrival);
+        return send_body(s, c, out.status, out.body, out.content_type);
+    }
     if (!e.status) sv_error_set(&e, 500, "server_error", NULL, NULL, "no reply");
-    return send_error(s, c, anthropic, &e);
+    return refuse(s, c, anthropic, &e, &out);
 }
 
 static enum MHD_Result dispatch(sv_server *s, struct MHD_Connection *c, const char *url, const char *method, request *rq) {
@@ -398,7 +414,7 @@ static enum MHD_Result dispatch(sv_server *s, struct MHD_Connection *c, const ch
     if ((!strcmp(method, "GET") || !strcmp(method, "HEAD")) && !strcmp(url, "/health"))
         return send_text(s, c, strdup("{\"status\":\"ok\"}"), "application/json");
     /* The page itself holds no secret; the API calls it makes carry the key. */
-    const sv_asset *asset = !strcmp(method, "GET") ? find_asset(url) : NULL;
+    const sv_asset *asset = !strcmp(method, "GET") && s->cfg.webui ? find_asset(url) : NULL;
     if (asset) {
         struct MHD_Response *r = MHD_create_response_from_buffer(asset->size, (void *)asset->data, MHD_RESPMEM_PERSISTENT);
         MHD_add_response_header(r, "Content-Type", asset->content_type);
@@ -424,7 +440,7 @@ static enum MHD_Result dispatch(sv_server *s, struct MHD_Connection *c, const ch
         e.retry_after = 1;
         return send_error(s, c, anthropic, &e);
     }
-    if (fn && !strcmp(method, "POST")) return handle_post(s, c, fn, anthropic, rq);
+    if (fn && !strcmp(method, "POST")) return handle_post(s, c, url, fn, anthropic, rq);
     if (fn) {
         sv_error_set(&e, 405, "invalid_request_error", "method_not_allowed", NULL, "%s %s: use POST", method, url);
         return send_error(s, c, anthropic, &e);
@@ -541,6 +557,24 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     *con_cls = NULL;
 }
 
+/* What a request that sends no sampling fields gets: the command line's, else the model's, else
+ * `strata run`'s. */
+static sv_sampling request_defaults(const sv_config *cfg, const sv_model_info *info) {
+    st_sampler_params run = st_sampler_default_params();
+    sv_sampling d = {.temperature = run.temperature, .top_p = run.top_p, .top_k = run.top_k, .min_p = run.min_p};
+    const sv_sampling *from[2] = {&info->sampling, &cfg->sampling};
+    const unsigned set[2] = {info->sampling_set, cfg->sampling_set};
+    for (int i = 0; i < 2; i++) {
+        if (set[i] & SV_SET_TEMPERATURE) d.temperature = from[i]->temperature;
+        if (set[i] & SV_SET_TOP_P) d.top_p = from[i]->top_p;
+        if (set[i] & SV_SET_TOP_K) d.top_k = from[i]->top_k;
+        if (set[i] & SV_SET_MIN_P) d.min_p = from[i]->min_p;
+        if (set[i] & SV_SET_SEED) { d.seed = from[i]->seed; d.has_seed = 1; }
+        if (set[i] & SV_SET_REPEAT_PENALTY) d.repeat_penalty = from[i]->repeat_penalty;
+    }
+    return d;
+}
+
 st_status sv_server_start(const sv_config *cfg, sv_engine *engine, sv_server **out) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
     char port[16];
@@ -553,6 +587,8 @@ st_status sv_server_start(const sv_config *cfg, sv_engine *engine, sv_server **o
     s->engine = engine;
     s->started = st_now();
     engine->ops->info(engine, &s->info);
+    if (cfg->alias && *cfg->alias) snprintf(s->info.name, sizeof s->info.name, "%s", cfg->alias);
+    s->defaults = request_defaults(cfg, &s->info);
     st_status st = sv_queue_start(s);
     if (st != ST_OK) {
         freeaddrinfo(ai);

@@ -63,6 +63,9 @@ struct sv_job {
     struct st_json_schema *schema; /* what gen.schema points to (freed with the job) */
     int one_call;        /* parallel_tool_calls false: generation stops after the first call */
     char endpoint[32];   /* for metrics */
+    unsigned long long req_id; /* the request's number (the log, X-Request-Id) */
+    char url[48];        /* the endpoint's path, for the log */
+    double t_arrival, t_first; /* when the request came, and its first token (0: none yet) */
     /* Set for work other than generation (saved sessions): run on the engine thread instead. */
     void (*control)(struct sv_server *s, sv_job *j);
 
@@ -129,6 +132,7 @@ struct sv_server {
     double recent_job_seconds; /* a running mean of the time per request (under qmu), for Retry-After */
 
     sv_metrics m;
+    sv_sampling defaults; /* for requests that send no sampling fields */
 
     /* Open connections, oldest first (http.c), for the idle limit and the drain. */
     pthread_mutex_t cmu;
@@ -179,7 +183,14 @@ typedef struct sv_http_reply {
     char *body;
     const char *content_type;
     sv_job *job;      /* a queued job whose channel is the body */
+    /* Set by the HTTP layer before the endpoint runs; sv_enqueue gives them to the job. */
+    unsigned long long req_id;
+    const char *url;
+    double t_arrival;
 } sv_http_reply;
+
+/* The request log (status.c): one line through cfg.log, text or JSON. ttft < 0: no token came. */
+void sv_log_request(sv_server *s, unsigned long long id, const char *url, int status, const sv_usage *u, double ttft, double total);
 
 /* Queues j for its HTTP reply (out->job), or sets the 429/503 error (with Retry-After) and
  * releases it. */

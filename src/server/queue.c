@@ -144,6 +144,7 @@ static void on_event(void *ctx, sv_event kind, const char *text, size_t len, con
 
 static int on_piece(void *ctx, const char *text, size_t len, int32_t token) {
     sv_job *j = ctx;
+    if (!j->t_first) j->t_first = st_now();
     return sv_reply_feed(j->reply, text, len) || atomic_load(&j->cancel) || (j->one_call && sv_reply_tool_calls(j->reply) > 0);
 }
 
@@ -200,6 +201,10 @@ static void run_job(sv_server *s, sv_job *j) {
     if (st == ST_OK) job_begin(j);
     j->cached = (size_t)usage.cached_tokens;
     j->fmt->end(j, st, error, finish, &usage);
+
+    int status = st != ST_OK ? j->fail_status : finish == SV_FINISH_CANCELLED ? 499 : j->http_status;
+    double now = st_now();
+    sv_log_request(s, j->req_id, j->url, status, &usage, j->t_first ? j->t_first - j->t_arrival : -1, now - j->t_arrival);
 
     sv_metrics *m = &s->m;
     if (finish == SV_FINISH_CANCELLED) atomic_fetch_add(&m->cancelled, 1);
@@ -312,6 +317,9 @@ int sv_queue_retry_after(sv_server *s) {
 }
 
 void sv_enqueue(sv_server *s, sv_job *j, sv_http_reply *out, sv_error *e) {
+    j->req_id = out->req_id;
+    j->t_arrival = out->t_arrival;
+    snprintf(j->url, sizeof j->url, "%s", out->url ? out->url : "");
     if (sv_queue_push(s, j)) {
         if (atomic_load(&s->draining)) {
             sv_error_set(e, 503, "server_error", "shutting_down", NULL, "the server is shutting down; retry on its successor");

@@ -21,6 +21,16 @@ typedef struct sv_config {
                             request, so the engine moves on to the others */
     int max_connections; /* open connections; past it the oldest idle (or half-open) one is closed */
     int drain_ms;        /* on stop, how long the running request may go on before it is ended */
+    sv_sampling sampling;  /* defaults for requests that send no sampling fields: those sampling_set */
+    unsigned sampling_set; /* names (SV_SET_*) win over the model's (GGUF general.sampling.*), and the
+                              model's over `strata run`'s (st_sampler_default_params) */
+    const char *alias;   /* the model's id in /v1/models and in replies (NULL: the model's name) */
+    int webui;           /* serve the web app at / (1) or not (0: 404) */
+    /* One line per request (id, endpoint, status, prompt tokens, cached, generated, time to first
+     * token, total), as text or JSON (log_json); NULL: none. Called from any thread. */
+    void (*log)(void *ctx, const char *line);
+    void *log_ctx;
+    int log_json;
 } sv_config;
 
 void sv_config_defaults(sv_config *c);

@@ -106,3 +106,18 @@ for (const arch of ['qwen3', 'qwen35', 'qwen4exp']) {
     }
   });
 }
+
+test('--chat-template-file: a Qwen template is used in place of the model\'s, another is refused at start', async () => {
+  const good = path.join(dir, 'qwen.jinja'), bad = path.join(dir, 'other.jinja');
+  fs.writeFileSync(good, "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{%- endfor %}");
+  fs.writeFileSync(bad, '{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}');
+  const srv = await serve(models.qwen3, ['--chat-template-file', good]);
+  try {
+    const r = await srv.client.chat.completions.create({ model: 'm', ...greedy, messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(r.usage.completion_tokens, 8);
+  } finally {
+    assert.equal(await srv.stop(), 0, srv.stderr());
+  }
+  await assert.rejects(serve(models.qwen3, ['--chat-template-file', bad]), /not one Strata renders/);
+  await assert.rejects(serve(models.qwen3, ['--chat-template-file', path.join(dir, 'missing.jinja')]), /cannot read it/);
+});
