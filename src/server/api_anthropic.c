@@ -394,21 +394,12 @@ static int parse_chat(json_t *req, sv_chat *chat, msgs *ms, int *parallel, sv_er
 
 /* Anthropic's field errors read "field: message"; sv_get_* name the field in quotes. */
 static int parse_sampling(sv_server *s, json_t *req, sv_job *j, long long *max_tokens, sv_error *e) {
-    sv_sampling *sp = &j->gen.sampling;
     double x;
-    long long k;
-    int r;
-    *sp = s->defaults;
     json_t *mt = json_object_get(req, "max_tokens");
     if (!mt) return sv_error_set(e, 400, "invalid_request_error", NULL, "max_tokens", "max_tokens: Field required");
     if (sv_get_int(req, "max_tokens", 1, 1 << 30, max_tokens, e) < 0) return -1;
-    if ((r = sv_get_number(req, "temperature", 0, 1, &x, e)) < 0) return -1;
-    if (r) sp->temperature = (float)x;
-    if ((r = sv_get_number(req, "top_p", 0, 1, &x, e)) < 0) return -1;
-    if (r) sp->top_p = (float)x;
-    if ((r = sv_get_int(req, "top_k", 0, 1 << 20, &k, e)) < 0) return -1;
-    if (r) sp->top_k = (int)k;
-    sv_sampling_settle(sp);
+    if (sv_get_number(req, "temperature", 0, 1, &x, e) < 0) return -1; /* Anthropic's range */
+    if (sv_parse_sampling(s, req, j, e)) return -1;
     if (sv_get_stops(req, "stop_sequences", j, e) < 0) return -1;
     if (sv_get_bool(req, "stream", &j->stream, e) < 0) return -1;
     return 0;

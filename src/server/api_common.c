@@ -202,3 +202,85 @@ int sv_prepare_text(sv_server *s, sv_job *j, const char *prompt, long long max_t
     j->reply_prefix = strdup("");
     return fit_context(s, j, max_tokens, e, "prompt");
 }
+
+const char *sv_pool_keep(sv_strpool *sp, char *s) {
+    char **p = realloc(sp->p, (sp->n + 1) * sizeof *sp->p);
+    if (!p) { free(s); return ""; }
+    sp->p = p;
+    sp->p[sp->n++] = s;
+    return s;
+}
+
+void sv_pool_free(sv_strpool *sp) {
+    for (size_t i = 0; i < sp->n; i++) free(sp->p[i]);
+    free(sp->p);
+    sp->p = NULL;
+    sp->n = 0;
+}
+
+int sv_text_parts(json_t *c, const char *field, const char *const *types, sv_strpool *sp, const char **out, sv_error *e) {
+    if (!c || json_is_null(c)) { *out = ""; return 0; }
+    if (json_is_string(c)) { *out = json_string_value(c); return 0; }
+    if (!json_is_array(c))
+        return sv_error_set(e, 400, "invalid_request_error", "invalid_type", field, "'%s' must be a string or an array of content parts", field);
+    size_t total = 0, i;
+    json_t *part;
+    json_array_foreach(c, i, part) {
+        char f[160];
+        snprintf(f, sizeof f, "%s[%zu]", field, i);
+        const char *type = json_string_value(json_object_get(part, "type"));
+        const char *text = json_string_value(json_object_get(part, "text"));
+        if (!json_is_object(part) || !type)
+            return sv_error_set(e, 400, "invalid_request_error", "invalid_type", f, "'%s' must be an object with a 'type'", f);
+        int known = 0;
+        for (const char *const *t = types; *t; t++) known |= !strcmp(type, *t);
+        if (!known || !text)
+            return sv_error_set(e, 400, "invalid_request_error", "invalid_value", f, "'%s' is of type '%s': only text parts are supported", f, type);
+        total += strlen(text) + 1;
+    }
+    char *s = malloc(total + 1), *w = s;
+    if (!s) return sv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    json_array_foreach(c, i, part) {
+        const char *text = json_string_value(json_object_get(part, "text"));
+        if (i) *w++ = '\n';
+        size_t n = strlen(text);
+        memcpy(w, text, n);
+        w += n;
+    }
+    *w = 0;
+    *out = sv_pool_keep(sp, s);
+    return 0;
+}
+
+int sv_parse_sampling(sv_server *s, json_t *req, sv_job *j, sv_error *e) {
+    sv_sampling *sp = &j->gen.sampling;
+    double x;
+    long long k;
+    int r;
+    *sp = s->defaults;
+    if ((r = sv_get_number(req, "temperature", 0, 2, &x, e)) < 0) return -1;
+    if (r) sp->temperature = (float)x;
+    if ((r = sv_get_number(req, "top_p", 0, 1, &x, e)) < 0) return -1;
+    if (r) sp->top_p = (float)x;
+    if ((r = sv_get_int(req, "top_k", 0, 1 << 20, &k, e)) < 0) return -1;
+    if (r) sp->top_k = (int)k;
+    sv_sampling_settle(sp);
+    if ((r = sv_get_number(req, "min_p", 0, 1, &x, e)) < 0) return -1;
+    if (r) sp->min_p = (float)x;
+    if ((r = sv_get_number(req, "presence_penalty", -2, 2, &x, e)) < 0) return -1;
+    if (r) sp->presence_penalty = (float)x;
+    if ((r = sv_get_number(req, "frequency_penalty", -2, 2, &x, e)) < 0) return -1;
+    if (r) sp->frequency_penalty = (float)x;
+    if ((r = sv_get_int(req, "seed", -(1LL << 62), 1LL << 62, &k, e)) < 0) return -1;
+    if (r) { sp->seed = (uint64_t)k; sp->has_seed = 1; }
+    return 0;
+}
+
+void sv_append(char **s, size_t *n, const char *t, size_t len) {
+    char *p = realloc(*s, *n + len + 1);
+    if (!p) return;
+    *s = p;
+    memcpy(*s + *n, t, len);
+    *n += len;
+    (*s)[*n] = 0;
+}

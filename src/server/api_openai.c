@@ -13,23 +13,6 @@
 #include "engine/json_schema.h"
 #include "server/internal.h"
 
-/* Strings made while parsing (joined content parts), freed after the prompt is rendered. */
-typedef struct strpool {
-    char **p;
-    size_t n;
-} strpool;
-
-static const char *pool_keep(strpool *sp, char *s) {
-    sp->p = realloc(sp->p, (sp->n + 1) * sizeof *sp->p);
-    sp->p[sp->n++] = s;
-    return s;
-}
-
-static void pool_free(strpool *sp) {
-    for (size_t i = 0; i < sp->n; i++) free(sp->p[i]);
-    free(sp->p);
-}
-
 typedef struct oa_state {
     char *id;
     char *model;
@@ -53,12 +36,6 @@ static void oa_free(void *p) {
     free(a);
 }
 
-static void append(char **s, size_t *n, const char *t, size_t len) {
-    *s = realloc(*s, *n + len + 1);
-    memcpy(*s + *n, t, len);
-    *n += len;
-    (*s)[*n] = 0;
-}
 
 static const char *finish_reason(const oa_state *a, sv_finish f) {
     if (f == SV_FINISH_LENGTH) return "length";
@@ -152,8 +129,8 @@ static void whole_begin(sv_job *j) {}
 
 static void whole_event(sv_job *j, sv_event kind, const char *text, size_t len, const sv_tool_call *call) {
     oa_state *a = j->api;
-    if (kind == SV_EVENT_REASONING) append(&a->reasoning, &a->n_reasoning, text, len);
-    else if (kind == SV_EVENT_CONTENT) append(&a->content, &a->n_content, text, len);
+    if (kind == SV_EVENT_REASONING) sv_append(&a->reasoning, &a->n_reasoning, text, len);
+    else if (kind == SV_EVENT_CONTENT) sv_append(&a->content, &a->n_content, text, len);
     else {
         char *id = call_id(j);
         json_array_append_new(a->tool_calls, json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id, "type", "function", "function",
@@ -200,35 +177,7 @@ static const sv_job_format oa_whole = {whole_begin, whole_event, whole_end, oa_f
 
 /* --- request parsing -------------------------------------------------------------------------- */
 
-/* A message's content: a string, null, or an array of {"type":"text","text":...} parts. */
-static int parse_content(json_t *c, const char *field, strpool *sp, const char **out, sv_error *e) {
-    if (!c || json_is_null(c)) { *out = ""; return 0; }
-    if (json_is_string(c)) { *out = json_string_value(c); return 0; }
-    if (!json_is_array(c))
-        return sv_error_set(e, 400, "invalid_request_error", "invalid_type", field, "'%s' must be a string or an array of content parts", field);
-    char *s = NULL;
-    size_t n = 0, i;
-    json_t *part;
-    json_array_foreach(c, i, part) {
-        char f[160];
-        snprintf(f, sizeof f, "%s[%zu]", field, i);
-        const char *type = json_string_value(json_object_get(part, "type"));
-        const char *text = json_string_value(json_object_get(part, "text"));
-        if (!json_is_object(part) || !type) {
-            free(s);
-            return sv_error_set(e, 400, "invalid_request_error", "invalid_type", f, "'%s' must be an object with a 'type'", f);
-        }
-        if (strcmp(type, "text") || !text) {
-            free(s);
-            return sv_error_set(e, 400, "invalid_request_error", "invalid_value", f,
-                                "'%s' is of type '%s': only text parts are supported", f, type);
-        }
-        if (n) append(&s, &n, "\n", 1);
-        append(&s, &n, text, strlen(text));
-    }
-    *out = s ? pool_keep(sp, s) : "";
-    return 0;
-}
+static const char *const chat_parts[] = {"text", NULL};
 
 static int parse_tool_calls(json_t *tc, const char *field, sv_tool_call **out, size_t *n, sv_error *e) {
     if (!json_is_array(tc))
@@ -247,7 +196,7 @@ static int parse_tool_calls(json_t *tc, const char *field, sv_tool_call **out, s
     return 0;
 }
 
-static int parse_messages(json_t *req, sv_message **out, size_t *n, strpool *sp, sv_error *e) {
+static int parse_messages(json_t *req, sv_message **out, size_t *n, sv_strpool *sp, sv_error *e) {
     json_t *ms = json_object_get(req, "messages");
     if (!ms) return sv_error_set(e, 400, "invalid_request_error", "missing_required_parameter", "messages", "'messages' is required");
     if (!json_is_array(ms) || !json_array_size(ms))
@@ -269,7 +218,7 @@ static int parse_messages(json_t *req, sv_message **out, size_t *n, strpool *sp,
                                 "'%s' is '%s': expected system, developer, user, assistant or tool", f, role);
         sm->role = role;
         snprintf(f, sizeof f, "messages[%zu].content", i);
-        if (parse_content(json_object_get(m, "content"), f, sp, &sm->content, e)) return -1;
+        if (sv_text_parts(json_object_get(m, "content"), f, chat_parts, sp, &sm->content, e)) return -1;
         json_t *rc = json_object_get(m, "reasoning_content");
         if (rc && !json_is_null(rc)) {
             snprintf(f, sizeof f, "messages[%zu].reasoning_content", i);
@@ -281,7 +230,7 @@ static int parse_messages(json_t *req, sv_message **out, size_t *n, strpool *sp,
             snprintf(f, sizeof f, "messages[%zu].tool_calls", i);
             sv_tool_call *calls = NULL;
             int bad = parse_tool_calls(tc, f, &calls, &sm->n_tool_calls, e);
-            pool_keep(sp, (char *)calls);
+            sv_pool_keep(sp, (char *)calls);
             sm->tool_calls = calls;
             if (bad) return -1;
         }
@@ -291,7 +240,7 @@ static int parse_messages(json_t *req, sv_message **out, size_t *n, strpool *sp,
     return 0;
 }
 
-static int parse_tools(json_t *req, sv_chat *chat, strpool *sp, sv_error *e) {
+int sv_parse_tools(json_t *req, sv_chat *chat, sv_strpool *sp, sv_error *e) {
     json_t *tools = json_object_get(req, "tools");
     if (tools && json_is_null(tools)) tools = NULL;
     if (tools && !json_is_array(tools)) return sv_error_set(e, 400, "invalid_request_error", "invalid_type", "tools", "'tools' must be an array");
@@ -307,7 +256,7 @@ static int parse_tools(json_t *req, sv_chat *chat, strpool *sp, sv_error *e) {
                                 "'%s' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", f);
         }
     }
-    if (tools && json_array_size(tools)) chat->tools_json = pool_keep(sp, json_dumps(tools, JSON_COMPACT));
+    if (tools && json_array_size(tools)) chat->tools_json = sv_pool_keep(sp, json_dumps(tools, JSON_COMPACT));
     json_t *tc = json_object_get(req, "tool_choice");
     if (!tc || json_is_null(tc)) return 0;
     const char *s = json_string_value(tc);
@@ -335,26 +284,9 @@ static int parse_tools(json_t *req, sv_chat *chat, strpool *sp, sv_error *e) {
 
 /* The fields both endpoints share: sampling, stop, stream, n, max_tokens. */
 static int parse_common(sv_server *s, json_t *req, sv_job *j, long long *max_tokens, int *include_usage, sv_error *e) {
-    sv_sampling *sp = &j->gen.sampling;
-    double x;
     long long k;
-    *sp = s->defaults;
     int r;
-    if ((r = sv_get_number(req, "temperature", 0, 2, &x, e)) < 0) return -1;
-    if (r) sp->temperature = (float)x;
-    if ((r = sv_get_number(req, "top_p", 0, 1, &x, e)) < 0) return -1;
-    if (r) sp->top_p = (float)x;
-    if ((r = sv_get_int(req, "top_k", 0, 1 << 20, &k, e)) < 0) return -1;
-    if (r) sp->top_k = (int)k;
-    sv_sampling_settle(sp);
-    if ((r = sv_get_number(req, "min_p", 0, 1, &x, e)) < 0) return -1;
-    if (r) sp->min_p = (float)x;
-    if ((r = sv_get_number(req, "presence_penalty", -2, 2, &x, e)) < 0) return -1;
-    if (r) sp->presence_penalty = (float)x;
-    if ((r = sv_get_number(req, "frequency_penalty", -2, 2, &x, e)) < 0) return -1;
-    if (r) sp->frequency_penalty = (float)x;
-    if ((r = sv_get_int(req, "seed", -(1LL << 62), 1LL << 62, &k, e)) < 0) return -1;
-    if (r) { sp->seed = (uint64_t)k; sp->has_seed = 1; }
+    if (sv_parse_sampling(s, req, j, e)) return -1;
     if ((r = sv_get_int(req, "n", 1, 1 << 20, &k, e)) < 0) return -1;
     if (r && k != 1) return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "n", "'n' must be 1, got %lld: one choice per request", k);
     if (sv_get_stops(req, "stop", j, e) < 0) return -1;
@@ -376,7 +308,7 @@ static int parse_common(sv_server *s, json_t *req, sv_job *j, long long *max_tok
     return 0;
 }
 
-static int parse_thinking(json_t *req, int *thinking, sv_error *e) {
+int sv_parse_thinking(json_t *req, int *thinking, sv_error *e) {
     *thinking = 1; /* Qwen's templates think unless told not to */
     const char *effort;
     int r = sv_get_string(req, "reasoning_effort", &effort, e);
@@ -438,7 +370,7 @@ static oa_state *new_state(sv_server *s, json_t *req, int chat) {
 
 void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
     sv_job *j = sv_job_new();
-    strpool sp = {0};
+    sv_strpool sp = {0};
     sv_message *msgs = NULL;
     sv_chat chat = {0};
     long long max_tokens = 0;
@@ -448,7 +380,7 @@ void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
     snprintf(j->endpoint, sizeof j->endpoint, "chat");
     int parallel = 1;
     int bad = parse_messages(req, &msgs, &chat.n_messages, &sp, e) || parse_common(s, req, j, &max_tokens, &a->include_usage, e) ||
-              parse_thinking(req, &chat.enable_thinking, e) || parse_tools(req, &chat, &sp, e) ||
+              sv_parse_thinking(req, &chat.enable_thinking, e) || sv_parse_tools(req, &chat, &sp, e) ||
               sv_get_bool(req, "parallel_tool_calls", &parallel, e) < 0 || parse_response_format(req, j, &chat.json_object, e);
     chat.messages = msgs;
     /* A forced tool call opens the reply with <tool_call>: the call is the constraint (its name and
@@ -463,7 +395,7 @@ void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
     j->one_call = !parallel;
     if (!bad) bad = sv_prepare_chat(s, j, &chat, max_tokens, e, "messages");
     free(msgs);
-    pool_free(&sp);
+    sv_pool_free(&sp);
     if (bad) { sv_job_release(j); return; }
     j->gen.json_object = chat.json_object;
     j->reply_flags = SV_REPLY_REASONING | (chat.tools_json && chat.tool_choice != SV_TOOLS_NONE ? SV_REPLY_TOOLS : 0);

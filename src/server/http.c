@@ -330,6 +330,7 @@ static api_fn post_route(const char *url, int *anthropic) {
     *anthropic = !strncmp(url, "/v1/messages", 12);
     if (!strcmp(url, "/v1/chat/completions")) return sv_api_chat;
     if (!strcmp(url, "/v1/completions")) return sv_api_completions;
+    if (!strcmp(url, "/v1/responses")) return sv_api_responses;
     if (!strcmp(url, "/v1/messages")) return sv_api_messages;
     if (!strcmp(url, "/v1/messages/count_tokens")) return sv_api_count_tokens;
     if (!strcmp(url, "/v1/sessions/save")) return sv_api_session_save;

@@ -160,6 +160,25 @@ int sv_get_number(json_t *o, const char *key, double lo, double hi, double *out,
 int sv_get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, sv_error *e);
 int sv_get_bool(json_t *o, const char *key, int *out, sv_error *e);
 int sv_get_string(json_t *o, const char *key, const char **out, sv_error *e);
+/* Appends len bytes of t to the NUL-terminated *s of *n bytes (left as it was when out of memory). */
+void sv_append(char **s, size_t *n, const char *t, size_t len);
+/* Strings made while parsing (joined content parts), freed after the prompt is rendered. */
+typedef struct sv_strpool {
+    char **p;
+    size_t n;
+} sv_strpool;
+const char *sv_pool_keep(sv_strpool *sp, char *s);
+void sv_pool_free(sv_strpool *sp);
+/* A content field: a string, null, or an array of parts whose type is one of types (NULL-ended),
+ * each with a "text", joined with newlines. */
+int sv_text_parts(json_t *c, const char *field, const char *const *types, sv_strpool *sp, const char **out, sv_error *e);
+/* The OpenAI sampling fields (temperature, top_p, top_k, min_p, penalties, seed) over the server's
+ * defaults into j->gen.sampling. */
+int sv_parse_sampling(sv_server *s, json_t *req, sv_job *j, sv_error *e);
+/* OpenAI's tools ([{type: function, function: {name, ...}}]) and tool_choice into chat. */
+int sv_parse_tools(json_t *req, sv_chat *chat, sv_strpool *sp, sv_error *e);
+/* reasoning_effort and chat_template_kwargs.enable_thinking into *thinking (default on). */
+int sv_parse_thinking(json_t *req, int *thinking, sv_error *e);
 /* Renders, tokenizes and checks the context; fills j->ids, j->reply_prefix, j->gen.max_tokens. */
 int sv_prepare_chat(sv_server *s, sv_job *j, const sv_chat *chat, long long max_tokens, sv_error *e, const char *ctx_param);
 int sv_prepare_text(sv_server *s, sv_job *j, const char *prompt, long long max_tokens, sv_error *e);
@@ -198,6 +217,7 @@ void sv_enqueue(sv_server *s, sv_job *j, sv_http_reply *out, sv_error *e);
 
 void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_completions(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
+void sv_api_responses(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_messages(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_count_tokens(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 char *sv_api_models(sv_server *s);
