@@ -183,8 +183,8 @@ static void whole_end(sv_job *j, st_status s, const char *error, sv_finish f, co
     free(body);
 }
 
-static const sv_job_format an_stream = {stream_begin, stream_event, stream_end, an_free};
-static const sv_job_format an_whole = {whole_begin, whole_event, whole_end, an_free};
+static const sv_job_format an_stream = {stream_begin, stream_event, stream_end, an_free, NULL};
+static const sv_job_format an_whole = {whole_begin, whole_event, whole_end, an_free, NULL};
 
 /* --- request parsing -------------------------------------------------------------------------- */
 

@@ -194,6 +194,71 @@ int sv_prepare_chat(sv_server *s, sv_job *j, const sv_chat *chat, long long max_
     return fit_context(s, j, max_tokens, e, param);
 }
 
+/* One prompt of /v1/completions: a string (tokenized as text) or an array of token ids. */
+static int one_prompt(sv_server *s, json_t *p, const char *field, int32_t **ids, size_t *n, sv_error *e) {
+    sv_engine *g = s->engine;
+    if (json_is_string(p)) {
+        if (g->ops->tokenize(g, json_string_value(p), json_string_length(p), 1, ids, n) != ST_OK)
+            return sv_error_set(e, 500, "server_error", NULL, NULL, "tokenize: %s", st_last_error());
+    } else {
+        size_t k = json_array_size(p), i;
+        json_t *v;
+        *ids = malloc((k ? k : 1) * sizeof **ids);
+        *n = k;
+        json_array_foreach(p, i, v) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+                return sv_error_set(e, 400, "invalid_request_error", "invalid_type", field, "'%s[%zu]' must be a token id", field, i);
+            (*ids)[i] = (int32_t)json_integer_value(v);
+        }
+        char *text = NULL;
+        size_t len = 0;
+        if (g->ops->detokenize(g, *ids, k, &text, &len) != ST_OK) /* checks every id against the vocabulary */
+            return sv_error_set(e, 400, "invalid_request_error", "invalid_value", field, "'%s': %s", field, st_last_error());
+        free(text);
+    }
+    if (!*n) return sv_error_set(e, 400, "invalid_request_error", NULL, field, "'%s' is empty", field);
+    return 0;
+}
+
+int sv_prepare_prompts(sv_server *s, sv_job *j, json_t *prompt, long long max_tokens, sv_error *e) {
+    if (!prompt) return sv_error_set(e, 400, "invalid_request_error", "missing_required_parameter", "prompt", "'prompt' is required");
+    /* a string, an array of ids, or an array of those: one or more prompts */
+    int many = json_is_array(prompt) && json_array_size(prompt) && !json_is_integer(json_array_get(prompt, 0));
+    size_t n_prompts = many ? json_array_size(prompt) : 1;
+    if (!json_is_string(prompt) && !json_is_array(prompt))
+        return sv_error_set(e, 400, "invalid_request_error", "invalid_type", "prompt", "'prompt' must be a string, an array of strings, of token ids, or of arrays of token ids");
+    if (n_prompts * (size_t)j->n_choices > 128)
+        return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "prompt", "%zu prompts times n = %d is more than 128 choices", n_prompts, j->n_choices);
+    int n = j->n_choices;
+    j->n_choices = (int)n_prompts * n;
+    j->choice_ids = calloc((size_t)j->n_choices, sizeof *j->choice_ids);
+    j->choice_n = calloc((size_t)j->n_choices, sizeof *j->choice_n);
+    if (!j->choice_ids || !j->choice_n) return sv_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    size_t longest = 0;
+    for (size_t p = 0; p < n_prompts; p++) {
+        char field[32];
+        snprintf(field, sizeof field, many ? "prompt[%zu]" : "prompt", p);
+        json_t *one = many ? json_array_get(prompt, p) : prompt;
+        if (!json_is_string(one) && !json_is_array(one))
+            return sv_error_set(e, 400, "invalid_request_error", "invalid_type", field, "'%s' must be a string or an array of token ids", field);
+        int32_t *ids = NULL;
+        size_t k = 0;
+        int bad = one_prompt(s, one, field, &ids, &k, e);
+        for (int c = 0; c < n; c++) {
+            j->choice_ids[p * (size_t)n + (size_t)c] = ids;
+            j->choice_n[p * (size_t)n + (size_t)c] = k;
+        }
+        if (bad) return -1;
+        if (k > longest) longest = k;
+    }
+    /* the longest prompt decides the room (and the context check names it) */
+    j->n_ids = longest;
+    j->reply_prefix = strdup("");
+    int r = fit_context(s, j, max_tokens, e, "prompt");
+    j->n_ids = 0;
+    return r;
+}
+
 int sv_prepare_text(sv_server *s, sv_job *j, const char *prompt, long long max_tokens, sv_error *e) {
     sv_engine *g = s->engine;
     if (g->ops->tokenize(g, prompt, strlen(prompt), 1, &j->ids, &j->n_ids) != ST_OK)
@@ -283,4 +348,10 @@ void sv_append(char **s, size_t *n, const char *t, size_t len) {
     memcpy(*s + *n, t, len);
     *n += len;
     (*s)[*n] = 0;
+}
+
+char *sv_dump(json_t *v) {
+    char *t = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    json_decref(v);
+    return t;
 }

@@ -220,8 +220,8 @@ static void whole_end(sv_job *j, st_status s, const char *error, sv_finish f, co
     free(body);
 }
 
-static const sv_job_format rs_stream = {stream_begin, on_event, stream_end, rs_free};
-static const sv_job_format rs_whole = {whole_begin, on_event, whole_end, rs_free};
+static const sv_job_format rs_stream = {stream_begin, on_event, stream_end, rs_free, NULL};
+static const sv_job_format rs_whole = {whole_begin, on_event, whole_end, rs_free, NULL};
 
 /* --- the request ------------------------------------------------------------------------------ */
 

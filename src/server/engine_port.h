@@ -98,6 +98,16 @@ typedef struct sv_usage {
     double decode_seconds; /* time spent generating */
 } sv_usage;
 
+/* A token's log-probability under the model's distribution (the logits' log-softmax, before any
+ * sampling filter), and the most likely alternatives, best first. */
+#define SV_TOP_LOGPROBS 20
+typedef struct sv_logprob {
+    float logprob;
+    int n_top;
+    int32_t top[SV_TOP_LOGPROBS];
+    float top_logprob[SV_TOP_LOGPROBS];
+} sv_logprob;
+
 typedef struct sv_generate {
     const int32_t *prompt;
     size_t n_prompt;
@@ -108,9 +118,12 @@ typedef struct sv_generate {
      * tool call (tool-call mode). NULL: none. Owned by the server; valid during generate(). */
     const struct st_json_schema *schema;
     const atomic_int *cancel; /* checked between prompt chunks and between tokens */
-    /* One generated token: its text piece (bytes; a UTF-8 character may be split across pieces)
-     * and its id. Return nonzero to stop generating (finish = SV_FINISH_STOP). */
-    int (*on_piece)(void *ctx, const char *text, size_t len, int32_t token);
+    int logprobs;             /* report each token's log-probability (and top_logprobs alternatives) */
+    int top_logprobs;         /* 0..SV_TOP_LOGPROBS */
+    /* One generated token: its text piece (bytes; a UTF-8 character may be split across pieces),
+     * its id, and with logprobs its log-probability under the model (NULL otherwise). Return
+     * nonzero to stop generating (finish = SV_FINISH_STOP). */
+    int (*on_piece)(void *ctx, const char *text, size_t len, int32_t token, const struct sv_logprob *lp);
     /* Prompt reading: `done` of `total` prompt tokens are in the state, `cached` of them reused
      * (known from the first call on, which comes before any prompt token is computed). */
     void (*on_progress)(void *ctx, size_t cached, size_t done, size_t total);
@@ -124,6 +137,7 @@ typedef struct sv_model_info {
     char name[128];      /* the id shown in /v1/models */
     int context_length;  /* tokens */
     char fingerprint[65];/* identifies the weights (saved sessions carry it) */
+    const char *chat_template; /* the template's text (NUL-terminated, lives as the engine), or NULL */
     sv_sampling sampling;  /* the model's recommended sampling (GGUF general.sampling.*) */
     unsigned sampling_set; /* SV_SET_*: which of them the model gives */
 } sv_model_info;
@@ -136,6 +150,9 @@ typedef struct sv_engine_ops {
     /* Text to ids. special=1 parses special tokens (<|im_start|>) in the text (rendered chats);
      * special=0 treats everything as plain text (raw /v1/completions prompts). */
     st_status (*tokenize)(sv_engine *e, const char *text, size_t len, int special, int32_t **ids, size_t *n);
+    /* Ids to their bytes (control tokens included), malloc'd and NUL-terminated; ST_ERR_RANGE for
+     * an id outside the vocabulary. Called from HTTP threads (it reads the vocabulary only). */
+    st_status (*detokenize)(sv_engine *e, const int32_t *ids, size_t n, char **text, size_t *len);
     /* Runs one request on the session. Returns ST_OK also when cancelled (finish says so); an error
      * leaves the session as it was or cleanly reset. */
     st_status (*generate)(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish);

@@ -11,6 +11,7 @@
  * The prompt is fed in slices of the session's chunk size so that progress is reported and the
  * cancel flag checked between chunks; generation checks it between tokens. A token's bytes go to
  * the server as they are (a UTF-8 character split across tokens is joined by the server). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ typedef struct strata_engine {
     st_chat_style style;
     int n_chunk;
     st_json_vocab *json_vocab; /* response_format json_object: the token table, built on first use */
+    char *template_text;       /* the chat template (for /props) */
     sv_model_info info;
 } strata_engine;
 
@@ -124,6 +126,14 @@ static st_status se_render(sv_engine *e, const sv_chat *chat, sv_prompt *out) {
     return ST_OK;
 }
 
+static st_status se_detokenize(sv_engine *e, const int32_t *ids, size_t n, char **text, size_t *len) {
+    strata_engine *x = (strata_engine *)e;
+    int32_t n_vocab = st_model_n_vocab(x->model);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= n_vocab) return st_fail(ST_ERR_RANGE, "token %zu is %d, outside the vocabulary of %d", i, ids[i], n_vocab);
+    return st_detokenize(x->model->tok, ids, n, 1, text, len);
+}
+
 static st_status se_tokenize(sv_engine *e, const char *text, size_t len, int special, int32_t **ids, size_t *n) {
     return st_model_tokenize(((strata_engine *)e)->model, text, len, 0, special, ids, n);
 }
@@ -135,6 +145,31 @@ static size_t piece_end(const strata_engine *x, const int32_t *prompt, size_t do
         for (size_t i = done + 1; i < end; i++)
             if (prompt[i] == x->im_start) return i;
     return end;
+}
+
+/* log-softmax of the logits at tok, and the k best (one pass for the normaliser, one partial
+ * insertion per candidate: k is at most 20). */
+static void token_logprobs(const float *logits, int32_t n, int32_t tok, int k, sv_logprob *lp) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)(logits[i] - mx));
+    float lse = mx + (float)log(sum);
+    lp->logprob = logits[tok] - lse;
+    lp->n_top = 0;
+    if (k > SV_TOP_LOGPROBS) k = SV_TOP_LOGPROBS;
+    for (int32_t i = 0; i < n && k > 0; i++) {
+        if (lp->n_top == k && logits[i] <= lp->top_logprob[k - 1]) continue;
+        int at = lp->n_top < k ? lp->n_top++ : k - 1;
+        while (at > 0 && lp->top_logprob[at - 1] < logits[i]) {
+            lp->top[at] = lp->top[at - 1];
+            lp->top_logprob[at] = lp->top_logprob[at - 1];
+            at--;
+        }
+        lp->top[at] = i;
+        lp->top_logprob[at] = logits[i];
+    }
+    for (int i = 0; i < lp->n_top; i++) lp->top_logprob[i] -= lse;
 }
 
 static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish) {
@@ -202,7 +237,9 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
         usage->completion_tokens++;
         size_t len = 0;
         const char *piece = st_token_piece(x->model->tok, tok, 1, &len); /* with control tokens: <think> may be one */
-        if (req->on_piece(req->ctx, piece ? piece : "", len, tok)) { *finish = SV_FINISH_STOP; break; }
+        sv_logprob lp;
+        if (req->logprobs) token_logprobs(st_session_logits(x->session), st_model_n_vocab(x->model), tok, req->top_logprobs, &lp);
+        if (req->on_piece(req->ctx, piece ? piece : "", len, tok, req->logprobs ? &lp : NULL)) { *finish = SV_FINISH_STOP; break; }
         if (usage->completion_tokens >= req->max_tokens || st_session_n_past(x->session) + 1 >= n_ctx) {
             *finish = SV_FINISH_LENGTH;
             break;
@@ -238,6 +275,7 @@ static void se_close(sv_engine *e) {
     strata_engine *x = (strata_engine *)e;
     if (!x) return;
     st_json_vocab_free(x->json_vocab);
+    free(x->template_text);
     st_session_free(x->session);
     st_model_free(x->model);
     free(x);
@@ -248,6 +286,7 @@ static const sv_engine_ops strata_ops = {
     .info = se_info,
     .render = se_render,
     .tokenize = se_tokenize,
+    .detokenize = se_detokenize,
     .generate = se_generate,
     .state_save = se_state_save,
     .state_load = se_state_load,
@@ -311,6 +350,7 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
     int known = 0;
     char *tmpl_z = NULL;
     if (chat_template) {
+        x->template_text = strdup(chat_template);
         x->style = st_chat_style_detect(chat_template, &known);
         if (!known) {
             se_close(&x->base);
@@ -319,9 +359,10 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
     } else {
         if (st_gguf_get_str(x->model->gguf, "tokenizer.chat_template", &tmpl, &tlen) == ST_OK) tmpl_z = strndup(tmpl, tlen);
         x->style = st_chat_style_detect(tmpl_z ? tmpl_z : "", &known);
-        free(tmpl_z);
+        x->template_text = tmpl_z;
     }
     model_sampling(x->model->gguf, &x->info);
+    x->info.chat_template = x->template_text;
     const char *base = strrchr(model_path, '/');
     if (st_gguf_get_str(x->model->gguf, "general.name", &name, &nlen) == ST_OK && nlen)
         snprintf(x->info.name, sizeof x->info.name, "%.*s", (int)nlen, name);

@@ -331,6 +331,9 @@ static api_fn post_route(const char *url, int *anthropic) {
     if (!strcmp(url, "/v1/chat/completions")) return sv_api_chat;
     if (!strcmp(url, "/v1/completions")) return sv_api_completions;
     if (!strcmp(url, "/v1/responses")) return sv_api_responses;
+    if (!strcmp(url, "/tokenize")) return sv_api_tokenize;
+    if (!strcmp(url, "/detokenize")) return sv_api_detokenize;
+    if (!strcmp(url, "/apply-template")) return sv_api_apply_template;
     if (!strcmp(url, "/v1/messages")) return sv_api_messages;
     if (!strcmp(url, "/v1/messages/count_tokens")) return sv_api_count_tokens;
     if (!strcmp(url, "/v1/sessions/save")) return sv_api_session_save;
@@ -435,6 +438,8 @@ static enum MHD_Result dispatch(sv_server *s, struct MHD_Connection *c, const ch
         if (!strcmp(url, "/v1/status")) return send_text(s, c, sv_api_status(s), "application/json");
         if (!strcmp(url, "/metrics")) return send_text(s, c, sv_api_metrics(s), "text/plain; version=0.0.4");
         if (!strcmp(url, "/v1/sessions")) return send_text(s, c, sv_api_sessions(s), "application/json");
+        if (!strcmp(url, "/props")) return send_text(s, c, sv_api_props(s), "application/json");
+        if (!strcmp(url, "/slots")) return send_text(s, c, sv_api_slots(s), "application/json");
     }
     if (fn && !strcmp(method, "POST") && atomic_load(&s->draining)) {
         sv_error_set(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");

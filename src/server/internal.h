@@ -47,6 +47,8 @@ typedef struct sv_job_format {
     void (*event)(sv_job *j, sv_event kind, const char *text, size_t len, const sv_tool_call *call);
     void (*end)(sv_job *j, st_status s, const char *error, sv_finish finish, const sv_usage *u);
     void (*free_api)(void *api);
+    /* One choice ended (j->choice says which); NULL where the API has one choice only. */
+    void (*choice_end)(sv_job *j, sv_finish f);
 } sv_job_format;
 
 struct sv_job {
@@ -62,6 +64,12 @@ struct sv_job {
     int stream;
     struct st_json_schema *schema; /* what gen.schema points to (freed with the job) */
     int one_call;        /* parallel_tool_calls false: generation stops after the first call */
+    int n_choices;       /* replies to generate (n, and one per prompt of /v1/completions) */
+    int choice;          /* the one being generated */
+    int32_t **choice_ids; /* each choice's prompt (NULL: all take ids); owned */
+    size_t *choice_n;
+    json_t *pending_logprobs; /* logprobs entries of tokens whose text has not come out yet */
+    sv_engine *engine;   /* the server's, for the engine thread's callbacks */
     char endpoint[32];   /* for metrics */
     unsigned long long req_id; /* the request's number (the log, X-Request-Id) */
     char url[48];        /* the endpoint's path, for the log */
@@ -160,6 +168,8 @@ int sv_get_number(json_t *o, const char *key, double lo, double hi, double *out,
 int sv_get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, sv_error *e);
 int sv_get_bool(json_t *o, const char *key, int *out, sv_error *e);
 int sv_get_string(json_t *o, const char *key, const char **out, sv_error *e);
+/* Compact JSON text of v (malloc'd), and v released. */
+char *sv_dump(json_t *v);
 /* Appends len bytes of t to the NUL-terminated *s of *n bytes (left as it was when out of memory). */
 void sv_append(char **s, size_t *n, const char *t, size_t len);
 /* Strings made while parsing (joined content parts), freed after the prompt is rendered. */
@@ -182,6 +192,9 @@ int sv_parse_thinking(json_t *req, int *thinking, sv_error *e);
 /* Renders, tokenizes and checks the context; fills j->ids, j->reply_prefix, j->gen.max_tokens. */
 int sv_prepare_chat(sv_server *s, sv_job *j, const sv_chat *chat, long long max_tokens, sv_error *e, const char *ctx_param);
 int sv_prepare_text(sv_server *s, sv_job *j, const char *prompt, long long max_tokens, sv_error *e);
+/* /v1/completions' prompt: a string, an array of token ids, or an array of several (strings or id
+ * arrays); j->n_choices (n) becomes prompts x n, each choice with its prompt's ids. */
+int sv_prepare_prompts(sv_server *s, sv_job *j, json_t *prompt, long long max_tokens, sv_error *e);
 /* top_p 0 keeps one candidate: greedy, said as temperature 0, which every engine reads the same
  * way (the sampler refuses top_p 0). */
 void sv_sampling_settle(sv_sampling *sp);
@@ -220,6 +233,11 @@ void sv_api_completions(sv_server *s, json_t *req, sv_http_reply *out, sv_error 
 void sv_api_responses(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_messages(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_count_tokens(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
+void sv_api_tokenize(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
+void sv_api_detokenize(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
+void sv_api_apply_template(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
+char *sv_api_props(sv_server *s);
+char *sv_api_slots(sv_server *s);
 char *sv_api_models(sv_server *s);
 char *sv_api_status(sv_server *s);
 char *sv_api_metrics(sv_server *s);

@@ -56,6 +56,11 @@ void sv_job_release(sv_job *j) {
     if (j->fmt && j->fmt->free_api) j->fmt->free_api(j->api);
     else if (j->control) free(j->api);
     st_json_schema_free(j->schema);
+    for (int i = 0; j->choice_ids && i < j->n_choices; i++)
+        if (!i || j->choice_ids[i] != j->choice_ids[i - 1]) free(j->choice_ids[i]);
+    free(j->choice_ids);
+    free(j->choice_n);
+    json_decref(j->pending_logprobs);
     free(j->ids);
     free(j->reply_prefix);
     for (size_t i = 0; j->stops && j->stops[i]; i++) free(j->stops[i]);
@@ -142,9 +147,32 @@ static void on_event(void *ctx, sv_event kind, const char *text, size_t len, con
     j->fmt->event(j, kind, text, len, call);
 }
 
-static int on_piece(void *ctx, const char *text, size_t len, int32_t token) {
+/* A token's logprobs entry as OpenAI's chat shapes it: its text, log-probability and bytes, and
+ * the alternatives the same way. */
+static json_t *logprob_entry(sv_engine *g, int32_t token, float logprob) {
+    char *text = NULL;
+    size_t len = 0;
+    if (g->ops->detokenize(g, &token, 1, &text, &len) != ST_OK) { st_clear_error(); len = 0; }
+    json_t *bytes = json_array();
+    for (size_t i = 0; i < len; i++) json_array_append_new(bytes, json_integer((unsigned char)text[i]));
+    json_t *t = text ? json_stringn(text, len) : NULL;
+    json_t *e = json_pack("{s:o,s:f,s:o}", "token", t ? t : json_string("\xEF\xBF\xBD"), "logprob", (double)logprob, "bytes", bytes);
+    free(text);
+    return e;
+}
+
+static int on_piece(void *ctx, const char *text, size_t len, int32_t token, const sv_logprob *lp) {
     sv_job *j = ctx;
     if (!j->t_first) j->t_first = st_now();
+    if (lp) {
+        /* the entry waits for the text it makes to come out of the reply parser */
+        sv_engine *g = j->engine;
+        json_t *e = logprob_entry(g, token, lp->logprob), *top = json_array();
+        for (int i = 0; i < lp->n_top && i < j->gen.top_logprobs; i++) json_array_append_new(top, logprob_entry(g, lp->top[i], lp->top_logprob[i]));
+        json_object_set_new(e, "top_logprobs", top);
+        if (!j->pending_logprobs) j->pending_logprobs = json_array();
+        json_array_append_new(j->pending_logprobs, e);
+    }
     return sv_reply_feed(j->reply, text, len) || atomic_load(&j->cancel) || (j->one_call && sv_reply_tool_calls(j->reply) > 0);
 }
 
@@ -159,6 +187,48 @@ static void on_progress(void *ctx, size_t cached, size_t done, size_t total) {
     pthread_mutex_unlock(&j->mu);
 }
 
+/* The job's choices one after another (n > 1 reuses the prompt's state: each after the first
+ * reads only its last token again), each with its own reply parser and, with a seed, seed + its
+ * index; usage counts each distinct prompt once and every generated token. */
+static st_status run_choices(sv_server *s, sv_job *j, sv_usage *usage, sv_finish *finish, char *error, size_t cap) {
+    st_status st = ST_OK;
+    int n = j->n_choices > 0 ? j->n_choices : 1;
+    for (int c = 0; c < n && st == ST_OK && !atomic_load(&j->cancel); c++) {
+        j->choice = c;
+        sv_reply_free(j->reply);
+        json_decref(j->pending_logprobs);
+        j->pending_logprobs = NULL;
+        j->reply = sv_reply_new((const char *const *)j->stops, j->reply_flags, on_event, j);
+        if (!j->reply) return st_fail(ST_ERR_NOMEM, "out of memory for a reply");
+        sv_reply_prefix(j->reply, j->reply_prefix ? j->reply_prefix : "");
+        sv_generate g = j->gen;
+        g.prompt = j->choice_ids ? j->choice_ids[c] : j->ids;
+        g.n_prompt = j->choice_ids ? j->choice_n[c] : j->n_ids;
+        if (g.sampling.has_seed) g.sampling.seed += (uint64_t)c;
+        g.cancel = &j->cancel;
+        g.on_piece = on_piece;
+        g.on_progress = on_progress;
+        g.ctx = j;
+        sv_usage u = {0};
+        sv_finish f = SV_FINISH_EOS;
+        st = s->engine->ops->generate(s->engine, &g, &u, &f);
+        if (st == ST_OK) sv_reply_finish(j->reply);
+        else snprintf(error, cap, "%s", st_last_error());
+        if (c == 0 || (j->choice_ids && j->choice_ids[c] != j->choice_ids[c - 1])) usage->prompt_tokens += u.prompt_tokens;
+        if (c == 0) usage->cached_tokens = u.cached_tokens;
+        usage->completion_tokens += u.completion_tokens;
+        usage->prompt_seconds += u.prompt_seconds;
+        usage->decode_seconds += u.decode_seconds;
+        *finish = f;
+        if (st == ST_OK && j->fmt->choice_end && !atomic_load(&j->cancel)) {
+            job_begin(j);
+            j->fmt->choice_end(j, f);
+        }
+    }
+    if (atomic_load(&j->cancel) && st == ST_OK) *finish = SV_FINISH_CANCELLED;
+    return st;
+}
+
 static void run_job(sv_server *s, sv_job *j) {
     if (j->control) {
         if (!atomic_load(&j->cancel)) j->control(s, j);
@@ -170,26 +240,8 @@ static void run_job(sv_server *s, sv_job *j) {
     }
     sv_usage usage = {0};
     sv_finish finish = SV_FINISH_EOS;
-    st_status st = ST_OK;
     char error[512] = "";
-    j->reply = sv_reply_new((const char *const *)j->stops, j->reply_flags, on_event, j);
-    if (!j->reply) {
-        st = st_fail(ST_ERR_NOMEM, "out of memory for a reply");
-    } else if (!atomic_load(&j->cancel)) {
-        sv_reply_prefix(j->reply, j->reply_prefix ? j->reply_prefix : "");
-        sv_generate g = j->gen;
-        g.prompt = j->ids;
-        g.n_prompt = j->n_ids;
-        g.cancel = &j->cancel;
-        g.on_piece = on_piece;
-        g.on_progress = on_progress;
-        g.ctx = j;
-        st = s->engine->ops->generate(s->engine, &g, &usage, &finish);
-        if (st == ST_OK) sv_reply_finish(j->reply);
-        else snprintf(error, sizeof error, "%s", st_last_error());
-    } else {
-        finish = SV_FINISH_CANCELLED;
-    }
+    st_status st = run_choices(s, j, &usage, &finish, error, sizeof error);
     if (atomic_load(&j->cancel)) finish = SV_FINISH_CANCELLED;
     if (atomic_load(&j->shutdown)) {
         /* Not the client's doing: the reply ends with an error event it can see. */
@@ -301,6 +353,7 @@ int sv_queue_push(sv_server *s, sv_job *j) {
     pthread_mutex_unlock(&j->mu);
     j->seq = s->next_seq++;
     j->stall_ms = s->cfg.stall_ms;
+    j->engine = s->engine;
     s->queue[(s->q_head + s->q_len) % (size_t)s->cfg.queue_max] = j;
     s->q_len++;
     pthread_cond_signal(&s->qcv);

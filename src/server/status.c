@@ -55,9 +55,7 @@ char *sv_api_status(sv_server *s) {
                                                     s->cfg.max_connections, "evicted",
                                                     (json_int_t)atomic_load(&m->connections_evicted)));
     pthread_mutex_unlock(&s->cmu);
-    char *out = json_dumps(r, JSON_COMPACT);
-    json_decref(r);
-    return out;
+    return sv_dump(r);
 }
 
 char *sv_api_metrics(sv_server *s) {

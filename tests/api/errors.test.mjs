@@ -1,6 +1,6 @@
 // errors.test.mjs: every refusal of `strata serve`, with the error shape of the API that was
 // called (OpenAI: {error: {message, type, param, code}}; Anthropic: {type: "error", error: {type,
-// message}}): body too large (413), nesting too deep, invalid UTF-8, wrong field types, n != 1,
+// message}}): body too large (413), nesting too deep, invalid UTF-8, wrong field types, n out of range, logprobs refusals, bad prompts,
 // context exceeded, bad JSON, unknown routes; and the Host check and CORS.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -113,9 +113,15 @@ test('the openai client surfaces these as BadRequestError with the param', async
   });
 });
 
-test('n other than 1 is refused', async () => {
-  const r = await post(srv.base, '/v1/chat/completions', chat({ n: 2 }));
-  openaiError(r, 400, 'n');
+test('n outside 1..128 is refused; top_logprobs needs logprobs', async () => {
+  openaiError(await post(srv.base, '/v1/chat/completions', chat({ n: 0 })), 400, 'n');
+  openaiError(await post(srv.base, '/v1/chat/completions', chat({ n: 129 })), 400, 'n');
+  openaiError(await post(srv.base, '/v1/chat/completions', chat({ top_logprobs: 3 })), 400, 'top_logprobs');
+  openaiError(await post(srv.base, '/v1/chat/completions', chat({ logprobs: true, top_logprobs: 21 })), 400, 'top_logprobs');
+  openaiError(await post(srv.base, '/v1/completions', { model: 'echo', prompt: 'x', logprobs: 2 }), 400, 'logprobs');
+  openaiError(await post(srv.base, '/v1/completions', { model: 'echo', prompt: [1, 2, 99999] }), 400, 'prompt');
+  openaiError(await post(srv.base, '/v1/completions', { model: 'echo', prompt: ['a', 7] }), 400, 'prompt[1]');
+  openaiError(await post(srv.base, '/v1/completions', { model: 'echo', prompt: [] }), 400, 'prompt');
 });
 
 test('a prompt longer than the context: 400 context_length_exceeded', async () => {

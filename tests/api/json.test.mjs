@@ -188,3 +188,32 @@ test('a forced tool call names one of the tools, with arguments that fit it', as
     assert.ok(meets(JSON.parse(call.arguments), tool.function.parameters), call.arguments);
   }
 });
+
+test('logprobs on the real engine: log-probabilities of the model, the greedy pick first among the alternatives', async () => {
+  const r = await client.chat.completions.create({
+    model: 'demo', max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 5, chat_template_kwargs: { enable_thinking: false },
+    messages: [{ role: 'user', content: 'What does ocean mean?' }],
+  });
+  const lp = r.choices[0].logprobs.content;
+  assert.ok(lp.length > 0 && lp.length <= 12);
+  assert.equal(Buffer.concat(lp.map((x) => Buffer.from(x.bytes))).toString(), r.choices[0].message.content);
+  for (const x of lp) {
+    assert.ok(x.logprob <= 0);
+    assert.equal(x.top_logprobs.length, 5);
+    assert.equal(x.top_logprobs[0].token, x.token);
+    assert.ok(Math.abs(x.top_logprobs[0].logprob - x.logprob) < 1e-4);
+    for (let i = 1; i < 5; i++) assert.ok(x.top_logprobs[i].logprob <= x.top_logprobs[i - 1].logprob);
+    assert.ok(x.top_logprobs.reduce((s, t) => s + Math.exp(t.logprob), 0) <= 1.0001);
+  }
+});
+
+test('n > 1 on the real engine: with a seed, n different samples of one prompt', async () => {
+  const r = await client.chat.completions.create({
+    model: 'demo', max_tokens: 16, temperature: 1, seed: 1, n: 3, chat_template_kwargs: { enable_thinking: false },
+    messages: [{ role: 'user', content: 'Tell me about the sea.' }],
+  });
+  assert.equal(r.choices.length, 3);
+  assert.ok(new Set(r.choices.map((c) => c.message.content)).size > 1, JSON.stringify(r.choices));
+  // the second and third read only what the first did not: the prompt is held
+  assert.ok(r.usage.prompt_tokens > 0 && r.usage.completion_tokens <= 48);
+});
