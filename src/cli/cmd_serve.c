@@ -53,6 +53,8 @@ static const cli_flag serve_own[] = {
     {"--chat-template-file", NULL, "FILE", CLI_STRING, OWN(template_file), 0, 0, NULL, NULL,
      "render chats as this template does (Qwen3's or Qwen 3.5's ChatML forms)\nin place of the model's own", 0},
     {"--no-webui", NULL, NULL, CLI_SWITCH, OWN(no_webui), 1, 0, NULL, NULL, "do not serve the web app at /", 0},
+    {"--embeddings", NULL, NULL, CLI_SWITCH, OWN(cfg.embeddings), 1, 0, NULL, NULL,
+     "answer /v1/embeddings (the model's pooled hidden state; it uses the one\nsession, so the held conversation is read afresh after it)", 0},
     {"--timeout", NULL, "SECONDS", CLI_INT, OWN(cfg.timeout_s), 1, 86400, NULL, NULL,
      "close a connection that reads or writes nothing this long (default 600)", 0},
     {"--log-format", NULL, "FORMAT", CLI_CHOICE, OWN(log_format), 0, 0, "text|json", NULL,

@@ -2,6 +2,8 @@
  * (qwen3.c, qwen35.c, qwen4exp.c), the final norm (qwen4exp: its head mixer) and the LM head for
  * the rows that need logits. The buffers
  * it uses are sized in forward_ws.c; the products go through fwd_matmul.c. */
+#include <string.h>
+
 #include "model/forward.h"
 
 st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_chunk *c) {
@@ -39,6 +41,7 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
         /* logits = W_out · RMSNorm(x; output_norm), for the rows that need them */
         st_op_rms_norm(pool, x, d, m->output_norm.f32, h, d, n_out, d, hp->eps);
     }
+    if (c->hidden) memcpy(c->hidden, h + (n_out - 1) * d, (size_t)d * sizeof *h);
     float *dst = c->logits ? c->logits : st_workspace_f32(ws, WS_LOGITS);
     int64_t ld = c->logits ? c->ld_logits : V;
     fwd_matmul(&f, &m->output, h, d, n_out, dst, ld);

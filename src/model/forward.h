@@ -43,6 +43,7 @@ typedef struct st_chunk {
     int logits_all;            /* 1: every row; 0: the last row only */
     float *logits;             /* destination, rows ld_logits floats apart */
     int64_t ld_logits;
+    float *hidden;             /* or NULL: the last row's final hidden state (what the LM head reads), n_embd floats */
 } st_chunk;
 
 /* Workspace buffer ids (sized in forward_ws.c). WS_EXPERT_ROWS: each expert's row count and

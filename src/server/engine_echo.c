@@ -21,6 +21,7 @@
  * and empty arguments. Reuse: the ids of the last prompt and reply are held, and the common prefix
  * with the next prompt (at most all but one token) is reported as cached_tokens. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +183,18 @@ static st_status echo_detokenize(sv_engine *e, const int32_t *ids, size_t n, cha
         if (ids[i] < 0 || ids[i] > ECHO_IM_END) return st_fail(ST_ERR_RANGE, "token %zu is %d, outside the vocabulary of %d", i, ids[i], ECHO_IM_END + 1);
     *text = echo_text(ids, n);
     *len = strlen(*text);
+    return ST_OK;
+}
+
+/* A deterministic stand-in: 16 dimensions from the byte counts, unit length. */
+static st_status echo_embed(sv_engine *e, const int32_t *ids, size_t n, float *out, size_t cap, size_t *dim) {
+    if (cap < 16) return st_fail(ST_ERR_INVALID, "echo: embed needs 16 floats");
+    double norm = 0;
+    for (int k = 0; k < 16; k++) out[k] = 0;
+    for (size_t i = 0; i < n; i++) out[ids[i] % 16] += 1.0f;
+    for (int k = 0; k < 16; k++) norm += (double)out[k] * out[k];
+    for (int k = 0; k < 16; k++) out[k] = norm > 0 ? (float)(out[k] / sqrt(norm)) : 0.0f;
+    *dim = 16;
     return ST_OK;
 }
 
@@ -428,6 +441,7 @@ static const sv_engine_ops echo_ops = {
     .render = echo_render,
     .tokenize = echo_tokenize,
     .detokenize = echo_detokenize,
+    .embed = echo_embed,
     .generate = echo_generate,
     .state_save = echo_state_save,
     .state_load = echo_state_load,

@@ -162,6 +162,10 @@ typedef struct sv_engine_ops {
      * fit this model and context. */
     st_status (*state_save)(sv_engine *e, void **blob, size_t *n, size_t *tokens);
     st_status (*state_load)(sv_engine *e, const void *blob, size_t n, size_t *tokens);
+    /* An embedding of ids into out (at most cap floats; *dim says how many): the pooled final hidden
+     * state, unit length. Engine thread only (it uses the session; the held conversation is lost).
+     * NULL where the engine has none. */
+    st_status (*embed)(sv_engine *e, const int32_t *ids, size_t n, float *out, size_t cap, size_t *dim);
     /* Resident memory the engine accounts for (weights mapped + state + scratch), for the monitor. */
     size_t (*memory_bytes)(sv_engine *e);
     void (*close)(sv_engine *e);

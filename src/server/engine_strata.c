@@ -134,6 +134,23 @@ static st_status se_detokenize(sv_engine *e, const int32_t *ids, size_t n, char 
     return st_detokenize(x->model->tok, ids, n, 1, text, len);
 }
 
+/* Last-token pooling (the hidden state that reads the whole input, as decoder embedding models
+ * pool), scaled to unit length. */
+static st_status se_embed(sv_engine *e, const int32_t *ids, size_t n, float *out, size_t cap, size_t *dim) {
+    strata_engine *x = (strata_engine *)e;
+    size_t d = (size_t)st_session_n_embd(x->session);
+    if (d > cap) return st_fail(ST_ERR_INVALID, "embed: %zu dimensions, room for %zu", d, cap);
+    if ((int64_t)n >= st_session_n_ctx(x->session))
+        return st_fail(ST_ERR_RANGE, "embed: an input of %zu tokens does not fit the context of %lld", n, (long long)st_session_n_ctx(x->session));
+    ST_TRY(st_session_embed(x->session, ids, (int64_t)n, out));
+    double norm = 0;
+    for (size_t i = 0; i < d; i++) norm += (double)out[i] * out[i];
+    float scale = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
+    for (size_t i = 0; i < d; i++) out[i] *= scale;
+    *dim = d;
+    return ST_OK;
+}
+
 static st_status se_tokenize(sv_engine *e, const char *text, size_t len, int special, int32_t **ids, size_t *n) {
     return st_model_tokenize(((strata_engine *)e)->model, text, len, 0, special, ids, n);
 }
@@ -287,6 +304,7 @@ static const sv_engine_ops strata_ops = {
     .render = se_render,
     .tokenize = se_tokenize,
     .detokenize = se_detokenize,
+    .embed = se_embed,
     .generate = se_generate,
     .state_save = se_state_save,
     .state_load = se_state_load,

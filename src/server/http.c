@@ -331,6 +331,7 @@ static api_fn post_route(const char *url, int *anthropic) {
     if (!strcmp(url, "/v1/chat/completions")) return sv_api_chat;
     if (!strcmp(url, "/v1/completions")) return sv_api_completions;
     if (!strcmp(url, "/v1/responses")) return sv_api_responses;
+    if (!strcmp(url, "/v1/embeddings") || !strcmp(url, "/embeddings")) return sv_api_embeddings;
     if (!strcmp(url, "/tokenize")) return sv_api_tokenize;
     if (!strcmp(url, "/detokenize")) return sv_api_detokenize;
     if (!strcmp(url, "/apply-template")) return sv_api_apply_template;

@@ -233,6 +233,7 @@ void sv_api_completions(sv_server *s, json_t *req, sv_http_reply *out, sv_error 
 void sv_api_responses(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_messages(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_count_tokens(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
+void sv_api_embeddings(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_tokenize(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_detokenize(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_apply_template(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
