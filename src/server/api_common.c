@@ -355,3 +355,22 @@ char *sv_dump(json_t *v) {
     json_decref(v);
     return t;
 }
+
+char *sv_failure_openai(sv_job *j, const char *error) {
+    sv_error e;
+    sv_error_set(&e, j->fail_status, "server_error", j->fail_status == 503 ? "shutting_down" : NULL, NULL, "%s", error);
+    j->http_status = j->fail_status;
+    return sv_error_openai(&e);
+}
+
+int sv_force_tool_call(sv_job *j, sv_chat *chat, int parallel, sv_error *e) {
+    j->one_call = !parallel;
+    if (!chat->tools_json || chat->tool_choice < SV_TOOLS_REQUIRED) return 0;
+    /* the call is the constraint (its name and arguments that fit the tool), in place of a
+     * response format: a forced call opens the reply with <tool_call> */
+    chat->json_object = 0;
+    st_json_schema_free(j->schema);
+    j->schema = NULL;
+    j->gen.schema = NULL;
+    return sv_set_tool_schema(j, chat, parallel, e);
+}

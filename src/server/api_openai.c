@@ -156,9 +156,7 @@ static void stream_end(sv_job *j, st_status s, const char *error, sv_finish f, c
     oa_state *a = j->api;
     if (f == SV_FINISH_CANCELLED) return;
     if (s != ST_OK) {
-        sv_error e;
-        sv_error_set(&e, j->fail_status, "server_error", j->fail_status == 503 ? "shutting_down" : NULL, NULL, "%s", error);
-        char *body = sv_error_openai(&e);
+        char *body = sv_failure_openai(j, error);
         sv_job_printf(j, "data: %s\n\ndata: [DONE]\n\n", body);
         free(body);
         return;
@@ -220,10 +218,7 @@ static void whole_end(sv_job *j, st_status s, const char *error, sv_finish f, co
     if (f == SV_FINISH_CANCELLED) return;
     char *body;
     if (s != ST_OK) {
-        sv_error e;
-        sv_error_set(&e, j->fail_status, "server_error", j->fail_status == 503 ? "shutting_down" : NULL, NULL, "%s", error);
-        body = sv_error_openai(&e);
-        j->http_status = j->fail_status;
+        body = sv_failure_openai(j, error);
     } else {
         json_t *r = json_pack("{s:s,s:s,s:I,s:s}", "id", a->id, "object", a->chat ? "chat.completion" : "text_completion",
                               "created", (json_int_t)a->created, "model", a->model);
@@ -465,16 +460,7 @@ void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
               sv_parse_thinking(req, &chat.enable_thinking, e) || sv_parse_tools(req, &chat, &sp, e) ||
               sv_get_bool(req, "parallel_tool_calls", &parallel, e) < 0 || parse_response_format(req, j, &chat.json_object, e);
     chat.messages = msgs;
-    /* A forced tool call opens the reply with <tool_call>: the call is the constraint (its name and
-     * arguments that fit the tool), in place of a response format. */
-    if (!bad && chat.tools_json && chat.tool_choice >= SV_TOOLS_REQUIRED) {
-        chat.json_object = 0;
-        st_json_schema_free(j->schema);
-        j->schema = NULL;
-        j->gen.schema = NULL;
-        bad = sv_set_tool_schema(j, &chat, parallel, e);
-    }
-    j->one_call = !parallel;
+    if (!bad) bad = sv_force_tool_call(j, &chat, parallel, e);
     if (!bad) bad = sv_prepare_chat(s, j, &chat, max_tokens, e, "messages");
     if (!bad) bad = alloc_choices(a, j->n_choices, e);
     free(msgs);

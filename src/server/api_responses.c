@@ -207,10 +207,7 @@ static void whole_end(sv_job *j, st_status s, const char *error, sv_finish f, co
     close_item(j);
     char *body;
     if (s != ST_OK) {
-        sv_error e;
-        sv_error_set(&e, j->fail_status, "server_error", j->fail_status == 503 ? "shutting_down" : NULL, NULL, "%s", error);
-        body = sv_error_openai(&e);
-        j->http_status = j->fail_status;
+        body = sv_failure_openai(j, error);
     } else {
         json_t *r = response_json(j, f == SV_FINISH_LENGTH ? "incomplete" : "completed", u, NULL);
         body = json_dumps(r, JSON_COMPACT);
@@ -446,14 +443,7 @@ void sv_api_responses(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e
                     parse_tools(req, &chat, &sp, a->echo, e) || sv_get_bool(req, "parallel_tool_calls", &parallel, e) < 0 ||
                     parse_format(req, j, &chat, a->echo, e) || sv_get_bool(req, "stream", &j->stream, e) < 0 ||
                     sv_get_int(req, "max_output_tokens", 1, 1 << 30, &max_tokens, e) < 0;
-    if (!bad && chat.tools_json && chat.tool_choice >= SV_TOOLS_REQUIRED) {
-        chat.json_object = 0;
-        st_json_schema_free(j->schema);
-        j->schema = NULL;
-        j->gen.schema = NULL;
-        bad = sv_set_tool_schema(j, &chat, parallel, e);
-    }
-    j->one_call = !parallel;
+    if (!bad) bad = sv_force_tool_call(j, &chat, parallel, e);
     json_object_set_new(a->echo, "parallel_tool_calls", json_boolean(parallel));
     json_object_set_new(a->echo, "temperature", json_real(shortest(j->gen.sampling.temperature)));
     json_object_set_new(a->echo, "top_p", json_real(shortest(j->gen.sampling.top_p)));
