@@ -49,6 +49,7 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
          * logits = W_out h for the rows that need logits */
         st_op_rms_norm(pool, x, d, m->output_norm.f32, h, d, n_out, d, hp->eps);
     }
+    if (c->hidden) memcpy(c->hidden, h + (n_out - 1) * d, (size_t)d * sizeof *h);
     float *dst = c->logits ? c->logits : st_workspace_f32(ws, WS_LOGITS);
     int64_t ld = c->logits ? c->ld_logits : V;
     if (c->logits_all) fwd_matmul(&f, &m->output, h, d, n, dst, ld);

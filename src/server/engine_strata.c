@@ -15,6 +15,7 @@
  * Decoding goes through a speculative decoder (engine/spec.h): the server's setting (--spec), or
  * the request's ("speculative.type", "speculative.n_max"); the text is the same either way. After
  * each request its draft rows are dropped, so the session holds exactly the reply for reuse. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "engine/json_grammar.h"
+#include "engine/json_schema.h"
 #include "engine/sampler.h"
 #include "engine/spec.h"
 #include "model/model.h"
@@ -46,6 +48,7 @@ typedef struct strata_engine {
     st_spec_params spec_default; /* --spec, --spec-draft, --spec-p-min */
     st_spec_params spec_now;     /* what `spec` was made with */
     st_spec *spec;
+    char *template_text;       /* the chat template (for /props) */
     sv_model_info info;
 } strata_engine;
 
@@ -131,6 +134,31 @@ static st_status se_render(sv_engine *e, const sv_chat *chat, sv_prompt *out) {
     return ST_OK;
 }
 
+static st_status se_detokenize(sv_engine *e, const int32_t *ids, size_t n, char **text, size_t *len) {
+    strata_engine *x = (strata_engine *)e;
+    int32_t n_vocab = st_model_n_vocab(x->model);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= n_vocab) return st_fail(ST_ERR_RANGE, "token %zu is %d, outside the vocabulary of %d", i, ids[i], n_vocab);
+    return st_detokenize(x->model->tok, ids, n, 1, text, len);
+}
+
+/* Last-token pooling (the hidden state that reads the whole input, as decoder embedding models
+ * pool), scaled to unit length. */
+static st_status se_embed(sv_engine *e, const int32_t *ids, size_t n, float *out, size_t cap, size_t *dim) {
+    strata_engine *x = (strata_engine *)e;
+    size_t d = (size_t)st_session_n_embd(x->session);
+    if (d > cap) return st_fail(ST_ERR_INVALID, "embed: %zu dimensions, room for %zu", d, cap);
+    if ((int64_t)n >= st_session_n_ctx(x->session))
+        return st_fail(ST_ERR_RANGE, "embed: an input of %zu tokens does not fit the context of %lld", n, (long long)st_session_n_ctx(x->session));
+    ST_TRY(st_session_embed(x->session, ids, (int64_t)n, out));
+    double norm = 0;
+    for (size_t i = 0; i < d; i++) norm += (double)out[i] * out[i];
+    float scale = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
+    for (size_t i = 0; i < d; i++) out[i] *= scale;
+    *dim = d;
+    return ST_OK;
+}
+
 static st_status se_tokenize(sv_engine *e, const char *text, size_t len, int special, int32_t **ids, size_t *n) {
     return st_model_tokenize(((strata_engine *)e)->model, text, len, 0, special, ids, n);
 }
@@ -156,6 +184,29 @@ static st_status decoder_for(strata_engine *x, const sv_generate *req) {
     x->spec = d;
     x->spec_now = p;
     return ST_OK;
+/* log-softmax of the logits at tok, and the k best (one pass for the normaliser, one partial
+ * insertion per candidate: k is at most 20). */
+static void token_logprobs(const float *logits, int32_t n, int32_t tok, int k, sv_logprob *lp) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)(logits[i] - mx));
+    float lse = mx + (float)log(sum);
+    lp->logprob = logits[tok] - lse;
+    lp->n_top = 0;
+    if (k > SV_TOP_LOGPROBS) k = SV_TOP_LOGPROBS;
+    for (int32_t i = 0; i < n && k > 0; i++) {
+        if (lp->n_top == k && logits[i] <= lp->top_logprob[k - 1]) continue;
+        int at = lp->n_top < k ? lp->n_top++ : k - 1;
+        while (at > 0 && lp->top_logprob[at - 1] < logits[i]) {
+            lp->top[at] = lp->top[at - 1];
+            lp->top_logprob[at] = lp->top_logprob[at - 1];
+            at--;
+        }
+        lp->top[at] = i;
+        lp->top_logprob[at] = logits[i];
+    }
+    for (int i = 0; i < lp->n_top; i++) lp->top_logprob[i] -= lse;
 }
 
 static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish) {
@@ -178,13 +229,18 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     pp.min_p = sp->min_p;
     pp.presence_penalty = sp->presence_penalty;
     pp.frequency_penalty = sp->frequency_penalty;
+    if (sp->repeat_penalty > 0) pp.repeat_penalty = sp->repeat_penalty;
     pp.seed = sp->has_seed ? sp->seed : (uint64_t)time(NULL) ^ st_now_ns();
     st_sampler *smp = NULL;
     ST_TRY(st_sampler_new(&pp, st_model_n_vocab(x->model), &smp));
     for (size_t i = 0; i < req->n_prompt; i++) st_sampler_accept(smp, req->prompt[i]);
-    if (req->json_object) {
+    /* A tool call is enforced in Qwen's JSON form; Qwen 3.5's XML calls are not (yet). */
+    const st_json_schema *schema = req->schema && (!req->schema->n_tools || x->style == ST_CHAT_QWEN3) ? req->schema : NULL;
+    if (req->json_object || schema) {
         st_status js = x->json_vocab ? ST_OK : st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
-        if (js == ST_OK) js = st_sampler_constrain_json(smp, x->json_vocab, req->prompt, req->n_prompt, req->max_tokens);
+        if (js == ST_OK)
+            js = schema ? st_sampler_constrain_schema(smp, x->json_vocab, schema, req->prompt, req->n_prompt, req->max_tokens)
+                        : st_sampler_constrain_json(smp, x->json_vocab, req->prompt, req->n_prompt, req->max_tokens);
         if (js != ST_OK) { st_sampler_free(smp); return js; }
     }
 
@@ -221,7 +277,9 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
         usage->completion_tokens++;
         size_t len = 0;
         const char *piece = st_token_piece(x->model->tok, tok, 1, &len); /* with control tokens: <think> may be one */
-        if (req->on_piece(req->ctx, piece ? piece : "", len, tok)) { *finish = SV_FINISH_STOP; break; }
+        sv_logprob lp;
+        if (req->logprobs) token_logprobs(st_spec_logits(d), st_model_n_vocab(x->model), tok, req->top_logprobs, &lp);
+        if (req->on_piece(req->ctx, piece ? piece : "", len, tok, req->logprobs ? &lp : NULL)) { *finish = SV_FINISH_STOP; break; }
         if (usage->completion_tokens >= req->max_tokens || st_spec_n_past(d) + 1 >= n_ctx) {
             *finish = SV_FINISH_LENGTH;
             break;
@@ -261,6 +319,7 @@ static void se_close(sv_engine *e) {
     if (!x) return;
     st_json_vocab_free(x->json_vocab);
     st_spec_free(x->spec);
+    free(x->template_text);
     st_session_free(x->session);
     st_model_free(x->model);
     free(x);
@@ -271,6 +330,8 @@ static const sv_engine_ops strata_ops = {
     .info = se_info,
     .render = se_render,
     .tokenize = se_tokenize,
+    .detokenize = se_detokenize,
+    .embed = se_embed,
     .generate = se_generate,
     .state_save = se_state_save,
     .state_load = se_state_load,
@@ -278,9 +339,30 @@ static const sv_engine_ops strata_ops = {
     .close = se_close,
 };
 
+/* The model's recommended sampling: GGUF general.sampling.* (llama.cpp's keys, from the model's
+ * generation_config.json), where present. */
+static void model_sampling(const st_gguf *g, sv_model_info *info) {
+    static const struct { const char *key; unsigned bit; } keys[] = {
+        {"general.sampling.temp", SV_SET_TEMPERATURE}, {"general.sampling.top_p", SV_SET_TOP_P},
+        {"general.sampling.top_k", SV_SET_TOP_K}, {"general.sampling.min_p", SV_SET_MIN_P}};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        double f = 0;
+        int64_t k = 0;
+        int ok = st_gguf_get_float(g, keys[i].key, &f) == ST_OK;
+        if (!ok && st_gguf_get_int(g, keys[i].key, &k) == ST_OK) { f = (double)k; ok = 1; }
+        st_clear_error();
+        if (!ok || !(f >= 0)) continue;
+        if (keys[i].bit == SV_SET_TEMPERATURE) info->sampling.temperature = (float)f;
+        else if (keys[i].bit == SV_SET_TOP_P && f <= 1) info->sampling.top_p = (float)f;
+        else if (keys[i].bit == SV_SET_TOP_K && f < 1 << 20) info->sampling.top_k = (int)f;
+        else if (keys[i].bit == SV_SET_MIN_P && f <= 1) info->sampling.min_p = (float)f;
+        else continue;
+        info->sampling_set |= keys[i].bit;
+    }
+}
+
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *session,
-                                const st_spec_params *spec,
-                                sv_engine **out) {
+                                const st_spec_params *spec, const char *chat_template, sv_engine **out) {
     *out = NULL;
     strata_engine *x = calloc(1, sizeof *x);
     if (!x) return st_fail(ST_ERR_NOMEM, "out of memory");
@@ -316,9 +398,20 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
     size_t tlen = 0, nlen = 0;
     int known = 0;
     char *tmpl_z = NULL;
-    if (st_gguf_get_str(x->model->gguf, "tokenizer.chat_template", &tmpl, &tlen) == ST_OK) tmpl_z = strndup(tmpl, tlen);
-    x->style = st_chat_style_detect(tmpl_z ? tmpl_z : "", &known);
-    free(tmpl_z);
+    if (chat_template) {
+        x->template_text = strdup(chat_template);
+        x->style = st_chat_style_detect(chat_template, &known);
+        if (!known) {
+            se_close(&x->base);
+            return st_fail(ST_ERR_UNSUPPORTED, "the chat template is not one Strata renders (Qwen3's or Qwen 3.5's ChatML forms)");
+        }
+    } else {
+        if (st_gguf_get_str(x->model->gguf, "tokenizer.chat_template", &tmpl, &tlen) == ST_OK) tmpl_z = strndup(tmpl, tlen);
+        x->style = st_chat_style_detect(tmpl_z ? tmpl_z : "", &known);
+        x->template_text = tmpl_z;
+    }
+    model_sampling(x->model->gguf, &x->info);
+    x->info.chat_template = x->template_text;
     const char *base = strrchr(model_path, '/');
     if (st_gguf_get_str(x->model->gguf, "general.name", &name, &nlen) == ST_OK && nlen)
         snprintf(x->info.name, sizeof x->info.name, "%.*s", (int)nlen, name);

@@ -1,5 +1,6 @@
 /* status.c: the read-only endpoints: GET /v1/models, GET /v1/status (what the web monitor polls)
- * and GET /metrics (Prometheus text format, version 0.0.4). */
+ * and GET /metrics (Prometheus text format, version 0.0.4); and the request log, one line per
+ * request through cfg.log. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,9 +48,14 @@ char *sv_api_status(sv_server *s) {
         "settings", "api_key", s->cfg.api_key != NULL, "cors", s->cfg.cors ? json_string(s->cfg.cors) : json_null(),
         "max_body", (int)s->cfg.max_body, "reused_tokens", (json_int_t)atomic_load(&m->cached_tokens), "port", s->port);
     json_object_set_new(r, "host", json_string(s->cfg.host));
-    char *out = json_dumps(r, JSON_COMPACT);
-    json_decref(r);
-    return out;
+    json_object_set_new(json_object_get(r, "totals"), "stalled", json_integer((json_int_t)atomic_load(&m->stalled)));
+    json_object_set_new(json_object_get(r, "totals"), "refused_cross_site", json_integer((json_int_t)atomic_load(&m->refused_cross_site)));
+    pthread_mutex_lock(&s->cmu);
+    json_object_set_new(r, "connections", json_pack("{s:i,s:i,s:i,s:I}", "open", s->n_conns, "busy", s->n_busy, "max",
+                                                    s->cfg.max_connections, "evicted",
+                                                    (json_int_t)atomic_load(&m->connections_evicted)));
+    pthread_mutex_unlock(&s->cmu);
+    return sv_dump(r);
 }
 
 char *sv_api_metrics(sv_server *s) {
@@ -95,4 +101,25 @@ char *sv_api_metrics(sv_server *s) {
         (unsigned long long)atomic_load(&m->draft_tokens), (unsigned long long)atomic_load(&m->draft_accepted),
         (double)m->last_prompt_tps, (double)m->last_decode_tps, waiting, busy, rss_bytes());
     return n < 0 ? NULL : out;
+}
+
+void sv_log_request(sv_server *s, unsigned long long id, const char *url, int status, const sv_usage *u, double ttft, double total) {
+    if (!s->cfg.log) return;
+    char line[512];
+    if (s->cfg.log_json) {
+        json_t *r = json_pack("{s:I,s:s,s:i,s:i,s:i,s:i,s:o,s:f}", "id", (json_int_t)id, "endpoint", url ? url : "", "status", status,
+                              "prompt_tokens", u->prompt_tokens, "cached_tokens", u->cached_tokens, "generated_tokens",
+                              u->completion_tokens, "ttft_ms", ttft >= 0 ? json_real(ttft * 1e3) : json_null(), "total_ms", total * 1e3);
+        char *t = json_dumps(r, JSON_COMPACT | JSON_REAL_PRECISION(6));
+        json_decref(r);
+        if (!t) return;
+        snprintf(line, sizeof line, "%s", t);
+        free(t);
+    } else {
+        char first[32] = "-";
+        if (ttft >= 0) snprintf(first, sizeof first, "%.3fs", ttft);
+        snprintf(line, sizeof line, "request %llu %s %d prompt=%d cached=%d generated=%d ttft=%s total=%.3fs", id, url ? url : "",
+                 status, u->prompt_tokens, u->cached_tokens, u->completion_tokens, first, total);
+    }
+    s->cfg.log(s->cfg.log_ctx, line);
 }
