@@ -8,4 +8,5 @@ set_property(SOURCE
   ${CMAKE_SOURCE_DIR}/src/quant/ref_legacy.c
   ${CMAKE_SOURCE_DIR}/src/quant/ref_k.c
   ${CMAKE_SOURCE_DIR}/src/quant/ref_iq4.c
+  ${CMAKE_SOURCE_DIR}/src/quant/ref_iq.c
   APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)
