@@ -33,6 +33,7 @@
 #include "base/pool.h"
 #include "quant/dot.h"
 #include "quant/quant.h"
+#include "quant/random_blocks.h"
 #include "quant/repack.h"
 #include "sample.h"
 
@@ -187,13 +188,15 @@ static result run_shape(st_pool *pool, const peer *pr, uint32_t type, shape sh, 
     if (sh.batch > 1) copies = (copies + sh.batch - 1) / sh.batch * sh.batch;
     res.copies = copies;
     res.mib = (double)bytes * copies / 1048576.0;
-    /* 64 distinct rows from the reference quantizer, repeated: the values do not change the speed */
+    /* 64 distinct rows from the reference quantizer (random blocks for the types without one),
+     * repeated: the values do not change the speed */
     const int64_t uniq = 64;
     char *rows = malloc(w_row * uniq);
     float *f = malloc(sizeof(float) * (size_t)sh.K);
     for (int64_t r = 0; r < uniq; r++) {
         for (int64_t i = 0; i < sh.K; i++) f[i] = frand();
-        st_quantize_row(type, f, rows + (size_t)r * w_row, sh.K);
+        if (!st_quantize_row(type, f, rows + (size_t)r * w_row, sh.K)) /* the grid i-quants: random blocks */
+            st_random_row(type, 0.577f, &bench_rng, rows + (size_t)r * w_row, sh.K);
     }
     char *W = aligned_alloc(64, (bytes * (size_t)copies + 63) / 64 * 64);
     const uint32_t file_type = type;
@@ -234,12 +237,16 @@ static result run_shape(st_pool *pool, const peer *pr, uint32_t type, shape sh, 
     const struct ggml_type_traits_cpu_abi *tr = pr->cpu ? pr->traits((int)type) : 0;
     if (tr && tr->vec_dot) {
         size_t xq_bytes = pr->row_size(tr->vec_dot_type, sh.K);
+        /* the activation's converter is its vec_dot type's (as ggml's mul_mat does): the grid
+         * i-quants have no from_float of their own */
+        const struct ggml_type_traits_cpu_abi *tx = pr->traits(tr->vec_dot_type);
+        ggml_from_float_fn to_act = tx && tx->from_float ? tx->from_float : tr->from_float;
         void *xq = malloc(xq_bytes + 64);
         ggml_job job = {tr, 0, w_row, sh.M * batch, sh.K, xq, y};
         for (int r = -1; r < repeats; r++) {
             double t0 = st_now();
             for (int c = 0; c < copies; c += batch) {
-                if (tr->from_float) tr->from_float(x, xq, sh.K);
+                if (to_act) to_act(x, xq, sh.K);
                 else memcpy(xq, x, sizeof(float) * (size_t)sh.K);
                 job.W = W + (size_t)c * bytes;
                 st_pool_run(pool, ggml_worker, &job);

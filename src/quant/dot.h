@@ -3,7 +3,8 @@
  *
  * Each weight type is multiplied against the activation in that type's "vec_dot form" (ggml's
  * choice, so results match the peer's): Q8_0 blocks for Q4_0, Q5_0, Q8_0 and IQ4_NL; Q8_1 blocks
- * (which carry the block sum) for Q4_1 and Q5_1; Q8_K blocks for the K-quants and IQ4_XS; f16
+ * (which carry the block sum) for Q4_1 and Q5_1; Q8_K blocks for the K-quants, IQ4_XS and the grid
+ * i-quants (IQ1_S .. IQ3_S, whose kernels are in dot_iq*.c: dot_iq.h); f16
  * for F16, bf16 for BF16 and plain f32 for F32.
  *
  * One kernel call takes ONE weight row and up to ST_DOT_MAX_NX activation rows, so a matrix

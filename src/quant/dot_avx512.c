@@ -11,6 +11,7 @@
  * block sums. The per-row work sits in loops over j < nx with nx a compile-time constant after
  * inlining (see DOT_BY_NX), so a prompt chunk pays the unpacking once per 4 rows. */
 #include "quant/dot.h"
+#include "quant/dot_iq.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -641,6 +642,7 @@ const st_dot_fn st_dot_avx512[ST_TYPE_COUNT] = {
     [ST_TYPE_Q5_1] = avx512_q5_1,    [ST_TYPE_Q8_0] = avx512_q8_0,     [ST_TYPE_Q2_K] = avx512_q2_K,
     [ST_TYPE_Q3_K] = avx512_q3_K,    [ST_TYPE_Q4_K] = avx512_q4_K,     [ST_TYPE_Q5_K] = avx512_q5_K,
     [ST_TYPE_Q6_K] = avx512_q6_K,    [ST_TYPE_IQ4_NL] = avx512_iq4_nl, [ST_TYPE_IQ4_XS] = avx512_iq4_xs,
+    ST_DOT_IQ_ENTRIES(avx512),   /* dot_iq_avx512.c */
 };
 
 /* ---------------- activation quantizers ---------------- */

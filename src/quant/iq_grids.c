@@ -6,6 +6,7 @@
 uint64_t st_iq2xxs_grid[256], st_iq2xs_grid[512], st_iq2s_grid[1024], st_iq1s_grid[2048];
 uint32_t st_iq3xxs_grid[256], st_iq3s_grid[512];
 uint8_t st_iq_signs[128];
+uint64_t st_iq_sign_bytes[128];
 
 /* Entry e as bytes, value j in byte j. */
 static uint64_t entry_bytes(const st_iq_grid_code *g, int e) {
@@ -23,5 +24,9 @@ __attribute__((constructor)) static void iq_grids_expand(void) {
     for (int e = 0; e < 2048; e++) st_iq1s_grid[e] = entry_bytes(&st_iq_code_iq1s, e);
     for (int e = 0; e < 256; e++) st_iq3xxs_grid[e] = (uint32_t)entry_bytes(&st_iq_code_iq3xxs, e);
     for (int e = 0; e < 512; e++) st_iq3s_grid[e] = (uint32_t)entry_bytes(&st_iq_code_iq3s, e);
-    for (int g = 0; g < 128; g++) st_iq_signs[g] = (uint8_t)(g | (__builtin_popcount((unsigned)g) & 1) << 7);
+    for (int g = 0; g < 128; g++) {
+        st_iq_signs[g] = (uint8_t)(g | (__builtin_popcount((unsigned)g) & 1) << 7);
+        st_iq_sign_bytes[g] = 0;
+        for (int j = 0; j < 8; j++) st_iq_sign_bytes[g] |= (uint64_t)((st_iq_signs[g] >> j) & 1 ? 0xFF : 0x01) << (8 * j);
+    }
 }

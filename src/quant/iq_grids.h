@@ -27,6 +27,9 @@ extern uint64_t st_iq2xxs_grid[256], st_iq2xs_grid[512], st_iq2s_grid[1024], st_
 extern uint32_t st_iq3xxs_grid[256], st_iq3s_grid[512];
 /* 7-bit sign index -> mask of the 8 values that are negative */
 extern uint8_t st_iq_signs[128];
+/* the same masks as 8 bytes, 0xFF for a negative value and 0x01 for a positive one (an operand
+ * for a byte-wise sign instruction) */
+extern uint64_t st_iq_sign_bytes[128];
 
 /* The delta iq1_s and iq1_m add to every grid value before scaling (sign per group). */
 #define ST_IQ1_DELTA 0.125f

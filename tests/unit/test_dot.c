@@ -2,7 +2,8 @@
  * and the reference against "dequantize both sides, dot in double"; the fast activation
  * converters against the reference quantizers byte for byte.
  *
- * Weights are both quantized from random floats and raw random bytes (with sane fp16 scales), so
+ * Weights are both quantized from random floats (random blocks for the grid i-quants, which have
+ * no quantizer) and raw random bytes (with sane fp16 scales), so
  * every bit pattern of the packed fields is exercised; sizes have odd block counts (the AVX-512
  * kernels pair 32-element blocks) and every nx from 1 to ST_DOT_MAX_NX is run. Tolerances are
  * relative to sum |w_i x_i|: the integer sums are exact, only the f32 rounding order differs. */
@@ -14,6 +15,7 @@
 #include "base/cpu.h"
 #include "quant/dot.h"
 #include "quant/quant.h"
+#include "quant/random_blocks.h"
 #include "test.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -27,13 +29,17 @@ static float frand(void) { return (float)rnd() / 4294967296.0f * 2 - 1; } /* [-1
 
 static const uint32_t types[] = {ST_TYPE_F32,  ST_TYPE_F16,  ST_TYPE_BF16, ST_TYPE_Q8_0,   ST_TYPE_Q4_0,
                                  ST_TYPE_Q4_1, ST_TYPE_Q5_0, ST_TYPE_Q5_1, ST_TYPE_Q2_K,   ST_TYPE_Q3_K,
-                                 ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_IQ4_NL, ST_TYPE_IQ4_XS};
+                                 ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_IQ4_NL, ST_TYPE_IQ4_XS,
+                                 ST_TYPE_IQ2_XXS, ST_TYPE_IQ2_XS, ST_TYPE_IQ2_S, ST_TYPE_IQ3_XXS, ST_TYPE_IQ3_S,
+                                 ST_TYPE_IQ1_S, ST_TYPE_IQ1_M};
 #define NTYPES (sizeof types / sizeof types[0])
 
 /* byte offsets of the fp16 scale fields of one block, for random-byte blocks */
 static int scale_fields(uint32_t type, int off[2]) {
     switch (type) {
     case ST_TYPE_Q4_0: case ST_TYPE_Q5_0: case ST_TYPE_Q8_0: case ST_TYPE_IQ4_NL: case ST_TYPE_IQ4_XS:
+    case ST_TYPE_IQ2_XXS: case ST_TYPE_IQ2_XS: case ST_TYPE_IQ2_S: case ST_TYPE_IQ3_XXS: case ST_TYPE_IQ3_S:
+    case ST_TYPE_IQ1_S:
         off[0] = 0; return 1;
     case ST_TYPE_Q4_1: case ST_TYPE_Q5_1: case ST_TYPE_Q4_K: case ST_TYPE_Q5_K:
         off[0] = 0; off[1] = 2; return 2;
@@ -44,7 +50,8 @@ static int scale_fields(uint32_t type, int off[2]) {
     }
 }
 
-/* One weight row: from floats through the reference quantizer, or (raw) random bytes. */
+/* One weight row: from floats through the reference quantizer (random blocks for the types
+ * without one), or (raw) random bytes. */
 static void make_weights(uint32_t type, int64_t k, int raw, void *w) {
     const st_type_info *t = st_type_get(type);
     size_t bytes = st_row_size(t, k);
@@ -52,7 +59,7 @@ static void make_weights(uint32_t type, int64_t k, int raw, void *w) {
     float scale = (float)(rnd() % 4 + 1);
     for (int64_t i = 0; i < k; i++) f[i] = frand() * scale;
     if (!raw || t->block_size == 1) {
-        st_quantize_row(type, f, w, k);
+        if (!st_quantize_row(type, f, w, k)) CHECK(st_random_row(type, scale, &rng_state, w, k));
     } else {
         uint8_t *p = w;
         for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rnd();
@@ -62,6 +69,12 @@ static void make_weights(uint32_t type, int64_t k, int raw, void *w) {
                 uint16_t h = st_fp32_to_fp16(frand() * 0.01f);
                 memcpy(p + (size_t)b * (size_t)t->type_size + off[s], &h, 2);
             }
+        for (int64_t b = 0; type == ST_TYPE_IQ1_M && b < k / QK_K; b++) { /* d: the scale words' top nibbles */
+            uint16_t h = st_fp32_to_fp16(frand() * 0.01f), sw[4];
+            memcpy(sw, p + (size_t)b * (size_t)t->type_size + 48, 8);
+            for (int i = 0; i < 4; i++) sw[i] = (uint16_t)((sw[i] & 0x0fff) | ((h >> (4 * i)) & 15) << 12);
+            memcpy(p + (size_t)b * (size_t)t->type_size + 48, sw, 8);
+        }
     }
     free(f);
 }
