@@ -33,7 +33,7 @@
 #include "base/pool.h"
 #include "quant/dot.h"
 #include "quant/quant.h"
-#include "quant/random_blocks.h"
+#include "quant/random_iq.h"
 #include "quant/repack.h"
 #include "sample.h"
 
@@ -196,7 +196,7 @@ static result run_shape(st_pool *pool, const peer *pr, uint32_t type, shape sh, 
     for (int64_t r = 0; r < uniq; r++) {
         for (int64_t i = 0; i < sh.K; i++) f[i] = frand();
         if (!st_quantize_row(type, f, rows + (size_t)r * w_row, sh.K)) /* the grid i-quants: random blocks */
-            st_random_row(type, 0.577f, &bench_rng, rows + (size_t)r * w_row, sh.K);
+            st_random_iq_blocks(type, 0.577f, &bench_rng, rows + (size_t)r * w_row, sh.K);
     }
     char *W = aligned_alloc(64, (bytes * (size_t)copies + 63) / 64 * 64);
     const uint32_t file_type = type;

@@ -25,9 +25,10 @@ INLINE void iq_nx(const uint32_t type, int64_t k, const void *wv, const void *xv
         prefetch_ahead(blk, bs);
         __m256i isum[4];
         UNROLL for (int j = 0; j < nx; j++) isum[j] = _mm256_setzero_si256();
+        const __m256i scales = block_scales(type, blk), dbits = iq1_delta_bits(type, blk);
         UNROLL for (int ib = 0; ib < 8; ib++) {
-            __m256i u, s, sc;
-            decode32(type, blk, ib, &u, &s, &sc);
+            __m256i u, s, sc = scale16(scales, ib);
+            decode32(type, blk, dbits, ib, &u, &s);
             UNROLL for (int j = 0; j < nx; j++) {
                 const block_q8_K *xb = (const block_q8_K *)((const char *)xv + (size_t)j * xs) + b;
                 __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xb->qs + 32 * ib)), s);

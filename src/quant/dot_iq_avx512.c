@@ -22,10 +22,11 @@ INLINE void iq_nx512(const uint32_t type, int64_t k, const void *wv, const void 
         prefetch_ahead(blk, bs);
         __m512i isum[ST_DOT_MAX_NX];
         UNROLL for (int j = 0; j < nx; j++) isum[j] = _mm512_setzero_si512();
+        const __m256i scales = block_scales(type, blk), dbits = iq1_delta_bits(type, blk);
         UNROLL for (int ib = 0; ib < 8; ib += 2) {
-            __m256i u0, s0, sc0, u1, s1, sc1;
-            decode32(type, blk, ib, &u0, &s0, &sc0);
-            decode32(type, blk, ib + 1, &u1, &s1, &sc1);
+            __m256i u0, s0, u1, s1, sc0 = scale16(scales, ib), sc1 = scale16(scales, ib + 1);
+            decode32(type, blk, dbits, ib, &u0, &s0);
+            decode32(type, blk, dbits, ib + 1, &u1, &s1);
             const __m512i u = join256(u0, u1), sc = join256(sc0, sc1);
             const __mmask64 neg = _mm512_movepi8_mask(join256(s0, s1));
             UNROLL for (int j = 0; j < nx; j++) {

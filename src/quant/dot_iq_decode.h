@@ -1,7 +1,7 @@
 /* dot_iq_decode.h: the SIMD decoding of the grid i-quants' blocks shared by dot_iq_avx2.c and
  * dot_iq_avx512.c (include it only from files compiled with AVX2 or more): 32 elements of a block
- * as two ymm of bytes, u (unsigned magnitudes) and s (bytes carrying the weights' signs), with the
- * (2s + 1) scale of each 16-element half; see dot_iq_avx2.c for how a kernel uses them. The bit
+ * as two ymm of bytes, u (unsigned magnitudes) and s (bytes carrying the weights' signs), and the
+ * (2s + 1) scales of a block's 16-element halves; see dot_iq_avx2.c for how a kernel uses them. The bit
  * layouts are those of ref_iq.c, whose reference the kernels are tested against. */
 #ifndef ST_QUANT_DOT_IQ_DECODE_H
 #define ST_QUANT_DOT_IQ_DECODE_H
@@ -37,46 +37,119 @@ INLINE void prefetch_ahead(const void *p, size_t bytes) {
     if (dist)
         for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + dist + o, _MM_HINT_T1);
 }
-/* [a x8 | b x8] as i16: the scales of two 16-element halves */
-INLINE __m256i halves_i16(int a, int b) {
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)), _mm_set1_epi16((short)b), 1);
-}
+/* Grid entries into a ymm by broadcast loads and blends: no shuffle-port instruction (inserts
+ * would queue on that one port, the bottleneck of these kernels on Intel cores). */
 INLINE __m256i grid4x8(const uint64_t *g, unsigned i0, unsigned i1, unsigned i2, unsigned i3) {
-    return _mm256_set_epi64x((long long)g[i3], (long long)g[i2], (long long)g[i1], (long long)g[i0]);
+    __m256i a = _mm256_blend_epi32(_mm256_set1_epi64x((long long)g[i0]), _mm256_set1_epi64x((long long)g[i1]), 0x0c);
+    __m256i b = _mm256_blend_epi32(_mm256_set1_epi64x((long long)g[i2]), _mm256_set1_epi64x((long long)g[i3]), 0xc0);
+    return _mm256_blend_epi32(a, b, 0xf0);
 }
 INLINE __m256i grid8x4(const uint32_t *g, const uint8_t *i, unsigned hi) { /* hi: bit t -> +256 */
-    return _mm256_set_epi32((int)g[i[7] | (hi << 1 & 256)], (int)g[i[6] | (hi << 2 & 256)], (int)g[i[5] | (hi << 3 & 256)],
-                            (int)g[i[4] | (hi << 4 & 256)], (int)g[i[3] | (hi << 5 & 256)], (int)g[i[2] | (hi << 6 & 256)],
-                            (int)g[i[1] | (hi << 7 & 256)], (int)g[i[0] | (hi << 8 & 256)]);
+#define G(t) _mm256_set1_epi32((int)g[i[t] | (hi << (8 - t) & 256)])
+    __m256i a = _mm256_blend_epi32(_mm256_blend_epi32(G(0), G(1), 0x02), _mm256_blend_epi32(G(2), G(3), 0x08), 0x0c);
+    __m256i b = _mm256_blend_epi32(_mm256_blend_epi32(G(4), G(5), 0x20), _mm256_blend_epi32(G(6), G(7), 0x80), 0xc0);
+#undef G
+    return _mm256_blend_epi32(a, b, 0xf0);
 }
 /* +-1 bytes from four 7-bit sign indices at bits 0, 7, 14, 21 of aux */
 INLINE __m256i signs_of_index(uint32_t aux) {
     return grid4x8(st_iq_sign_bytes, aux & 127, (aux >> 7) & 127, (aux >> 14) & 127, (aux >> 21) & 127);
 }
-/* +-1 bytes from 32 sign bits: byte i is -1 where bit i of m is set */
-INLINE __m256i signs_of_bits(uint32_t m) {
+/* +-1 bytes from 32 sign bits at p: byte i is -1 where bit i is set */
+INLINE __m256i signs_of_bits(const uint8_t *p) {
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
                                             3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)m), spread);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)load_u32(p)), spread);
     return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(1));
 }
-/* iq1: 8 * grid + delta, the delta's sign per 8 values from bits 3 and 7 of two qh bytes (iq1_m)
- * or one sign for all 32 (iq1_s: dneg) */
+/* iq1: 8 * grid + delta (delta: +-1 bytes) */
 INLINE void iq1_weights(__m256i g, __m256i delta, __m256i *u, __m256i *s) {
     __m256i w = _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), delta);
     *u = _mm256_abs_epi8(w);
     *s = w;
 }
+/* The (2s + 1) of the 16 sub-blocks of 16 of a block, one byte each in element order, in both
+ * lanes of a ymm; scale16(v, ib) then spreads those of the 32 elements ib over their i16 pairs. */
+INLINE __m256i block_scales(const uint32_t type, const uint8_t *blk) {
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m128i v; /* the 16 scale fields s, one byte each */
+    switch (type) {
+    case ST_TYPE_IQ2_XS: case ST_TYPE_IQ2_S: { /* a byte per 32: two nibbles */
+        __m128i x = _mm_loadl_epi64((const __m128i *)(blk + (type == ST_TYPE_IQ2_XS ? 66 : 74)));
+        v = _mm_unpacklo_epi8(_mm_and_si128(x, m4), _mm_and_si128(_mm_srli_epi16(x, 4), m4));
+        break;
+    }
+    case ST_TYPE_IQ3_S: { /* a nibble per 32 */
+        __m128i x = _mm_cvtsi32_si128((int)load_u32(blk + 106));
+        x = _mm_unpacklo_epi8(_mm_and_si128(x, m4), _mm_and_si128(_mm_srli_epi16(x, 4), m4));
+        v = _mm_unpacklo_epi8(x, x);
+        break;
+    }
+    case ST_TYPE_IQ1_S: { /* bits 12-14 of a u16 per 32 */
+        __m128i x = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128((const __m128i *)(blk + 34)), 12), _mm_set1_epi16(7));
+        x = _mm_packus_epi16(x, x);
+        v = _mm_unpacklo_epi8(x, x);
+        break;
+    }
+    case ST_TYPE_IQ1_M: { /* four u16 of four 3-bit fields: field t = bits 3(t%4) of word t/4 */
+        __m128i w = _mm_loadl_epi64((const __m128i *)(blk + 48));
+        __m128i a = _mm_shuffle_epi8(w, _mm_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3));
+        __m128i b = _mm_shuffle_epi8(w, _mm_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
+        const __m128i up = _mm_setr_epi16(1 << 9, 1 << 6, 1 << 3, 1, 1 << 9, 1 << 6, 1 << 3, 1); /* bits 3k -> 9 */
+        a = _mm_srli_epi16(_mm_mullo_epi16(a, up), 9);
+        b = _mm_srli_epi16(_mm_mullo_epi16(b, up), 9);
+        v = _mm_and_si128(_mm_packus_epi16(a, b), _mm_set1_epi8(7));
+        break;
+    }
+    default: { /* iq2_xxs, iq3_xxs: the top nibble of a u32 per 32 */
+        const uint8_t *p = blk + (type == ST_TYPE_IQ2_XXS ? 9 : 69);
+        const int step = type == ST_TYPE_IQ2_XXS ? 8 : 4;
+        uint64_t x = 0;
+        UNROLL for (int ib = 0; ib < 8; ib++) x |= (uint64_t)(p[step * ib] >> 4) << (8 * ib);
+        v = _mm_cvtsi64_si128((long long)x);
+        v = _mm_unpacklo_epi8(v, v);
+        break;
+    }
+    }
+    v = _mm_add_epi8(_mm_add_epi8(v, v), _mm_set1_epi8(1));
+    return _mm256_broadcastsi128_si256(v);
+}
+INLINE __m256i scale16(__m256i v, int ib) {
+    const __m256i ctrl = _mm256_setr_epi8(2 * ib, -1, 2 * ib, -1, 2 * ib, -1, 2 * ib, -1, 2 * ib, -1, 2 * ib, -1, 2 * ib, -1,
+                                          2 * ib, -1, 2 * ib + 1, -1, 2 * ib + 1, -1, 2 * ib + 1, -1, 2 * ib + 1, -1,
+                                          2 * ib + 1, -1, 2 * ib + 1, -1, 2 * ib + 1, -1, 2 * ib + 1, -1);
+    return _mm256_shuffle_epi8(v, ctrl);
+}
 
-/* The 32 elements ib of block blk: magnitudes u, signs s, per-half (2s + 1) scales sc. */
-INLINE void decode32(const uint32_t type, const uint8_t *blk, int ib, __m256i *u, __m256i *s, __m256i *sc) {
+/* iq1: what the delta signs of a block need, in both lanes of a ymm: iq1_s the 0 / -1 word of
+ * each 32 elements (bit 15 of its u16), iq1_m its 16 qh bytes (bits 3 and 7: groups of 8). */
+INLINE __m256i iq1_delta_bits(const uint32_t type, const uint8_t *blk) {
+    if (type == ST_TYPE_IQ1_S) return _mm256_broadcastsi128_si256(_mm_srai_epi16(_mm_loadu_si128((const __m128i *)(blk + 34)), 15));
+    if (type == ST_TYPE_IQ1_M) return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 32)));
+    return _mm256_setzero_si256();
+}
+/* +-1 bytes: the delta of each value of the 32 elements ib */
+INLINE __m256i iq1_delta(const uint32_t type, __m256i bits, int ib) {
+    const __m256i one = _mm256_set1_epi8(1);
+    if (type == ST_TYPE_IQ1_S) return _mm256_or_si256(_mm256_shuffle_epi8(bits, _mm256_set1_epi8((char)(2 * ib))), one);
+    const __m256i bit = _mm256_set_epi64x((long long)0x8080808080808080ull, 0x0808080808080808ll,
+                                          (long long)0x8080808080808080ull, 0x0808080808080808ll);
+    const __m256i pick = _mm256_setr_epi8(2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib,
+                                          2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1,
+                                          2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1,
+                                          2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1);
+    __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(bits, pick), bit);
+    return _mm256_or_si256(_mm256_cmpeq_epi8(v, bit), one);
+}
+
+/* The 32 elements ib of block blk: magnitudes u and signs s (dbits: iq1_delta_bits). */
+INLINE void decode32(const uint32_t type, const uint8_t *blk, __m256i dbits, int ib, __m256i *u, __m256i *s) {
     switch (type) {
     case ST_TYPE_IQ2_XXS: {
-        uint32_t idx = load_u32(blk + 2 + 8 * ib), aux = load_u32(blk + 6 + 8 * ib);
-        *u = grid4x8(st_iq2xxs_grid, idx & 255, (idx >> 8) & 255, (idx >> 16) & 255, idx >> 24);
-        *s = signs_of_index(aux);
-        *sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
+        const uint8_t *q = blk + 2 + 8 * ib;
+        *u = grid4x8(st_iq2xxs_grid, q[0], q[1], q[2], q[3]);
+        *s = signs_of_index(load_u32(q + 4));
         break;
     }
     case ST_TYPE_IQ2_XS: {
@@ -84,54 +157,38 @@ INLINE void decode32(const uint32_t type, const uint8_t *blk, int ib, __m256i *u
         memcpy(&q, blk + 2 + 8 * ib, 8);
         *u = grid4x8(st_iq2xs_grid, q & 511, (q >> 16) & 511, (q >> 32) & 511, (q >> 48) & 511);
         *s = grid4x8(st_iq_sign_bytes, (q >> 9) & 127, (q >> 25) & 127, (q >> 41) & 127, q >> 57);
-        unsigned sb = blk[66 + ib];
-        *sc = halves_i16(2 * (sb & 15) + 1, 2 * (sb >> 4) + 1);
         break;
     }
     case ST_TYPE_IQ2_S: {
         const uint8_t *qs = blk + 2 + 4 * ib;
-        unsigned qh = blk[66 + ib], sb = blk[74 + ib];
+        unsigned qh = blk[66 + ib];
         *u = grid4x8(st_iq2s_grid, qs[0] | (qh << 8 & 0x300), qs[1] | (qh << 6 & 0x300), qs[2] | (qh << 4 & 0x300),
                      qs[3] | (qh << 2 & 0x300));
-        *s = signs_of_bits(load_u32(blk + 34 + 4 * ib));
-        *sc = halves_i16(2 * (sb & 15) + 1, 2 * (sb >> 4) + 1);
+        *s = signs_of_bits(blk + 34 + 4 * ib);
         break;
     }
-    case ST_TYPE_IQ3_XXS: {
-        uint32_t aux = load_u32(blk + 66 + 4 * ib);
+    case ST_TYPE_IQ3_XXS:
         *u = grid8x4(st_iq3xxs_grid, blk + 2 + 8 * ib, 0);
-        *s = signs_of_index(aux);
-        *sc = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
+        *s = signs_of_index(load_u32(blk + 66 + 4 * ib));
         break;
-    }
-    case ST_TYPE_IQ3_S: {
+    case ST_TYPE_IQ3_S:
         *u = grid8x4(st_iq3s_grid, blk + 2 + 8 * ib, blk[66 + ib]);
-        *s = signs_of_bits(load_u32(blk + 74 + 4 * ib));
-        *sc = _mm256_set1_epi16((short)(2 * ((blk[106 + ib / 2] >> (4 * (ib % 2))) & 15) + 1));
+        *s = signs_of_bits(blk + 74 + 4 * ib);
         break;
-    }
     case ST_TYPE_IQ1_S: {
         const uint8_t *qs = blk + 2 + 4 * ib;
         unsigned qh = load_u16(blk + 34 + 2 * ib);
         __m256i g = grid4x8(st_iq1s_grid, qs[0] | (qh << 8 & 0x700), qs[1] | (qh << 5 & 0x700), qs[2] | (qh << 2 & 0x700),
                             qs[3] | (qh >> 1 & 0x700));
-        iq1_weights(g, _mm256_set1_epi8(qh & 0x8000 ? -1 : 1), u, s);
-        *sc = _mm256_set1_epi16((short)(2 * ((qh >> 12) & 7) + 1));
+        iq1_weights(g, iq1_delta(type, dbits, ib), u, s);
         break;
     }
     default: { /* ST_TYPE_IQ1_M */
         const uint8_t *qs = blk + 4 * ib;
-        unsigned h0 = blk[32 + 2 * ib], h1 = blk[33 + 2 * ib], sw = load_u16(blk + 48 + 2 * (ib / 2)) >> (6 * (ib % 2));
+        unsigned h0 = blk[32 + 2 * ib], h1 = blk[33 + 2 * ib];
         __m256i g = grid4x8(st_iq1s_grid, qs[0] | (h0 << 8 & 0x700), qs[1] | (h0 << 4 & 0x700), qs[2] | (h1 << 8 & 0x700),
                             qs[3] | (h1 << 4 & 0x700));
-        const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                1, 1, 1, 1, 1, 1);
-        const __m256i bit = _mm256_set_epi64x((long long)0x8080808080808080ull, 0x0808080808080808ll,
-                                              (long long)0x8080808080808080ull, 0x0808080808080808ll); /* bit 3, bit 7 per 8 */
-        __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi16((short)(h0 | h1 << 8)), spread);
-        __m256i delta = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(1));
-        iq1_weights(g, delta, u, s);
-        *sc = halves_i16(2 * (sw & 7) + 1, 2 * ((sw >> 3) & 7) + 1);
+        iq1_weights(g, iq1_delta(type, dbits, ib), u, s);
         break;
     }
     }

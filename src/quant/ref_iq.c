@@ -22,7 +22,7 @@
  *
  * The dequantizers compute each sub-block's factor in ggml's order (bit-exact with the peer:
  * tests/unit/test_quant_ggml.c). No quantizers here: files of these types come from llama.cpp's
- * llama-quantize, and synthetic ones from random blocks (quant/random_blocks.h). */
+ * llama-quantize, and synthetic ones from random blocks (quant/random_iq.h). */
 #include <string.h>
 #include "quant/iq_grids.h"
 #include "quant/quant.h"

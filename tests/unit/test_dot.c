@@ -15,7 +15,7 @@
 #include "base/cpu.h"
 #include "quant/dot.h"
 #include "quant/quant.h"
-#include "quant/random_blocks.h"
+#include "quant/random_iq.h"
 #include "test.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -59,7 +59,7 @@ static void make_weights(uint32_t type, int64_t k, int raw, void *w) {
     float scale = (float)(rnd() % 4 + 1);
     for (int64_t i = 0; i < k; i++) f[i] = frand() * scale;
     if (!raw || t->block_size == 1) {
-        if (!st_quantize_row(type, f, w, k)) CHECK(st_random_row(type, scale, &rng_state, w, k));
+        if (!st_quantize_row(type, f, w, k)) CHECK(st_random_iq_blocks(type, scale, &rng_state, w, k));
     } else {
         uint8_t *p = w;
         for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rnd();

@@ -12,7 +12,7 @@
 #include "base/cpu.h"
 #include "quant/dot.h"
 #include "quant/quant.h"
-#include "quant/random_blocks.h"
+#include "quant/random_iq.h"
 #include "test.h"
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
@@ -32,7 +32,7 @@ static const uint32_t types[] = {ST_TYPE_F32,  ST_TYPE_F16,  ST_TYPE_BF16, ST_TY
 /* A weight row from floats in [-1, 1): the reference quantizer, or random blocks of about that
  * spread for the types without one (the grid i-quants). */
 static void make_row(uint32_t type, const float *f, void *w, int64_t K) {
-    if (!st_quantize_row(type, f, w, K)) CHECK(st_random_row(type, 0.577f, &rng_state, w, K));
+    if (!st_quantize_row(type, f, w, K)) CHECK(st_random_iq_blocks(type, 0.577f, &rng_state, w, K));
 }
 
 static void act_ref(uint32_t act, const float *x, void *y, int64_t k) {

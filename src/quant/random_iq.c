@@ -1,8 +1,9 @@
-/* random_blocks.c: st_random_row (random_blocks.h): grid i-quant rows drawn as blocks, other
- * types as quantized normal deviates. Not on any hot path. */
-#include "quant/random_blocks.h"
+/* random_iq.c: st_random_iq_blocks (random_iq.h): grid i-quant rows drawn as blocks. Not on any
+ * hot path. */
+#include "quant/random_iq.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "quant/iq_grids.h"
@@ -14,12 +15,6 @@ static uint64_t next_u64(uint64_t *s) { /* splitmix64 */
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
-static float next_unit(uint64_t *s) { return ((float)(next_u64(s) >> 40) + 0.5f) / 16777216.0f; } /* (0, 1) */
-static float next_normal(uint64_t *s) {
-    float u = next_unit(s), v = next_unit(s);
-    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
-}
-
 /* Mean square of a grid's values (bytes of `group` per entry; iq1: int8 plus the delta). */
 static double grid_mean_square(const void *grid, int entries, int group, int iq1) {
     const uint8_t *p = grid;
@@ -104,21 +99,12 @@ static void draw_iq_block(const iq_draw *t, uint16_t d, uint64_t *s, uint8_t *bl
     memcpy(blk, &d, 2);
 }
 
-int st_random_row(uint32_t type, float std, uint64_t *state, void *dst, int64_t n) {
-    const st_type_info *ti = st_type_get(type);
-    if (!ti || !ti->computable || n % ti->block_size) return 0;
+int st_random_iq_blocks(uint32_t type, float std, uint64_t *state, void *dst, int64_t n) {
     const iq_draw *t = iq_draw_of(type);
-    if (t) {
-        double ms = grid_mean_square(t->grid, t->entries, t->group, t->iq1) * scale_mean_square(t->scale_lo);
-        uint16_t d = st_fp32_to_fp16((float)(std * t->divisor / sqrt(ms)));
-        for (int64_t b = 0; b < n / 256; b++) draw_iq_block(t, d, state, (uint8_t *)dst + (size_t)b * (size_t)t->size);
-        return 1;
-    }
-    float x[256];
-    for (int64_t o = 0; o < n; o += 256) {
-        const int64_t len = n - o < 256 ? n - o : 256;
-        for (int64_t i = 0; i < len; i++) x[i] = std * next_normal(state);
-        if (!st_quantize_row(type, x, (char *)dst + st_row_size(ti, o), len)) return 0;
-    }
+    if (!t || n < 0 || n % 256) return 0;
+    if (n == 0) return 1;
+    double ms = grid_mean_square(t->grid, t->entries, t->group, t->iq1) * scale_mean_square(t->scale_lo);
+    uint16_t d = st_fp32_to_fp16((float)(std * t->divisor / sqrt(ms)));
+    for (int64_t b = 0; b < n / 256; b++) draw_iq_block(t, d, state, (uint8_t *)dst + (size_t)b * (size_t)t->size);
     return 1;
 }
