@@ -40,16 +40,12 @@ INLINE void prefetch_ahead(const void *p, size_t bytes) {
 /* Grid entries into a ymm by broadcast loads and blends: no shuffle-port instruction (inserts
  * would queue on that one port, the bottleneck of these kernels on Intel cores). */
 INLINE __m256i grid4x8(const uint64_t *g, unsigned i0, unsigned i1, unsigned i2, unsigned i3) {
-    __m256i a = _mm256_blend_epi32(_mm256_set1_epi64x((long long)g[i0]), _mm256_set1_epi64x((long long)g[i1]), 0x0c);
-    __m256i b = _mm256_blend_epi32(_mm256_set1_epi64x((long long)g[i2]), _mm256_set1_epi64x((long long)g[i3]), 0xc0);
-    return _mm256_blend_epi32(a, b, 0xf0);
+    return _mm256_set_epi64x((long long)g[i3], (long long)g[i2], (long long)g[i1], (long long)g[i0]);
 }
 INLINE __m256i grid8x4(const uint32_t *g, const uint8_t *i, unsigned hi) { /* hi: bit t -> +256 */
-#define G(t) _mm256_set1_epi32((int)g[i[t] | (hi << (8 - t) & 256)])
-    __m256i a = _mm256_blend_epi32(_mm256_blend_epi32(G(0), G(1), 0x02), _mm256_blend_epi32(G(2), G(3), 0x08), 0x0c);
-    __m256i b = _mm256_blend_epi32(_mm256_blend_epi32(G(4), G(5), 0x20), _mm256_blend_epi32(G(6), G(7), 0x80), 0xc0);
+#define G(t) (int)g[i[t] | (hi << (8 - t) & 256)]
+    return _mm256_set_epi32(G(7), G(6), G(5), G(4), G(3), G(2), G(1), G(0));
 #undef G
-    return _mm256_blend_epi32(a, b, 0xf0);
 }
 /* +-1 bytes from four 7-bit sign indices at bits 0, 7, 14, 21 of aux */
 INLINE __m256i signs_of_index(uint32_t aux) {
