@@ -420,12 +420,12 @@ DOT_BY_NX(f16)
 DOT_BY_NX(bf16)
 
 const st_dot_fn st_dot_avx2[ST_TYPE_COUNT] = {
+    ST_DOT_IQ_ENTRIES(avx2), /* the grid i-quants: dot_iq*.c */
     [ST_TYPE_F32] = avx2_f32,     [ST_TYPE_F16] = avx2_f16,       [ST_TYPE_BF16] = avx2_bf16,
     [ST_TYPE_Q4_0] = avx2_q4_0,   [ST_TYPE_Q4_1] = avx2_q4_1,     [ST_TYPE_Q5_0] = avx2_q5_0,
     [ST_TYPE_Q5_1] = avx2_q5_1,   [ST_TYPE_Q8_0] = avx2_q8_0,     [ST_TYPE_Q2_K] = avx2_q2_K,
     [ST_TYPE_Q3_K] = avx2_q3_K,   [ST_TYPE_Q4_K] = avx2_q4_K,     [ST_TYPE_Q5_K] = avx2_q5_K,
     [ST_TYPE_Q6_K] = avx2_q6_K,   [ST_TYPE_IQ4_NL] = avx2_iq4_nl, [ST_TYPE_IQ4_XS] = avx2_iq4_xs,
-    ST_DOT_IQ_ENTRIES(avx2),
 };
 
 /* ---- activation converters ---- */

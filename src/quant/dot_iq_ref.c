@@ -5,7 +5,7 @@
 #include "quant/dot_iq.h"
 
 #include "quant/iq_grids.h"
-#include "quant/ref.h"
+#include "quant/ref_iq.h"
 
 static float dot_iq_row(uint32_t type, int64_t k, const void *w, const block_q8_K *x) {
     const size_t bs = (size_t)st_type_get(type)->type_size;

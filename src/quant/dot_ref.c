@@ -3,10 +3,10 @@
  * format defines the values, then scales in f32, the same order ggml's reference uses; every SIMD
  * variant is tested against these. Plain C only: no intrinsics, no tricks. */
 #include "quant/dot.h"
+#include "quant/dot_iq.h"
 
 #include <math.h>
 #include <string.h>
-#include "quant/dot_iq.h"
 #include "quant/quant.h"
 
 /* The 16 non-linear levels of IQ4_NL / IQ4_XS (a fact of the format). */
@@ -297,12 +297,12 @@ REF_KERNEL(iq4_nl, block_iq4_nl, block_q8_0)
 REF_KERNEL(iq4_xs, block_iq4_xs, block_q8_K)
 
 const st_dot_fn st_dot_ref[ST_TYPE_COUNT] = {
+    ST_DOT_IQ_ENTRIES(ref), /* the grid i-quants: dot_iq*.c */
     [ST_TYPE_F32] = ref_f32,      [ST_TYPE_F16] = ref_f16,       [ST_TYPE_BF16] = ref_bf16,
     [ST_TYPE_Q4_0] = ref_q4_0,    [ST_TYPE_Q4_1] = ref_q4_1,     [ST_TYPE_Q5_0] = ref_q5_0,
     [ST_TYPE_Q5_1] = ref_q5_1,    [ST_TYPE_Q8_0] = ref_q8_0,     [ST_TYPE_Q2_K] = ref_q2_K,
     [ST_TYPE_Q3_K] = ref_q3_K,    [ST_TYPE_Q4_K] = ref_q4_K,     [ST_TYPE_Q5_K] = ref_q5_K,
     [ST_TYPE_Q6_K] = ref_q6_K,    [ST_TYPE_IQ4_NL] = ref_iq4_nl, [ST_TYPE_IQ4_XS] = ref_iq4_xs,
-    ST_DOT_IQ_ENTRIES(ref),
 };
 
 void st_act_f32_ref(const float *x, void *y, int64_t k) { memcpy(y, x, (size_t)k * sizeof(float)); }

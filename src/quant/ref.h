@@ -1,7 +1,7 @@
 /* ref.h: the per-type reference (de)quantizers behind st_dequantize_row / st_quantize_row
  * (quant.c dispatches on the type id). Each pair lives with its family: ref_legacy.c (q4_0 ..
- * q8_1), ref_k.c (q2_K .. q6_K, q8_K), ref_iq4.c (iq4_nl, iq4_xs), ref_iq.c (the grid i-quants:
- * dequantization only). n is a multiple of the block size. Private to src/quant and its tests; other code goes through quant.h. */
+ * q8_1), ref_k.c (q2_K .. q6_K, q8_K), ref_iq4.c (iq4_nl, iq4_xs). n is a multiple of the block
+ * size. Private to src/quant and its tests; other code goes through quant.h. */
 #ifndef ST_QUANT_REF_H
 #define ST_QUANT_REF_H
 
@@ -30,19 +30,6 @@ void st_dequantize_row_q6_K(const block_q6_K *x, float *y, int64_t n);
 void st_dequantize_row_q8_K(const block_q8_K *x, float *y, int64_t n);
 void st_dequantize_row_iq4_nl(const block_iq4_nl *x, float *y, int64_t n);
 void st_dequantize_row_iq4_xs(const block_iq4_xs *x, float *y, int64_t n);
-
-/* The grid i-quants (iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s), one super-block
- * unpacked (ref_iq.c): the values as signed grid integers, the sub-block scale field s per 16
- * values (repeated where the type has one per 32), and for iq1 the delta's sign per 8. The
- * dequantizer and the reference dot products (dot_iq_ref.c) both read this form. */
-typedef struct st_iq_unpacked {
-    float d;
-    int8_t q[QK_K];
-    uint8_t s[QK_K / 16];
-    int8_t delta[QK_K / 8];   /* iq1_s, iq1_m: +1 or -1 */
-} st_iq_unpacked;
-void st_iq_unpack(uint32_t type, const void *block, st_iq_unpacked *u);
-void st_dequantize_row_iq(uint32_t type, const void *x, float *y, int64_t n);
 
 void st_quantize_row_q4_0_ref(const float *x, block_q4_0 *y, int64_t n);
 void st_quantize_row_q4_1_ref(const float *x, block_q4_1 *y, int64_t n);

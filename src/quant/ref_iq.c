@@ -26,7 +26,7 @@
 #include <string.h>
 #include "quant/iq_grids.h"
 #include "quant/quant.h"
-#include "quant/ref.h"
+#include "quant/ref_iq.h"
 
 static uint32_t load_u32(const void *p) {
     uint32_t v;

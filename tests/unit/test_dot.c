@@ -27,19 +27,26 @@ static uint32_t rnd(void) {
 }
 static float frand(void) { return (float)rnd() / 4294967296.0f * 2 - 1; } /* [-1, 1) */
 
+/* the grid i-quants: no quantizer, so make_weights draws their blocks (quant/random_iq.h) */
+static const uint32_t grid_types[] = {ST_TYPE_IQ2_XXS, ST_TYPE_IQ2_XS, ST_TYPE_IQ2_S, ST_TYPE_IQ3_XXS,
+                                      ST_TYPE_IQ3_S,   ST_TYPE_IQ1_S,  ST_TYPE_IQ1_M};
+#define NGRID (sizeof grid_types / sizeof grid_types[0])
+static int is_grid_type(uint32_t type) {
+    for (size_t i = 0; i < NGRID; i++)
+        if (grid_types[i] == type) return 1;
+    return 0;
+}
+
 static const uint32_t types[] = {ST_TYPE_F32,  ST_TYPE_F16,  ST_TYPE_BF16, ST_TYPE_Q8_0,   ST_TYPE_Q4_0,
                                  ST_TYPE_Q4_1, ST_TYPE_Q5_0, ST_TYPE_Q5_1, ST_TYPE_Q2_K,   ST_TYPE_Q3_K,
-                                 ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_IQ4_NL, ST_TYPE_IQ4_XS,
-                                 ST_TYPE_IQ2_XXS, ST_TYPE_IQ2_XS, ST_TYPE_IQ2_S, ST_TYPE_IQ3_XXS, ST_TYPE_IQ3_S,
-                                 ST_TYPE_IQ1_S, ST_TYPE_IQ1_M};
+                                 ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_IQ4_NL, ST_TYPE_IQ4_XS};
 #define NTYPES (sizeof types / sizeof types[0])
 
 /* byte offsets of the fp16 scale fields of one block, for random-byte blocks */
 static int scale_fields(uint32_t type, int off[2]) {
+    if (is_grid_type(type)) { off[0] = 0; return type != ST_TYPE_IQ1_M; } /* iq1_m: see iq1_m_finite_d */
     switch (type) {
     case ST_TYPE_Q4_0: case ST_TYPE_Q5_0: case ST_TYPE_Q8_0: case ST_TYPE_IQ4_NL: case ST_TYPE_IQ4_XS:
-    case ST_TYPE_IQ2_XXS: case ST_TYPE_IQ2_XS: case ST_TYPE_IQ2_S: case ST_TYPE_IQ3_XXS: case ST_TYPE_IQ3_S:
-    case ST_TYPE_IQ1_S:
         off[0] = 0; return 1;
     case ST_TYPE_Q4_1: case ST_TYPE_Q5_1: case ST_TYPE_Q4_K: case ST_TYPE_Q5_K:
         off[0] = 0; off[1] = 2; return 2;
@@ -47,6 +54,17 @@ static int scale_fields(uint32_t type, int off[2]) {
     case ST_TYPE_Q3_K: off[0] = 108; return 1;
     case ST_TYPE_Q6_K: off[0] = 208; return 1;
     default: return 0;
+    }
+}
+
+/* iq1_m keeps its d in the top nibbles of its four scale words: a sane half there */
+static void iq1_m_finite_d(void *w, int64_t k) {
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        uint16_t h = st_fp32_to_fp16(frand() * 0.01f), sw[4];
+        uint8_t *sc = (uint8_t *)w + (size_t)b * sizeof(block_iq1_m) + 48;
+        memcpy(sw, sc, 8);
+        for (int i = 0; i < 4; i++) sw[i] = (uint16_t)((sw[i] & 0x0fff) | ((h >> (4 * i)) & 15) << 12);
+        memcpy(sc, sw, 8);
     }
 }
 
@@ -69,13 +87,8 @@ static void make_weights(uint32_t type, int64_t k, int raw, void *w) {
                 uint16_t h = st_fp32_to_fp16(frand() * 0.01f);
                 memcpy(p + (size_t)b * (size_t)t->type_size + off[s], &h, 2);
             }
-        for (int64_t b = 0; type == ST_TYPE_IQ1_M && b < k / QK_K; b++) { /* d: the scale words' top nibbles */
-            uint16_t h = st_fp32_to_fp16(frand() * 0.01f), sw[4];
-            memcpy(sw, p + (size_t)b * (size_t)t->type_size + 48, 8);
-            for (int i = 0; i < 4; i++) sw[i] = (uint16_t)((sw[i] & 0x0fff) | ((h >> (4 * i)) & 15) << 12);
-            memcpy(p + (size_t)b * (size_t)t->type_size + 48, sw, 8);
-        }
     }
+    if (raw && type == ST_TYPE_IQ1_M) iq1_m_finite_d(w, k);
     free(f);
 }
 
@@ -215,11 +228,12 @@ int main(void) {
     char desc[256];
     st_cpu_describe(desc, sizeof desc);
     fprintf(stderr, "cpu: %s\n", desc);
-    for (size_t i = 0; i < NTYPES; i++) {
-        const st_type_info *t = st_type_get(types[i]);
+    for (size_t i = 0; i < NTYPES + NGRID; i++) {
+        const uint32_t type = i < NTYPES ? types[i] : grid_types[i - NTYPES];
+        const st_type_info *t = st_type_get(type);
         int64_t bs = t->block_size == 1 ? 1 : t->block_size;
         const int64_t blocks[] = {1, 3, 8, 11};
-        for (int s = 0; s < 4; s++) test_type(types[i], blocks[s] * (bs == 1 ? 32 : bs) + (bs == 1 ? s * 5 : 0));
+        for (int s = 0; s < 4; s++) test_type(type, blocks[s] * (bs == 1 ? 32 : bs) + (bs == 1 ? s * 5 : 0));
     }
     test_converters();
     return test_report("test_dot");

@@ -4,10 +4,11 @@
  *     patterns and every boundary (NaNs included);
  *   - dequantization of every computable type on random blocks (random bytes, scale fields set
  *     to random finite halves, plus blocks with zero, subnormal, huge and negative scales);
- *   - quantization of every computable type with a quantizer (and the activation forms q8_1,
- *     q8_K) on random rows of several shapes, compared byte for byte with ggml's from_float_ref;
- *   - every entry of the i-quant grids and all 128 sign masks: the crafted blocks of
- *     tools/iq_probe.h (which the grids were read out of the peer with) decode to the same bits.
+ *   - quantization of every computable type (and the activation forms q8_1, q8_K) on random
+ *     rows of several shapes, compared byte for byte with ggml's from_float_ref.
+ * The grid i-quants (grid_qtypes) have no quantizer; for them every grid entry and all 128 sign
+ * masks are checked as well: the crafted blocks of tools/iq_probe.h (which the grids were read
+ * out of the peer with) decode to the same bits.
  * Prints one line per type. Skips when the peer library is not installed. */
 #include <dlfcn.h>
 #include <math.h>
@@ -140,21 +141,19 @@ typedef struct {
     int half_at[2];   /* byte offsets of the fp16 scale fields in a block, -1 if none */
 } qtype;
 
-static const qtype qtypes[] = {
-    {ST_TYPE_Q4_0, {0, -1}},  {ST_TYPE_Q4_1, {0, 2}},   {ST_TYPE_Q5_0, {0, -1}},
-    {ST_TYPE_Q5_1, {0, 2}},   {ST_TYPE_Q8_0, {0, -1}},  {ST_TYPE_Q2_K, {80, 82}},
-    {ST_TYPE_Q3_K, {108, -1}}, {ST_TYPE_Q4_K, {0, 2}},  {ST_TYPE_Q5_K, {0, 2}},
-    {ST_TYPE_Q6_K, {208, -1}}, {ST_TYPE_IQ4_NL, {0, -1}}, {ST_TYPE_IQ4_XS, {0, -1}},
+/* The grid i-quants: dequantization only (no quantizer here: quant.h). */
+static const qtype grid_qtypes[] = {
     {ST_TYPE_IQ2_XXS, {0, -1}}, {ST_TYPE_IQ2_XS, {0, -1}}, {ST_TYPE_IQ2_S, {0, -1}},
     {ST_TYPE_IQ3_XXS, {0, -1}}, {ST_TYPE_IQ3_S, {0, -1}}, {ST_TYPE_IQ1_S, {0, -1}},
     {ST_TYPE_IQ1_M, {-1, -1}},   /* d in the top nibbles of its four scale words: see test_dequant */
 };
 
-/* the grid i-quants have no quantizer here (quant.h) */
-static int has_quantizer(uint32_t type) {
-    return type != ST_TYPE_IQ2_XXS && type != ST_TYPE_IQ2_XS && type != ST_TYPE_IQ2_S && type != ST_TYPE_IQ3_XXS &&
-           type != ST_TYPE_IQ3_S && type != ST_TYPE_IQ1_S && type != ST_TYPE_IQ1_M;
-}
+static const qtype qtypes[] = {
+    {ST_TYPE_Q4_0, {0, -1}},  {ST_TYPE_Q4_1, {0, 2}},   {ST_TYPE_Q5_0, {0, -1}},
+    {ST_TYPE_Q5_1, {0, 2}},   {ST_TYPE_Q8_0, {0, -1}},  {ST_TYPE_Q2_K, {80, 82}},
+    {ST_TYPE_Q3_K, {108, -1}}, {ST_TYPE_Q4_K, {0, 2}},  {ST_TYPE_Q5_K, {0, 2}},
+    {ST_TYPE_Q6_K, {208, -1}}, {ST_TYPE_IQ4_NL, {0, -1}}, {ST_TYPE_IQ4_XS, {0, -1}},
+};
 
 /* A finite half: mostly a normal magnitude 2^-14 .. 2^3 with random sign; block `b` of every
  * 16 gets an edge value instead (zero, subnormal, largest, negative zero). */
@@ -291,8 +290,18 @@ static void test_quant(const char *name, int block_size, size_t type_size, quant
     free(x); free(ours); free(theirs); free(da); free(db);
 }
 
-/* Every grid entry and sign mask of the i-quants, through the probe blocks. */
+/* The grid i-quants: their traits, random blocks, then every grid entry and sign mask through
+ * the probe blocks. */
 static void test_grids(void) {
+    for (size_t i = 0; i < sizeof grid_qtypes / sizeof *grid_qtypes; i++) {
+        const st_type_info *t = st_type_get(grid_qtypes[i].type);
+        const struct ggml_type_traits *g = get_traits((int)grid_qtypes[i].type);
+        CHECKF(g && !strcmp(g->type_name, t->name) && g->blck_size == t->block_size &&
+               g->type_size == (size_t)t->type_size && g->to_float, "type %u: peer traits disagree with ours",
+               grid_qtypes[i].type);
+        if (test_failed) return;
+        test_dequant(&grid_qtypes[i], 1500);
+    }
     for (int w = 0; w <= IQ_PROBE_COUNT; w++) {
         const int sign = w == IQ_PROBE_COUNT; /* the sign probe last */
         const int type = sign ? ST_TYPE_IQ2_XXS : iq_probes[w].type;
@@ -331,7 +340,7 @@ int main(void) {
         const st_type_info *t = st_type_get(qtypes[i].type);
         const struct ggml_type_traits *g = get_traits((int)qtypes[i].type);
         CHECKF(g && !strcmp(g->type_name, t->name) && g->blck_size == t->block_size &&
-               g->type_size == (size_t)t->type_size && g->to_float && (g->from_float_ref || !has_quantizer(qtypes[i].type)),
+               g->type_size == (size_t)t->type_size && g->to_float && g->from_float_ref,
                "type %u: peer traits disagree with ours", qtypes[i].type);
         if (test_failed) return test_report("quant_ggml");
     }
@@ -343,7 +352,6 @@ int main(void) {
         const struct ggml_type_traits *g = get_traits((int)qtypes[i].type);
         int nblocks = t->block_size == 32 ? 8000 : 1500;
         test_dequant(&qtypes[i], nblocks);
-        if (!has_quantizer(qtypes[i].type)) continue;
         type_under_test = qtypes[i].type;
         test_quant(t->name, t->block_size, (size_t)t->type_size, quant_current, g->from_float_ref, g->to_float,
                    nblocks);
