@@ -288,7 +288,7 @@ static result run_shape(st_pool *pool, const peer *pr, uint32_t type, shape sh, 
         }
         res.ours = median(gbs, repeats);
         res.ggml = median(gg, repeats);
-        res.ratio = median(ratio, repeats);
+        res.ratio = report_best ? res.ours / res.ggml : median(ratio, repeats); /* --best: best over best */
     } else {
         for (int r = -1; r < repeats; r++) {
             double a = run_ours(&op);
