@@ -8,7 +8,8 @@
  * (or eight 4-byte) lookups per 32 elements; sign masks from their 7-bit index through
  * st_iq_sign_bytes, or (iq2_s, iq3_s, whose masks are stored whole) by spreading the 32 bits of
  * the block's sign bytes over 32 bytes. The iq1 types fold their delta into the weight: 8 * grid
- * + delta is an integer in -9..9, and the 1/8 is taken with the block's other factors.
+ * + delta is an integer in -9..9, looked up whole (st_iq1s_grid8, indexed with the delta's bit),
+ * and the 1/8 is taken with the block's other factors.
  *
  * One weight block is decoded once per 32 elements for all nx activation rows (loop order: block,
  * 32 elements, rows), so a prompt's matrix product reads and decodes the weights once per group
@@ -25,10 +26,10 @@ INLINE void iq_nx(const uint32_t type, int64_t k, const void *wv, const void *xv
         prefetch_ahead(blk, bs);
         __m256i isum[4];
         UNROLL for (int j = 0; j < nx; j++) isum[j] = _mm256_setzero_si256();
-        const __m256i scales = block_scales(type, blk), dbits = iq1_delta_bits(type, blk);
+        const __m256i scales = block_scales(type, blk);
         UNROLL for (int ib = 0; ib < 8; ib++) {
             __m256i u, s, sc = scale16(scales, ib);
-            decode32(type, blk, dbits, ib, &u, &s);
+            decode32(type, blk, ib, &u, &s);
             UNROLL for (int j = 0; j < nx; j++) {
                 const block_q8_K *xb = (const block_q8_K *)((const char *)xv + (size_t)j * xs) + b;
                 __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(xb->qs + 32 * ib)), s);

@@ -29,10 +29,10 @@ INLINE void iq_nx512(const uint32_t type, int64_t k, const void *wv, const void 
         prefetch_ahead(blk, bs);
         __m256i isum[ST_DOT_MAX_NX][2]; /* two chains: vpdpwssd's latency would serialise one */
         UNROLL for (int j = 0; j < nx; j++) isum[j][0] = isum[j][1] = _mm256_setzero_si256();
-        const __m256i scales = block_scales(type, blk), dbits = iq1_delta_bits(type, blk);
+        const __m256i scales = block_scales(type, blk);
         UNROLL for (int ib = 0; ib < 8; ib++) {
             __m256i u, s, sc = scale16(scales, ib);
-            decode32(type, blk, dbits, ib, &u, &s);   /* s unused (not computed) where bits */
+            decode32(type, blk, ib, &u, &s);   /* s unused (not computed) where bits */
             const __mmask32 neg = bits ? _cvtu32_mask32(load_u32(blk + soff + 4 * ib)) : 0;
             UNROLL for (int j = 0; j < nx; j++) {
                 const block_q8_K *xb = (const block_q8_K *)((const char *)xv + (size_t)j * xs) + b;

@@ -60,12 +60,6 @@ INLINE __m256i signs_of_bits(const uint8_t *p) {
     __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)load_u32(p)), spread);
     return _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(1));
 }
-/* iq1: 8 * grid + delta (delta: +-1 bytes) */
-INLINE void iq1_weights(__m256i g, __m256i delta, __m256i *u, __m256i *s) {
-    __m256i w = _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), delta);
-    *u = _mm256_abs_epi8(w);
-    *s = w;
-}
 /* The (2s + 1) of the 16 sub-blocks of 16 of a block, one byte each in element order, in both
  * lanes of a ymm; scale16(v, ib) then spreads those of the 32 elements ib over their i16 pairs. */
 INLINE __m256i block_scales(const uint32_t type, const uint8_t *blk) {
@@ -119,29 +113,8 @@ INLINE __m256i scale16(__m256i v, int ib) {
     return _mm256_shuffle_epi8(v, ctrl);
 }
 
-/* iq1: what the delta signs of a block need, in both lanes of a ymm: iq1_s the 0 / -1 word of
- * each 32 elements (bit 15 of its u16), iq1_m its 16 qh bytes (bits 3 and 7: groups of 8). */
-INLINE __m256i iq1_delta_bits(const uint32_t type, const uint8_t *blk) {
-    if (type == ST_TYPE_IQ1_S) return _mm256_broadcastsi128_si256(_mm_srai_epi16(_mm_loadu_si128((const __m128i *)(blk + 34)), 15));
-    if (type == ST_TYPE_IQ1_M) return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 32)));
-    return _mm256_setzero_si256();
-}
-/* +-1 bytes: the delta of each value of the 32 elements ib */
-INLINE __m256i iq1_delta(const uint32_t type, __m256i bits, int ib) {
-    const __m256i one = _mm256_set1_epi8(1);
-    if (type == ST_TYPE_IQ1_S) return _mm256_or_si256(_mm256_shuffle_epi8(bits, _mm256_set1_epi8((char)(2 * ib))), one);
-    const __m256i bit = _mm256_set_epi64x((long long)0x8080808080808080ull, 0x0808080808080808ll,
-                                          (long long)0x8080808080808080ull, 0x0808080808080808ll);
-    const __m256i pick = _mm256_setr_epi8(2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib,
-                                          2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1,
-                                          2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1,
-                                          2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1, 2 * ib + 1);
-    __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(bits, pick), bit);
-    return _mm256_or_si256(_mm256_cmpeq_epi8(v, bit), one);
-}
-
-/* The 32 elements ib of block blk: magnitudes u and signs s (dbits: iq1_delta_bits). */
-INLINE void decode32(const uint32_t type, const uint8_t *blk, __m256i dbits, int ib, __m256i *u, __m256i *s) {
+/* The 32 elements ib of block blk: magnitudes u and signs s. */
+INLINE void decode32(const uint32_t type, const uint8_t *blk, int ib, __m256i *u, __m256i *s) {
     switch (type) {
     case ST_TYPE_IQ2_XXS: {
         const uint8_t *q = blk + 2 + 8 * ib;
@@ -172,20 +145,22 @@ INLINE void decode32(const uint32_t type, const uint8_t *blk, __m256i dbits, int
         *u = grid8x4(st_iq3s_grid, blk + 2 + 8 * ib, blk[66 + ib]);
         *s = signs_of_bits(blk + 74 + 4 * ib);
         break;
-    case ST_TYPE_IQ1_S: {
+    case ST_TYPE_IQ1_S: { /* 8 * grid + delta straight from st_iq1s_grid8: index | delta bit << 11 */
         const uint8_t *qs = blk + 2 + 4 * ib;
-        unsigned qh = load_u16(blk + 34 + 2 * ib);
-        __m256i g = grid4x8(st_iq1s_grid, qs[0] | (qh << 8 & 0x700), qs[1] | (qh << 5 & 0x700), qs[2] | (qh << 2 & 0x700),
-                            qs[3] | (qh >> 1 & 0x700));
-        iq1_weights(g, iq1_delta(type, dbits, ib), u, s);
+        unsigned qh = load_u16(blk + 34 + 2 * ib), dn = (qh >> 4) & 0x800;
+        __m256i w = grid4x8(st_iq1s_grid8, qs[0] | (qh << 8 & 0x700) | dn, qs[1] | (qh << 5 & 0x700) | dn,
+                            qs[2] | (qh << 2 & 0x700) | dn, qs[3] | (qh >> 1 & 0x700) | dn);
+        *u = _mm256_abs_epi8(w);
+        *s = w;
         break;
     }
-    default: { /* ST_TYPE_IQ1_M */
+    default: { /* ST_TYPE_IQ1_M: qh's nibble per 8 is the index's top 3 bits and the delta bit */
         const uint8_t *qs = blk + 4 * ib;
         unsigned h0 = blk[32 + 2 * ib], h1 = blk[33 + 2 * ib];
-        __m256i g = grid4x8(st_iq1s_grid, qs[0] | (h0 << 8 & 0x700), qs[1] | (h0 << 4 & 0x700), qs[2] | (h1 << 8 & 0x700),
-                            qs[3] | (h1 << 4 & 0x700));
-        iq1_weights(g, iq1_delta(type, dbits, ib), u, s);
+        __m256i w = grid4x8(st_iq1s_grid8, qs[0] | (h0 << 8 & 0xf00), qs[1] | (h0 << 4 & 0xf00), qs[2] | (h1 << 8 & 0xf00),
+                            qs[3] | (h1 << 4 & 0xf00));
+        *u = _mm256_abs_epi8(w);
+        *s = w;
         break;
     }
     }

@@ -25,6 +25,9 @@ extern const st_iq_grid_code st_iq_code_iq2xxs, st_iq_code_iq2xs, st_iq_code_iq2
  * (iq1s: the int8 values -1, 0, 1; the others unsigned). */
 extern uint64_t st_iq2xxs_grid[256], st_iq2xs_grid[512], st_iq2s_grid[1024], st_iq1s_grid[2048];
 extern uint32_t st_iq3xxs_grid[256], st_iq3s_grid[512];
+/* For the SIMD kernels of iq1_s / iq1_m: entry e | d << 11 holds the bytes 8 * value + delta,
+ * delta = -1 where d = 1 and +1 where d = 0 (the delta folded into an integer weight). */
+extern uint64_t st_iq1s_grid8[4096];
 /* 7-bit sign index -> mask of the 8 values that are negative */
 extern uint8_t st_iq_signs[128];
 /* the same masks as 8 bytes, 0xFF for a negative value and 0x01 for a positive one (an operand
