@@ -9,6 +9,7 @@
  * share one decoding of each weight block. The products stay 32 elements (ymm) wide: the grid
  * lookups, not the arithmetic, bound these kernels, and a zmm would need its halves joined. */
 #include "quant/dot_iq.h"
+#define ST_IQ_GATHER
 #include "quant/dot_iq_decode.h"
 
 /* iq2_s and iq3_s: the 32 sign bits of the 32 elements ib */

@@ -44,9 +44,15 @@ INLINE __m256i grid4x8(const uint64_t *g, unsigned i0, unsigned i1, unsigned i2,
     return _mm256_set_epi64x((long long)g[i3], (long long)g[i2], (long long)g[i1], (long long)g[i0]);
 }
 INLINE __m256i grid8x4(const uint32_t *g, const uint8_t *i, unsigned hi) { /* hi: bit t -> +256 */
+#ifdef ST_IQ_GATHER
+    __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)i));
+    if (hi) idx = _mm256_or_si256(idx, _mm256_and_si256(_mm256_sllv_epi32(_mm256_set1_epi32((int)hi), _mm256_setr_epi32(8, 7, 6, 5, 4, 3, 2, 1)), _mm256_set1_epi32(256)));
+    return _mm256_i32gather_epi32((const int *)g, idx, 4);
+#else
 #define G(t) (int)g[i[t] | (hi << (8 - t) & 256)]
     return _mm256_set_epi32(G(7), G(6), G(5), G(4), G(3), G(2), G(1), G(0));
 #undef G
+#endif
 }
 /* +-1 bytes from four 7-bit sign indices at bits 0, 7, 14, 21 of aux */
 INLINE __m256i signs_of_index(uint32_t aux) {
@@ -147,9 +153,9 @@ INLINE void decode32(const uint32_t type, const uint8_t *blk, int ib, __m256i *u
         break;
     case ST_TYPE_IQ1_S: { /* 8 * grid + delta straight from st_iq1s_grid8: index | delta bit << 11 */
         const uint8_t *qs = blk + 2 + 4 * ib;
-        unsigned qh = load_u16(blk + 34 + 2 * ib), dn = (qh >> 4) & 0x800;
-        __m256i w = grid4x8(st_iq1s_grid8, qs[0] | (qh << 8 & 0x700) | dn, qs[1] | (qh << 5 & 0x700) | dn,
-                            qs[2] | (qh << 2 & 0x700) | dn, qs[3] | (qh >> 1 & 0x700) | dn);
+        unsigned qh = load_u16(blk + 34 + 2 * ib);
+        const uint64_t *g = st_iq1s_grid8 + ((qh >> 4) & 0x800); /* one delta sign for all 32 */
+        __m256i w = grid4x8(g, qs[0] | (qh << 8 & 0x700), qs[1] | (qh << 5 & 0x700), qs[2] | (qh << 2 & 0x700), qs[3] | (qh >> 1 & 0x700));
         *u = _mm256_abs_epi8(w);
         *s = w;
         break;
