@@ -4,6 +4,7 @@
 # in these files whatever the flags.
 set_property(SOURCE
   ${CMAKE_SOURCE_DIR}/src/quant/fp16.c
+  ${CMAKE_SOURCE_DIR}/src/quant/ref_iq.c
   ${CMAKE_SOURCE_DIR}/src/quant/quant.c
   ${CMAKE_SOURCE_DIR}/src/quant/ref_legacy.c
   ${CMAKE_SOURCE_DIR}/src/quant/ref_k.c

@@ -11,6 +11,8 @@
 
 uint32_t st_dot_act_type(uint32_t type) {
     switch (type) {
+    case ST_TYPE_IQ2_XXS: case ST_TYPE_IQ2_XS: case ST_TYPE_IQ2_S: case ST_TYPE_IQ3_XXS: case ST_TYPE_IQ3_S:
+    case ST_TYPE_IQ1_S: case ST_TYPE_IQ1_M: return ST_TYPE_Q8_K; /* the grid i-quants (dot_iq.h) */
     case ST_TYPE_F32: return ST_TYPE_F32;
     case ST_TYPE_F16: return ST_TYPE_F16;
     case ST_TYPE_BF16: return ST_TYPE_BF16;

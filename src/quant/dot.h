@@ -14,7 +14,9 @@
  * Variants: a scalar reference (dot_ref.c, integer sums exactly as the block formats define them),
  * AVX2 (dot_avx2.c) and AVX-512 with VNNI (dot_avx512.c). st_dot_kernel() picks the best one for
  * st_cpu() at the moment of the call (st_cpu_limit() in tests forces a lower one). The functions
- * below also take the internal ids of the load-time repacked layouts (repack.h: ST_TYPE_Q4_K_R). */
+ * below also take the internal ids of the load-time repacked layouts (repack.h: ST_TYPE_Q4_K_R).
+ * The grid i-quants (IQ1_S .. IQ3_S) go against Q8_K too; their kernels are in dot_iq*.c
+ * (dot_iq.h), entered in the same tables. */
 #ifndef ST_QUANT_DOT_H
 #define ST_QUANT_DOT_H
 

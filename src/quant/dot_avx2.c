@@ -4,8 +4,9 @@
  * Same plan as dot_avx512.c with 32-byte registers: a weight block is unpacked once into
  * unsigned bytes in element order; each activation row goes through vpmaddubsw (u8 x s8 -> i16
  * pairs) and vpmaddwd against the sub-block scale; offsets and minimums use the Q8_K block sums.
- * Every computable type has a kernel here. */
+ * Every computable type has a kernel here or, for the grid i-quants, in dot_iq_avx2.c. */
 #include "quant/dot.h"
+#include "quant/dot_iq.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -419,6 +420,7 @@ DOT_BY_NX(f16)
 DOT_BY_NX(bf16)
 
 const st_dot_fn st_dot_avx2[ST_TYPE_COUNT] = {
+    ST_DOT_IQ_ENTRIES(avx2), /* the grid i-quants: dot_iq*.c */
     [ST_TYPE_F32] = avx2_f32,     [ST_TYPE_F16] = avx2_f16,       [ST_TYPE_BF16] = avx2_bf16,
     [ST_TYPE_Q4_0] = avx2_q4_0,   [ST_TYPE_Q4_1] = avx2_q4_1,     [ST_TYPE_Q5_0] = avx2_q5_0,
     [ST_TYPE_Q5_1] = avx2_q5_1,   [ST_TYPE_Q8_0] = avx2_q8_0,     [ST_TYPE_Q2_K] = avx2_q2_K,

@@ -11,6 +11,7 @@
  * block sums. The per-row work sits in loops over j < nx with nx a compile-time constant after
  * inlining (see DOT_BY_NX), so a prompt chunk pays the unpacking once per 4 rows. */
 #include "quant/dot.h"
+#include "quant/dot_iq.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -636,6 +637,7 @@ DOT_BY_NX(f16)
 DOT_BY_NX(bf16)
 
 const st_dot_fn st_dot_avx512[ST_TYPE_COUNT] = {
+    ST_DOT_IQ_ENTRIES(avx512), /* the grid i-quants: dot_iq*.c */
     [ST_TYPE_F32] = avx512_f32,      [ST_TYPE_F16] = avx512_f16,       [ST_TYPE_BF16] = avx512_bf16,
     [ST_TYPE_Q4_0] = avx512_q4_0,    [ST_TYPE_Q4_1] = avx512_q4_1,     [ST_TYPE_Q5_0] = avx512_q5_0,
     [ST_TYPE_Q5_1] = avx512_q5_1,    [ST_TYPE_Q8_0] = avx512_q8_0,     [ST_TYPE_Q2_K] = avx512_q2_K,

@@ -3,6 +3,7 @@
  * format defines the values, then scales in f32, the same order ggml's reference uses; every SIMD
  * variant is tested against these. Plain C only: no intrinsics, no tricks. */
 #include "quant/dot.h"
+#include "quant/dot_iq.h"
 
 #include <math.h>
 #include <string.h>
@@ -296,6 +297,7 @@ REF_KERNEL(iq4_nl, block_iq4_nl, block_q8_0)
 REF_KERNEL(iq4_xs, block_iq4_xs, block_q8_K)
 
 const st_dot_fn st_dot_ref[ST_TYPE_COUNT] = {
+    ST_DOT_IQ_ENTRIES(ref), /* the grid i-quants: dot_iq*.c */
     [ST_TYPE_F32] = ref_f32,      [ST_TYPE_F16] = ref_f16,       [ST_TYPE_BF16] = ref_bf16,
     [ST_TYPE_Q4_0] = ref_q4_0,    [ST_TYPE_Q4_1] = ref_q4_1,     [ST_TYPE_Q5_0] = ref_q5_0,
     [ST_TYPE_Q5_1] = ref_q5_1,    [ST_TYPE_Q8_0] = ref_q8_0,     [ST_TYPE_Q2_K] = ref_q2_K,

@@ -4,9 +4,15 @@
 #include <string.h>
 #include "quant/quant.h"
 #include "quant/ref.h"
+#include "quant/ref_iq.h"
 
 int st_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
     switch (type) {
+    /* the grid i-quants: ref_iq.c (dequantization only; st_quantize_row refuses them) */
+    case ST_TYPE_IQ2_XXS: case ST_TYPE_IQ2_XS: case ST_TYPE_IQ2_S: case ST_TYPE_IQ3_XXS:
+    case ST_TYPE_IQ3_S: case ST_TYPE_IQ1_S: case ST_TYPE_IQ1_M:
+        st_dequantize_row_iq(type, src, dst, n);
+        return 1;
     case ST_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); return 1;
     case ST_TYPE_F16: {
         const uint16_t *h = src;

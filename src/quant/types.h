@@ -52,6 +52,14 @@ typedef struct { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[1
 typedef struct { uint16_t d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; } block_q4_K; /* 144 */
 typedef struct { uint16_t d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; } block_q5_K; /* 176 */
 typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; } block_q6_K; /* 210 */
+/* The grid i-quants (quant/iq_grids.h has the grids; ref_iq.c says what each field means). */
+typedef struct { uint16_t d; uint16_t qs[QK_K / 8]; } block_iq2_xxs;                                  /* 66 */
+typedef struct { uint16_t d; uint16_t qs[QK_K / 8]; uint8_t scales[QK_K / 32]; } block_iq2_xs;        /* 74 */
+typedef struct { uint16_t d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t scales[QK_K / 32]; } block_iq2_s; /* 82 */
+typedef struct { uint16_t d; uint8_t qs[3 * QK_K / 8]; } block_iq3_xxs;                                /* 98 */
+typedef struct { uint16_t d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t signs[QK_K / 8]; uint8_t scales[QK_K / 64]; } block_iq3_s; /* 110 */
+typedef struct { uint16_t d; uint8_t qs[QK_K / 8]; uint16_t qh[QK_K / 32]; } block_iq1_s;              /* 50 */
+typedef struct { uint8_t qs[QK_K / 8]; uint8_t qh[QK_K / 16]; uint8_t scales[QK_K / 32]; } block_iq1_m; /* 56: no d field */
 typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K; /* 292: activations only */
 typedef struct { uint16_t d; uint8_t qs[16]; } block_iq4_nl;                     /* 18 */
 typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } block_iq4_xs; /* 136 */
@@ -67,6 +75,13 @@ _Static_assert(sizeof(block_q3_K) == 110, "q3_K");
 _Static_assert(sizeof(block_q4_K) == 144, "q4_K");
 _Static_assert(sizeof(block_q5_K) == 176, "q5_K");
 _Static_assert(sizeof(block_q6_K) == 210, "q6_K");
+_Static_assert(sizeof(block_iq2_xxs) == 66, "iq2_xxs");
+_Static_assert(sizeof(block_iq2_xs) == 74, "iq2_xs");
+_Static_assert(sizeof(block_iq2_s) == 82, "iq2_s");
+_Static_assert(sizeof(block_iq3_xxs) == 98, "iq3_xxs");
+_Static_assert(sizeof(block_iq3_s) == 110, "iq3_s");
+_Static_assert(sizeof(block_iq1_s) == 50, "iq1_s");
+_Static_assert(sizeof(block_iq1_m) == 56, "iq1_m");
 _Static_assert(sizeof(block_q8_K) == 292, "q8_K");
 _Static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl");
 _Static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs");
