@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "cli/synth.h"
+#include "quant/random.h"
 #include "quant/types.h"
 
 const char *const synth_archs[] = {"qwen35moe", "qwen35", "qwen3next", "qwen3moe", "qwen3", "qwen4exp", NULL};
@@ -375,8 +376,10 @@ static st_status set_hparams(const char *arch, const char *preset, int64_t n_voc
 
 st_status synth_plan_build(const char *arch, const char *preset, uint32_t type, int64_t n_vocab, synth_plan *out) {
     memset(out, 0, sizeof *out);
-    if (type != ST_TYPE_F32 && type != ST_TYPE_F16 && type != ST_TYPE_Q8_0 && type != ST_TYPE_Q4_K)
-        return st_fail(ST_ERR_INVALID, "synth: type %u is not one of f32, f16, q8_0, q4_k", type);
+    const st_type_info *ti = st_type_get(type);
+    if (!ti || !(ti->computable || st_random_has_blocks(type)))
+        return st_fail(ST_ERR_INVALID, "synth: type %s cannot be written (no quantizer or block generator)",
+                       ti ? ti->name : "?");
     ST_TRY(set_hparams(arch, preset, n_vocab, &out->hp));
     out->type = type;
     plan_builder pb = {out, type}, *b = &pb;

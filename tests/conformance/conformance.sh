@@ -2,12 +2,15 @@
 # conformance.sh: one conformance test: one architecture, one model, evaluated by Strata and by
 # llama.cpp on the same random token ids, in one chunk and in chunks of 1, 7 and 64 tokens.
 #
-#   conformance.sh --arch A --source llama-archs|synth [--type f32|q8_0|q4_k] --bin DIR --work DIR
+#   conformance.sh --arch A --source llama-archs|synth|quantize [--type T] --bin DIR --work DIR
 #                  [--synth-args "ARGS"]
 #
 #   llama-archs  the model llama.cpp's own `test-llama-archs -o` writes for A (f32, no one here
 #                wrote it); needs the peer build (tools/peer-build.sh or STRATA_LLAMA_BUILD);
-#   synth        `strata synth --preset tiny --type T ARGS` for A.
+#   synth        `strata synth --preset tiny --type T ARGS` for A;
+#   quantize     a tiny qwen35moe quantized to T (a llama-quantize type or mix: Q4_K_M, IQ2_M,
+#                MXFP4_MOE, ...) by llama.cpp's llama-quantize with an importance matrix
+#                (quantize_peer.sh); A must be qwen35moe.
 #
 # qwen4exp prompts carry the PLE reset token (ple.eos_token_id, read with `strata info`) at
 # positions 0, 6, 7, 8, 41, 63, 64 and 90: the first token, a run of three, and on both sides of
@@ -76,7 +79,15 @@ case "$source" in
     # shellcheck disable=SC2086 # ARGS are words
     "$strata" synth "$model" --arch "$arch" --preset tiny --type "$type" --seed 42 $synth_args >"$work/synth.log" 2>&1 ||
       { cat "$work/synth.log"; exit 1; } ;;
-  *) echo "conformance.sh: --source must be llama-archs or synth" >&2; exit 2 ;;
+  quantize)
+    [ "$arch" = qwen35moe ] || { echo "conformance.sh: --source quantize makes qwen35moe models" >&2; exit 2; }
+    model=$work/$arch-$type.gguf
+    bash "$(dirname "$0")/quantize_peer.sh" --type "$type" --bin "$bin" --out "$model"
+    rc=$?
+    [ $rc = 77 ] && skip "llama-quantize / llama-imatrix not built (tools/peer-build.sh)"
+    [ $rc = 0 ] || exit 1
+    type=quantized ;;
+  *) echo "conformance.sh: --source must be llama-archs, synth or quantize" >&2; exit 2 ;;
 esac
 
 if [ "$type" = f32 ]; then limits=(--min-top1 1 --max-rel 1e-4)
