@@ -603,9 +603,41 @@ INLINE float one_bf16(const void *p, int64_t i) {
             out[j] = s;                                                                            \
         }                                                                                          \
     }
-FLOAT_KERNEL(f32, 4)
-FLOAT_KERNEL(f16, 2)
 FLOAT_KERNEL(bf16, 2)
+
+/* F32 and F16 in llama.cpp's AVX2 order (ggml_vec_dot_f32 / _f16), so that a product such as the
+ * MoE router's gives its bits: four accumulators of 8 lanes over 32-element steps, added as
+ * (a0 + a2) + (a1 + a3), the halves folded, two horizontal adds; the k % 32 rest one by one. */
+INLINE float ggml_reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+    __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    __m128 t1 = _mm_hadd_ps(t0, t0);
+    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+#define FLOAT_KERNEL_GGML(name, esize)                                                             \
+    INLINE void name##_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) { \
+        const char *w = wv;                                                                        \
+        __m256 acc[ST_DOT_MAX_NX][4];                                                              \
+        UNROLL for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = _mm256_setzero_ps(); \
+        const int64_t np = k & ~(int64_t)31;                                                       \
+        for (int64_t i = 0; i < np; i += 32) {                                                     \
+            if (i % 64 == 0) prefetch_ahead(w + i * esize, 64 * esize);                            \
+            __m256 wc[4];                                                                          \
+            UNROLL for (int c = 0; c < 4; c++) wc[c] = load8_##name(w + (i + 8 * c) * esize);       \
+            UNROLL for (int j = 0; j < nx; j++) {                                                  \
+                const char *x = (const char *)row(xv, xs, j);                                      \
+                UNROLL for (int c = 0; c < 4; c++)                                                 \
+                    acc[j][c] = _mm256_fmadd_ps(wc[c], load8_##name(x + (i + 8 * c) * esize), acc[j][c]); \
+            }                                                                                      \
+        }                                                                                          \
+        UNROLL for (int j = 0; j < nx; j++) {                                                      \
+            float s = ggml_reduce4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);                    \
+            for (int64_t t = np; t < k; t++) s += one_##name(w, t) * one_##name(row(xv, xs, j), t); \
+            out[j] = s;                                                                            \
+        }                                                                                          \
+    }
+FLOAT_KERNEL_GGML(f32, 4)
+FLOAT_KERNEL_GGML(f16, 2)
 DOT_BY_NX(f32)
 DOT_BY_NX(f16)
 DOT_BY_NX(bf16)

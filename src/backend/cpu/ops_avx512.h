@@ -1,11 +1,13 @@
 /* ops_avx512.h: small AVX-512 building blocks shared by the ops_*_avx512.c files (and only
  * them: every function here needs the AVX-512 compile flags those files get).
  *
- * exp512: exp(x) = 2^n * e^r with n = round(x*log2 e) and r = x - n*ln 2 (two-part ln 2, so r is
- * exact to about 1e-10), |r| <= 0.35, e^r by its Taylor series to degree 7 (truncation < 1e-8
- * relative), 2^n applied with vscalefps, which saturates to inf and flushes to 0 correctly. The
- * result is within about 2 ulp of expf. Inputs are clamped to [-150, 128] so that +-inf give inf
- * and 0.
+ * exp512: e^x computed as llama.cpp's AVX-512 build computes it for SiLU, SwiGLU and softmax
+ * (ggml's vector expf, the Arm optimized-routines algorithm), so those activations match it bit
+ * for bit: they are rounded to 8 bits right after, and a last-bit difference sometimes rounds one
+ * the other way (issue 12). n = round(x log2 e) by adding and removing 1.5 * 2^23, b = x - n ln 2
+ * (two-part ln 2), e^b ~ 1 + c1 b + ... + c5 b^5 (Horner in b^2 pairs), times 2^n with vscalefps;
+ * |n| > 192 gives inf or 0. At most 1.5 ulp from e^x. (Its AVX2 sibling, ops_avx2.h, rounds
+ * differently: the two builds of llama.cpp differ too.)
  * hsum16: the 16 horizontal sums of 16 vectors in one vector, by a transpose-and-add tree
  * (45 instructions instead of 16 separate reductions). */
 #ifndef ST_BACKEND_CPU_OPS_AVX512_H
@@ -20,20 +22,18 @@
 #define OPS_UNROLL _Pragma("GCC unroll 16")
 
 static inline __m512 exp512(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-150.0f)), _mm512_set1_ps(128.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
+    const __m512 shift = _mm512_set1_ps(0x1.8p23f);
+    const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift), shift);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __m512 b2 = _mm512_mul_ps(b, b);
+    const __m512 hi = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), b2,
+                                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f)));
+    const __m512 p = _mm512_fmadd_ps(hi, b2, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    const __m512 r = _mm512_scalef_ps(p, n);
+    const __mmask16 out = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+    if (!out) return r;
+    const __mmask16 low = _mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ);
+    return _mm512_mask_blend_ps(out, r, _mm512_mask_blend_ps(low, _mm512_set1_ps(INFINITY), _mm512_setzero_ps()));
 }
 
 /* The tree in two stages, so that a kernel can reduce rows in groups of 4 as it goes (fewer live
