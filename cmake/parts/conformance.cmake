@@ -54,6 +54,19 @@ if(STRATA_BUILD_TESTS)
                          ENVIRONMENT "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
   endforeach()
 
+  # Issue 12's Q6_K gap, closed at the AVX2 level: both engines on their AVX2 code compute the same
+  # bits (2.7e-7 measured; it was 4.8e-3), so the limit is 1e-5. Types whose AVX2 kernels still
+  # add in another order than ggml's (Q2_K..Q5_K, IQ4_NL; their mixes) drift past it.
+  foreach(type Q6_K)
+    string(TOLOWER ${type} lower)
+    set(name conformance_quantize_${lower}_avx2_exact)
+    add_test(NAME ${name}
+             COMMAND bash ${CMAKE_SOURCE_DIR}/tests/conformance/conformance.sh --arch qwen35moe --source quantize
+                     --type ${type} --bin ${CMAKE_BINARY_DIR} --work ${CMAKE_BINARY_DIR}/conformance/${name})
+    set_tests_properties(${name} PROPERTIES LABELS "conformance;peer" SKIP_RETURN_CODE 77 TIMEOUT 300
+                         ENVIRONMENT "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR};STRATA_PEER_VARIANT=haswell;STRATA_CPU_LEVEL=1;STRATA_CONF_MAX_REL=1e-5")
+  endforeach()
+
   foreach(arch qwen35moe qwen35 qwen3next qwen3moe qwen3 qwen4exp)
     set(runs "llama-archs:f32" "synth:f32" "synth:q8_0" "synth:q4_k")
     foreach(run ${runs})

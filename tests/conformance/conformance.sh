@@ -25,6 +25,11 @@
 # models: 95% top-1 between them at --prefill 7), more than the thresholds allow, so they would
 # measure llama.cpp against itself. STRATA_PEER_REPACK=1 runs the repacked ones instead.
 #
+# STRATA_PEER_VARIANT=haswell (or another libggml-cpu-*.so suffix of the bundle) makes the peer
+# load that CPU build instead of the best one for this machine, and STRATA_CPU_LEVEL does the same
+# for Strata: with both at AVX2 the two engines compute the same bits, so STRATA_CONF_MAX_REL can
+# demand max|diff| / max|logit| far below the quantized limits (issue 12's Q6_K check).
+#
 # Both sides run one thread (llama.cpp's threads spin while they wait, which on a busy 2-core
 # machine turns a second into twenty), except Strata's one-chunk run, which uses two.
 #
@@ -61,6 +66,19 @@ dumper=$bin/logits_peer
 compare=$bin/conformance_compare
 
 [ -f "$lib" ] || skip "the peer's libllama is not at $lib (tools/setup.sh installs it)"
+if [ -n "${STRATA_PEER_VARIANT:-}" ]; then
+  libdir=$(dirname "$lib")
+  [ -f "$libdir/libggml-cpu-$STRATA_PEER_VARIANT.so" ] || skip "no libggml-cpu-$STRATA_PEER_VARIANT.so beside $lib"
+  if [ "$STRATA_PEER_VARIANT" = haswell ] && ! grep -q ' avx2 ' /proc/cpuinfo; then skip "this CPU has no AVX2"; fi
+  # a folder holding the peer's libraries with only that CPU build (ggml loads every one it finds)
+  only=$(mktemp -d)
+  trap 'rm -rf "$only"' EXIT
+  for f in "$libdir"/*.so; do
+    case "$(basename "$f")" in libggml-cpu-*) ;; *) ln -s "$f" "$only/" ;; esac
+  done
+  ln -s "$libdir/libggml-cpu-$STRATA_PEER_VARIANT.so" "$only/"
+  lib=$only/$(basename "$lib")
+fi
 [ -x "$dumper" ] || skip "logits_peer was not built (llama.h not found at configure time; run tools/peer-build.sh)"
 [ -x "$strata" ] || fail "no strata binary in $bin"
 "$strata" eval --help >/dev/null 2>&1 || fail "$strata eval --help does not run: the command the comparison needs"
@@ -92,6 +110,7 @@ esac
 
 if [ "$type" = f32 ]; then limits=(--min-top1 1 --max-rel 1e-4)
 else limits=(--min-top1 0.99 --max-kl 1e-3); fi
+[ -n "${STRATA_CONF_MAX_REL:-}" ] && limits+=(--max-rel "$STRATA_CONF_MAX_REL")
 repack=(--no-repack)
 [ "${STRATA_PEER_REPACK:-0}" = 1 ] && repack=()
 
