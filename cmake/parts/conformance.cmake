@@ -54,17 +54,22 @@ if(STRATA_BUILD_TESTS)
                          ENVIRONMENT "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
   endforeach()
 
-  # Issue 12's Q6_K gap, closed at the AVX2 level: both engines on their AVX2 code compute the same
-  # bits (2.7e-7 measured; it was 4.8e-3), so the limit is 1e-5. Types whose AVX2 kernels still
-  # add in another order than ggml's (Q2_K..Q5_K, IQ4_NL; their mixes) drift past it.
-  foreach(type Q6_K)
-    string(TOLOWER ${type} lower)
-    set(name conformance_quantize_${lower}_avx2_exact)
+  # Issue 12's Q6_K gap, closed: on the same instruction set both engines compute the same bits
+  # (2.7e-7 measured; it was 4.8e-3 at AVX2 and 1.9e-3 at AVX-512), so the limit is 1e-5. One test
+  # at this CPU's best level against the peer's best build for it, one with both held at AVX2.
+  # Types whose kernels still add in another order than ggml's (Q2_K..Q5_K, and at AVX-512 the
+  # 32-element types too) drift past 1e-5 after a rounding flip, within the quantized limits.
+  foreach(level native avx2)
+    set(name conformance_quantize_q6_k_exact_${level})
+    set(env "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR};STRATA_CONF_MAX_REL=1e-5")
+    if(level STREQUAL "avx2")
+      set(env "${env};STRATA_PEER_VARIANT=haswell;STRATA_CPU_LEVEL=1")
+    endif()
     add_test(NAME ${name}
              COMMAND bash ${CMAKE_SOURCE_DIR}/tests/conformance/conformance.sh --arch qwen35moe --source quantize
-                     --type ${type} --bin ${CMAKE_BINARY_DIR} --work ${CMAKE_BINARY_DIR}/conformance/${name})
+                     --type Q6_K --bin ${CMAKE_BINARY_DIR} --work ${CMAKE_BINARY_DIR}/conformance/${name})
     set_tests_properties(${name} PROPERTIES LABELS "conformance;peer" SKIP_RETURN_CODE 77 TIMEOUT 300
-                         ENVIRONMENT "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR};STRATA_PEER_VARIANT=haswell;STRATA_CPU_LEVEL=1;STRATA_CONF_MAX_REL=1e-5")
+                         ENVIRONMENT "${env}")
   endforeach()
 
   foreach(arch qwen35moe qwen35 qwen3next qwen3moe qwen3 qwen4exp)

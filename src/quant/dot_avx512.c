@@ -423,8 +423,8 @@ DOT_BY_NX(q5_K)
  * high ones; qh's 32 bytes hold bits 4-5 of element l, l+32, l+64, l+96 at bit pairs 0,2,4,6. */
 INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
     const block_q6_K *w = wv;
-    __m512 acc[ST_DOT_MAX_NX];
-    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
+    __m256 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i shr = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
@@ -444,14 +444,18 @@ INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
         float d = h2f(w[b].d);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            /* lane l + 8 holds the elements 32 further on than lane l: their sum is lane l of
+             * llama.cpp's 8-lane sum, whose f32 accumulation (one multiply-add per super-block,
+             * ggml's horizontal sum) is followed exactly, as in its build for AVX-512 too */
             __m512i isum = dot4_scaled(u, sc, xb->qs);
+            __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
             /* the -32 offset: 32 * sum_s scale_s * bsum_s */
             __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), s16);
-            isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * xb->d), acc[j]);
+            i8 = _mm256_sub_epi32(i8, _mm256_slli_epi32(off, 5));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i8), _mm256_set1_ps(d * xb->d), acc[j]);
         }
     }
-    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
+    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum256_ps(acc[j]);
 }
 DOT_BY_NX(q6_K)
 
@@ -750,32 +754,6 @@ DOT_BY_NX(tq2_0)
 
 /* ---------------- float types ---------------- */
 
-INLINE void f32_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
-    const float *w = wv;
-    __m512 acc[ST_DOT_MAX_NX][2];
-    UNROLL for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= k; i += 32) {
-        prefetch_ahead(w + i, 128);
-        __m512 w0 = _mm512_loadu_ps(w + i), w1 = _mm512_loadu_ps(w + i + 16);
-        UNROLL for (int j = 0; j < nx; j++) {
-            const float *x = (const float *)row(xv, xs, j) + i;
-            acc[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc[j][0]);
-            acc[j][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc[j][1]);
-        }
-    }
-    __mmask16 m0 = (__mmask16)((1u << (k - i < 16 ? k - i : 16)) - 1);
-    __mmask16 m1 = (__mmask16)(k - i > 16 ? (1u << (k - i - 16)) - 1 : 0);
-    __m512 w0 = _mm512_maskz_loadu_ps(m0, w + i), w1 = _mm512_maskz_loadu_ps(m1, w + i + 16);
-    UNROLL for (int j = 0; j < nx; j++) {
-        const float *x = (const float *)row(xv, xs, j) + i;
-        acc[j][0] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m0, x), acc[j][0]);
-        acc[j][1] = _mm512_fmadd_ps(w1, _mm512_maskz_loadu_ps(m1, x + 16), acc[j][1]);
-        out[j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]));
-    }
-}
-DOT_BY_NX(f32)
-
 /* m = 0xFFFF is a constant in the main loops and compiles to a plain load */
 INLINE __m256i load_16x16(const uint16_t *p, __mmask16 m) {
     return m == 0xFFFF ? _mm256_loadu_si256((const __m256i *)p) : _mm256_maskz_loadu_epi16(m, p);
@@ -813,10 +791,44 @@ INLINE __m512 load_bf16(const uint16_t *p, __mmask16 m) {
             out[j] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]),       \
                                                         _mm512_add_ps(acc[j][2], acc[j][3])));     \
     }
-HALF_KERNEL(f16, load_f16)
 HALF_KERNEL(bf16, load_bf16)
-DOT_BY_NX(f16)
 DOT_BY_NX(bf16)
+
+/* F32 and F16 in llama.cpp's AVX-512 order (ggml_vec_dot_f32 / _f16), so that a product such as
+ * the MoE router's gives its bits: four accumulators of 16 lanes over 64-element steps, added as
+ * (a0 + a2) + (a1 + a3), then _mm512_reduce_add_ps; the k % 64 rest one by one (in double for
+ * F16, as ggml's). */
+INLINE __m512 load_f32(const float *p) { return _mm512_loadu_ps(p); }
+INLINE __m512 load_f16_full(const uint16_t *p) { return load_f16(p, 0xFFFF); }
+INLINE float one_f32(const float *p, int64_t i) { return p[i]; }
+INLINE float one_f16(const uint16_t *p, int64_t i) { return h2f(p[i]); }
+#define FLOAT_KERNEL_GGML(name, etype, load, tail_t)                                               \
+    INLINE void name##_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) { \
+        const etype *w = wv;                                                                       \
+        __m512 acc[ST_DOT_MAX_NX][4];                                                              \
+        UNROLL for (int j = 0; j < nx; j++) UNROLL for (int a = 0; a < 4; a++) acc[j][a] = _mm512_setzero_ps(); \
+        const int64_t np = k & ~(int64_t)63;                                                       \
+        for (int64_t i = 0; i < np; i += 64) {                                                     \
+            prefetch_ahead(w + i, 64 * sizeof(etype));                                             \
+            __m512 wv4[4];                                                                         \
+            UNROLL for (int a = 0; a < 4; a++) wv4[a] = load(w + i + 16 * a);                      \
+            UNROLL for (int j = 0; j < nx; j++) {                                                  \
+                const etype *x = (const etype *)row(xv, xs, j) + i;                                \
+                UNROLL for (int a = 0; a < 4; a++) acc[j][a] = _mm512_fmadd_ps(wv4[a], load(x + 16 * a), acc[j][a]); \
+            }                                                                                      \
+        }                                                                                          \
+        UNROLL for (int j = 0; j < nx; j++) {                                                      \
+            tail_t s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][2]),     \
+                                                          _mm512_add_ps(acc[j][1], acc[j][3])));   \
+            const etype *x = (const etype *)row(xv, xs, j);                                        \
+            for (int64_t t = np; t < k; t++) s += (tail_t)(one_##name(w, t) * one_##name(x, t));   \
+            out[j] = (float)s;                                                                     \
+        }                                                                                          \
+    }
+FLOAT_KERNEL_GGML(f32, float, load_f32, float)
+FLOAT_KERNEL_GGML(f16, uint16_t, load_f16_full, double)
+DOT_BY_NX(f32)
+DOT_BY_NX(f16)
 
 const st_dot_fn st_dot_avx512[ST_TYPE_COUNT] = {
     [ST_TYPE_F32] = avx512_f32,      [ST_TYPE_F16] = avx512_f16,       [ST_TYPE_BF16] = avx512_bf16,

@@ -1,11 +1,16 @@
-/* test_ops_ggml.c: at the AVX2 level, the ops whose f32 results feed the 8-bit activations equal
- * llama.cpp's AVX2 build (the peer's libggml-cpu-haswell.so, loaded with dlopen) bit for bit:
+/* test_ops_ggml.c: the ops whose f32 results feed the 8-bit activations equal llama.cpp's CPU
+ * build for the same instruction set bit for bit: at the AVX2 level against the peer's
+ * libggml-cpu-haswell.so, at the AVX-512 level (where this CPU has it) against its
+ * libggml-cpu-skylakex.so (every AVX-512 build of ggml shares these code paths), each loaded
+ * with dlopen:
  *   - SiLU and SwiGLU (st_op_silu, st_op_swiglu) against ggml_vec_silu_f32 / ggml_vec_swiglu_f32
  *     on inputs across the exp range, rows of odd lengths (vector body and scalar tail);
  *   - the F32 and F16 dot kernels (the MoE router, F16 matrices) against ggml_vec_dot_f32 / _f16;
  *   - the Gated DeltaNet step (ops_gdn_head_step_avx2) against ggml_gated_delta_net's steps (scale
  *     the state by e^g; per row j: row.k, delta_j, row += delta_j k with fused multiply-adds,
- *     row.q) with the peer's ggml_vec_dot_f32, for the head sizes of real models (64, 128).
+ *     row.q) with the peer's ggml_vec_dot_f32, for the head sizes of real models (64, 128);
+ *   - the quantized dot kernels of the types whose f32 accumulation follows ggml's (Q6_K at both
+ *     levels; ggml's AVX-512 builds run its AVX2 kernels) against ggml_vec_dot_<type>.
  * A last-bit difference in any of them rounds an activation the other way now and then, and on a
  * random-weight model that moves every later logit by ~1e-3 (issue 12's Q6_K gap).
  * Skips without the peer library or without AVX2/FMA. */
@@ -22,7 +27,7 @@
 #include "quant/quant.h"
 #include "test.h"
 
-#define PEER_CPU "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-cpu-haswell.so"
+#define PEER_DIR "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 
 typedef void (*vec_dot_f32_fn)(int n, float *s, size_t bs, const float *x, size_t bx, const float *y, size_t by, int nrc);
 typedef void (*vec_dot_f16_fn)(int n, float *s, size_t bs, const uint16_t *x, size_t bx, const uint16_t *y, size_t by, int nrc);
@@ -58,6 +63,8 @@ static void step_ggml(vec_dot_f32_fn dot, const ops_gdn_head *p) {
     }
 }
 
+static ops_gdn_head_fn gdn_step_at_level;
+
 static void check_size(vec_dot_f32_fn dot, int64_t d) {
     const int64_t T = 5;
     float *q = malloc(sizeof(float) * (size_t)(T * d)), *k = malloc(sizeof(float) * (size_t)(T * d));
@@ -71,10 +78,10 @@ static void check_size(vec_dot_f32_fn dot, int64_t d) {
     ops_gdn_head b = a;
     b.S = s1;
     b.out = o1;
-    ops_gdn_head_step_avx2(&a);
+    gdn_step_at_level(&a);
     step_ggml(dot, &b);
     int out_same = !memcmp(o0, o1, sizeof(float) * (size_t)(T * d)), state_same = !memcmp(s0, s1, sizeof(float) * (size_t)(d * d));
-    CHECKF(out_same && state_same, "d = %lld: outputs %s, state %s llama.cpp's AVX2 op", (long long)d,
+    CHECKF(out_same && state_same, "gdn d = %lld: outputs %s, state %s llama.cpp's op", (long long)d,
            out_same ? "equal" : "differ from", state_same ? "equals" : "differs from");
     free(q); free(k); free(v); free(s0); free(s1); free(o0); free(o1);
 }
@@ -90,10 +97,10 @@ static void check_gates(vec_silu_fn silu, vec_swiglu_fn swiglu) {
     x[1] = 88.5f, x[2] = -88.5f, x[3] = -104.0f, x[4] = 0.0f;   /* the ends of the exp range */
     silu(N, want, x);
     st_op_silu(NULL, x, N, got, N, 1, N);
-    CHECKF(!memcmp(want, got, N * sizeof(float)), "silu differs from llama.cpp's AVX2 build");
+    CHECKF(!memcmp(want, got, N * sizeof(float)), "silu differs from llama.cpp's build");
     swiglu(N, want, x, g);
     st_op_swiglu(NULL, x, N, g, N, got, N, 1, N);
-    CHECKF(!memcmp(want, got, N * sizeof(float)), "swiglu differs from llama.cpp's AVX2 build");
+    CHECKF(!memcmp(want, got, N * sizeof(float)), "swiglu differs from llama.cpp's build");
     free(x); free(g); free(want); free(got);
 }
 
@@ -120,28 +127,76 @@ static void check_float_dots(vec_dot_f32_fn dot32, vec_dot_f16_fn dot16) {
     }
 }
 
-int main(void) {
-    const st_cpu_features *f = st_cpu();
-    if (!(f->avx2 && f->fma && f->f16c)) SKIP("no AVX2/FMA on this CPU");
+typedef void (*vec_dot_q_fn)(int n, float *s, size_t bs, const void *x, size_t bx, const void *y, size_t by, int nrc);
+
+static void check_quant_dots(void *h, const uint32_t *types, int n_types) {
+    const int64_t k = 4096;
+    float *w = malloc((size_t)k * sizeof(float)), *x = malloc((size_t)k * sizeof(float));
+    for (int i = 0; i < n_types; i++) {
+        const st_type_info *t = st_type_get(types[i]);
+        uint32_t act = st_dot_act_type(types[i]);
+        char name[64];
+        snprintf(name, sizeof name, "ggml_vec_dot_%s_%s", t->name, act == ST_TYPE_Q8_K ? "q8_K" : "q8_0");
+        vec_dot_q_fn g = (vec_dot_q_fn)(uintptr_t)dlsym(h, name);
+        CHECKF(g != NULL, "peer lacks %s", name);
+        if (!g) continue;
+        void *wq = malloc(st_row_size(t, k)), *xq = malloc(st_dot_act_row_size(act, k));
+        int same = 1;
+        for (int rep = 0; rep < 50; rep++) {
+            for (int64_t j = 0; j < k; j++) { w[j] = frand() * (float)(1 + rep % 4); x[j] = frand() * (float)(1 + rep % 7); }
+            st_quantize_row(types[i], w, wq, k);
+            st_act_converter(act)(x, xq, k);
+            float want, got;
+            g((int)k, &want, 0, wq, 0, xq, 0, 1);
+            st_dot_kernel(types[i])(k, wq, xq, 0, 1, &got);
+            same &= !memcmp(&want, &got, 4);
+        }
+        CHECKF(same, "%s at level %d differs from llama.cpp's %s", t->name, st_dot_level(types[i]), name);
+        free(wq); free(xq);
+    }
+    free(w); free(x);
+}
+
+/* Every check at one level against one peer build; 0 when the build is missing. */
+static int check_level(int level, const char *variant) {
     const char *dir = getenv("STRATA_PEER_DIR"), *src = getenv("STRATA_SOURCE_DIR");
     char path[4096];
-    if (dir && *dir) snprintf(path, sizeof path, "%s/%s", dir, PEER_CPU);
-    else if (src) snprintf(path, sizeof path, "%s/.peer/%s", src, PEER_CPU);
-    else SKIP("STRATA_SOURCE_DIR / STRATA_PEER_DIR not set");
+    if (dir && *dir) snprintf(path, sizeof path, "%s/%s/libggml-cpu-%s.so", dir, PEER_DIR, variant);
+    else snprintf(path, sizeof path, "%s/.peer/%s/libggml-cpu-%s.so", src ? src : ".", PEER_DIR, variant);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) SKIP("peer AVX2 library not found (tools/setup.sh installs it)");
+    if (!h) return 0;
     vec_dot_f32_fn dot = (vec_dot_f32_fn)(uintptr_t)dlsym(h, "ggml_vec_dot_f32");
     vec_dot_f16_fn dot16 = (vec_dot_f16_fn)(uintptr_t)dlsym(h, "ggml_vec_dot_f16");
     vec_silu_fn silu = (vec_silu_fn)(uintptr_t)dlsym(h, "ggml_vec_silu_f32");
     vec_swiglu_fn swiglu = (vec_swiglu_fn)(uintptr_t)dlsym(h, "ggml_vec_swiglu_f32");
     void (*cpu_init)(void) = (void (*)(void))(uintptr_t)dlsym(h, "ggml_cpu_init");
-    if (!dot || !dot16 || !silu || !swiglu || !cpu_init) SKIP("peer library lacks the vector functions");
+    CHECKF(dot && dot16 && silu && swiglu && cpu_init, "libggml-cpu-%s.so lacks the vector functions", variant);
+    if (!(dot && dot16 && silu && swiglu && cpu_init)) return 1;
     cpu_init();   /* ggml's f16 tables */
-    st_cpu_limit(1);
+    st_cpu_limit(level);
+    gdn_step_at_level = level == 1 ? ops_gdn_head_step_avx2 : ops_gdn_head_step_avx512;
+    fprintf(stderr, "level %d against libggml-cpu-%s.so\n", level, variant);
     check_gates(silu, swiglu);
     check_float_dots(dot, dot16);
     check_size(dot, 64);
     check_size(dot, 128);
+    const uint32_t q_avx2[] = {ST_TYPE_Q4_0, ST_TYPE_Q5_0, ST_TYPE_Q8_0, ST_TYPE_Q6_K, ST_TYPE_IQ4_XS,
+                               ST_TYPE_TQ1_0, ST_TYPE_TQ2_0, ST_TYPE_NVFP4};
+    const uint32_t q_avx512[] = {ST_TYPE_Q6_K, ST_TYPE_IQ4_NL};
+    if (level == 1) check_quant_dots(h, q_avx2, (int)(sizeof q_avx2 / sizeof *q_avx2));
+    else check_quant_dots(h, q_avx512, (int)(sizeof q_avx512 / sizeof *q_avx512));
     st_cpu_limit(3);
+    return 1;
+}
+
+int main(void) {
+    const st_cpu_features *f = st_cpu();
+    if (!(f->avx2 && f->fma && f->f16c)) SKIP("no AVX2/FMA on this CPU");
+    if (!check_level(1, "haswell")) SKIP("the peer's CPU builds are not installed (tools/setup.sh)");
+    if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni) {
+        CHECKF(check_level(2, "skylakex"), "libggml-cpu-skylakex.so is missing beside libggml-cpu-haswell.so");
+    } else {
+        fprintf(stderr, "no AVX-512 here: the AVX-512 level is not compared\n");
+    }
     return test_report("test_ops_ggml");
 }

@@ -62,6 +62,28 @@ static inline __m512 hsum16(const __m512 v[16]) {
                       hsum4(v[8], v[9], v[10], v[11]), hsum4(v[12], v[13], v[14], v[15]));
 }
 
+/* The same 16 sums in the order of _mm512_reduce_add_ps (GCC's: the 256-bit halves, then the
+ * 128-bit halves, then lanes i and i + 2, then the last two), which is how llama.cpp's AVX-512
+ * build finishes a dot product: hsum4_ggml folds v0..v3 to [t_0 | t_1 | t_2 | t_3], t_r the
+ * four-lane stage of v_r; hsum_final_ggml finishes four of those, r[j] = the sum of v_j. */
+static inline __m512 hsum4_ggml(__m512 v0, __m512 v1, __m512 v2, __m512 v3) {
+    __m512 x01 = _mm512_add_ps(_mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(1, 0, 1, 0)),
+                               _mm512_shuffle_f32x4(v0, v1, _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 x23 = _mm512_add_ps(_mm512_shuffle_f32x4(v2, v3, _MM_SHUFFLE(1, 0, 1, 0)),
+                               _mm512_shuffle_f32x4(v2, v3, _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(x01, x23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(x01, x23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+static inline __m512 hsum_final_ggml(__m512 y0, __m512 y1, __m512 y2, __m512 y3) {
+    __m512 z0 = _mm512_add_ps(_mm512_shuffle_ps(y0, y1, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(y0, y1, _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 z1 = _mm512_add_ps(_mm512_shuffle_ps(y2, y3, _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(y2, y3, _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(z0, z1, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(z0, z1, _MM_SHUFFLE(3, 1, 3, 1)));
+    /* r[4L + e] is the sum of row 4e + L */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, r);
+}
+
 /* Lanes [0, left) of a 16-lane vector (none when left <= 0). */
 static inline __mmask16 tail_mask16(int64_t left) {
     return left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
