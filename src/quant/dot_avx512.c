@@ -629,21 +629,25 @@ DOT_BY_NX(nvfp4)
 INLINE void q1_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
     const block_q1_0 *w = wv;
     const __m512i ones8 = _mm512_set1_epi8(1);
+    /* lanes 0-7 take scale 2h, 8-15 scale 2h + 1, of the four converted at once */
+    const __m512i idx01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
+    const __m512i idx23 = _mm512_add_epi32(idx01, _mm512_set1_epi32(2));
     __m512 acc[ST_DOT_MAX_NX];
     UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < k / 128; b++) {
         if (b % 4 == 0) prefetch_ahead(&w[b], 4 * sizeof w[b]);
         uint64_t bits[2];
         memcpy(bits, w[b].qs, 16);
-        float d = h2f(w[b].d);
+        const __m128 d = _mm_set1_ps(h2f(w[b].d));
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + 4 * b;
+            __m128 dx = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)xb[3].d, (short)xb[2].d, (short)xb[1].d, (short)xb[0].d));
+            __m512 s4 = _mm512_castps128_ps512(_mm_mul_ps(d, dx));
             UNROLL for (int h = 0; h < 2; h++) {
                 __m512i a = load_2x256(xb[2 * h].qs, xb[2 * h + 1].qs);
                 a = _mm512_mask_sub_epi8(a, (__mmask64)~bits[h], _mm512_setzero_si512(), a);
                 __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, a);
-                __m512 s = halves_ps(d * h2f(xb[2 * h].d), d * h2f(xb[2 * h + 1].d));
-                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[j]);
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(h ? idx23 : idx01, s4), acc[j]);
             }
         }
     }
