@@ -114,8 +114,13 @@ static uint32_t fallback_type(uint32_t type, int64_t ne0) {
     case ST_TYPE_Q4_K: type = ST_TYPE_Q5_0; break;
     case ST_TYPE_Q5_K: type = ST_TYPE_Q5_1; break;
     case ST_TYPE_Q6_K: type = ST_TYPE_Q8_0; break;
-    case ST_TYPE_Q2_K: case ST_TYPE_Q3_K: type = ST_TYPE_Q4_0; break;
-    case ST_TYPE_IQ4_XS: type = ST_TYPE_IQ4_NL; break;
+    case ST_TYPE_Q2_K: case ST_TYPE_Q3_K: case ST_TYPE_Q2_0: case ST_TYPE_TQ1_0: case ST_TYPE_TQ2_0:
+        type = ST_TYPE_Q4_0;
+        break;
+    case ST_TYPE_IQ1_S: case ST_TYPE_IQ1_M: case ST_TYPE_IQ2_XXS: case ST_TYPE_IQ2_XS: case ST_TYPE_IQ2_S:
+    case ST_TYPE_IQ3_XXS: case ST_TYPE_IQ3_S: case ST_TYPE_IQ4_XS:
+        type = ST_TYPE_IQ4_NL;
+        break;
     default: type = ST_TYPE_F16;
     }
     return ne0 % st_type_get(type)->block_size == 0 ? type : ST_TYPE_F16;
