@@ -1,10 +1,15 @@
 /* ops_avx512.h: small AVX-512 building blocks shared by the ops_*_avx512.c files (and only
  * them: every function here needs the AVX-512 compile flags those files get).
  *
- * exp512: e^x computed as llama.cpp's AVX-512 build computes it for SiLU, SwiGLU and softmax
- * (ggml's vector expf, the Arm optimized-routines algorithm), so those activations match it bit
- * for bit: they are rounded to 8 bits right after, and a last-bit difference sometimes rounds one
- * the other way (issue 12). n = round(x log2 e) by adding and removing 1.5 * 2^23, b = x - n ln 2
+ * exp512: exp(x) = 2^n * e^r with n = round(x*log2 e) and r = x - n*ln 2 (two-part ln 2, so r is
+ * exact to about 1e-10), |r| <= 0.35, e^r by its Taylor series to degree 7 (truncation < 1e-8
+ * relative), 2^n applied with vscalefps, which saturates to inf and flushes to 0 correctly. The
+ * result is within about 2 ulp of expf. Inputs are clamped to [-150, 128] so that +-inf give inf
+ * and 0. (Attention and the chunked GDN.)
+ * exp512_ggml: e^x computed as llama.cpp's AVX-512 build computes it for SiLU and SwiGLU (ggml's
+ * vector expf, the Arm optimized-routines algorithm), so those activations match it bit for bit:
+ * they are rounded to 8 bits right after, and a last-bit difference sometimes rounds one the
+ * other way (issue 12). n = round(x log2 e) by adding and removing 1.5 * 2^23, b = x - n ln 2
  * (two-part ln 2), e^b ~ 1 + c1 b + ... + c5 b^5 (Horner in b^2 pairs), times 2^n with vscalefps;
  * |n| > 192 gives inf or 0. At most 1.5 ulp from e^x. (Its AVX2 sibling, ops_avx2.h, rounds
  * differently: the two builds of llama.cpp differ too.)
@@ -22,6 +27,23 @@
 #define OPS_UNROLL _Pragma("GCC unroll 16")
 
 static inline __m512 exp512(__m512 x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-150.0f)), _mm512_set1_ps(128.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+static inline __m512 exp512_ggml(__m512 x) {
     const __m512 shift = _mm512_set1_ps(0x1.8p23f);
     const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift), shift);
     const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
