@@ -74,7 +74,8 @@ static void check_size(vec_dot_f32_fn dot, int64_t d) {
     for (int64_t i = 0; i < T * d; i++) { q[i] = frand() * 0.2f; k[i] = frand() * 0.2f; v[i] = frand(); }
     for (int64_t t = 0; t < T; t++) { g[t] = -0.1f * (1 + frand()); beta[t] = 0.5f + 0.4f * frand(); }
     for (int64_t i = 0; i < d * d; i++) s0[i] = s1[i] = frand() * 0.1f;
-    ops_gdn_head a = {q, k, v, g, beta, d, d, d, 1, d, s0, o0, T, d, 1.0f / sqrtf((float)d)};
+    ops_gdn_head a = {.q = q, .k = k, .v = v, .g = g, .beta = beta, .ld_q = d, .ld_k = d, .ld_v = d, .ld_gb = 1,
+                      .ld_out = d, .S = s0, .out = o0, .n_tok = T, .d = d, .scale = 1.0f / sqrtf((float)d)};
     ops_gdn_head b = a;
     b.S = s1;
     b.out = o1;
