@@ -9,4 +9,6 @@ set_property(SOURCE
   ${CMAKE_SOURCE_DIR}/src/quant/ref_legacy.c
   ${CMAKE_SOURCE_DIR}/src/quant/ref_k.c
   ${CMAKE_SOURCE_DIR}/src/quant/ref_iq4.c
+  ${CMAKE_SOURCE_DIR}/src/quant/ref_lowbit.c
+  ${CMAKE_SOURCE_DIR}/src/quant/ref_fp4.c
   APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)

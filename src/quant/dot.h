@@ -2,9 +2,9 @@
  * product on the CPU.
  *
  * Each weight type is multiplied against the activation in that type's "vec_dot form" (ggml's
- * choice, so results match the peer's): Q8_0 blocks for Q4_0, Q5_0, Q8_0 and IQ4_NL; Q8_1 blocks
- * (which carry the block sum) for Q4_1 and Q5_1; Q8_K blocks for the K-quants and IQ4_XS; f16
- * for F16, bf16 for BF16 and plain f32 for F32.
+ * choice, so results match the peer's): Q8_0 blocks for Q4_0, Q5_0, Q8_0, IQ4_NL, Q1_0, Q2_0,
+ * MXFP4 and NVFP4; Q8_1 blocks (which carry the block sum) for Q4_1 and Q5_1; Q8_K blocks for the
+ * K-quants, IQ4_XS, TQ1_0 and TQ2_0; f16 for F16, bf16 for BF16 and plain f32 for F32.
  *
  * One kernel call takes ONE weight row and up to ST_DOT_MAX_NX activation rows, so a matrix
  * product over a prompt chunk reads each weight block once per group of rows, not once per row:

@@ -31,12 +31,12 @@ static const st_type_info type_table[ST_TYPE_COUNT] = {
     [ST_TYPE_F64] = {"f64", 1, 8, 0},
     [ST_TYPE_IQ1_M] = {"iq1_m", 256, 56, 1},
     [ST_TYPE_BF16] = {"bf16", 1, 2, 1},
-    [ST_TYPE_TQ1_0] = {"tq1_0", 256, 54, 0},
-    [ST_TYPE_TQ2_0] = {"tq2_0", 256, 66, 0},
-    [ST_TYPE_MXFP4] = {"mxfp4", 32, 17, 0},
-    [ST_TYPE_NVFP4] = {"nvfp4", 64, 36, 0},
-    [ST_TYPE_Q1_0] = {"q1_0", 128, 18, 0},
-    [ST_TYPE_Q2_0] = {"q2_0", 64, 18, 0},
+    [ST_TYPE_TQ1_0] = {"tq1_0", 256, 54, 1},
+    [ST_TYPE_TQ2_0] = {"tq2_0", 256, 66, 1},
+    [ST_TYPE_MXFP4] = {"mxfp4", 32, 17, 1},
+    [ST_TYPE_NVFP4] = {"nvfp4", 64, 36, 1},
+    [ST_TYPE_Q1_0] = {"q1_0", 128, 18, 1},
+    [ST_TYPE_Q2_0] = {"q2_0", 64, 18, 1},
 };
 
 const st_type_info *st_type_get(uint32_t type) {

@@ -39,7 +39,9 @@ static int is_grid_type(uint32_t type) {
 
 static const uint32_t types[] = {ST_TYPE_F32,  ST_TYPE_F16,  ST_TYPE_BF16, ST_TYPE_Q8_0,   ST_TYPE_Q4_0,
                                  ST_TYPE_Q4_1, ST_TYPE_Q5_0, ST_TYPE_Q5_1, ST_TYPE_Q2_K,   ST_TYPE_Q3_K,
-                                 ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_IQ4_NL, ST_TYPE_IQ4_XS};
+                                 ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_IQ4_NL, ST_TYPE_IQ4_XS,
+                                 ST_TYPE_Q1_0, ST_TYPE_Q2_0, ST_TYPE_TQ1_0, ST_TYPE_TQ2_0,  ST_TYPE_MXFP4,
+                                 ST_TYPE_NVFP4};
 #define NTYPES (sizeof types / sizeof types[0])
 
 /* byte offsets of the fp16 scale fields of one block, for random-byte blocks */
@@ -47,13 +49,16 @@ static int scale_fields(uint32_t type, int off[2]) {
     if (is_grid_type(type)) { off[0] = 0; return type != ST_TYPE_IQ1_M; } /* iq1_m: see iq1_m_finite_d */
     switch (type) {
     case ST_TYPE_Q4_0: case ST_TYPE_Q5_0: case ST_TYPE_Q8_0: case ST_TYPE_IQ4_NL: case ST_TYPE_IQ4_XS:
+    case ST_TYPE_Q1_0: case ST_TYPE_Q2_0:
         off[0] = 0; return 1;
     case ST_TYPE_Q4_1: case ST_TYPE_Q5_1: case ST_TYPE_Q4_K: case ST_TYPE_Q5_K:
         off[0] = 0; off[1] = 2; return 2;
     case ST_TYPE_Q2_K: off[0] = 80; off[1] = 82; return 2;
     case ST_TYPE_Q3_K: off[0] = 108; return 1;
     case ST_TYPE_Q6_K: off[0] = 208; return 1;
-    default: return 0;
+    case ST_TYPE_TQ1_0: off[0] = 52; return 1;
+    case ST_TYPE_TQ2_0: off[0] = 64; return 1;
+    default: return 0; /* MXFP4, NVFP4: byte scales, see make_weights */
     }
 }
 
@@ -87,6 +92,10 @@ static void make_weights(uint32_t type, int64_t k, int raw, void *w) {
                 uint16_t h = st_fp32_to_fp16(frand() * 0.01f);
                 memcpy(p + (size_t)b * (size_t)t->type_size + off[s], &h, 2);
             }
+        /* MXFP4's E8M0 exponent: 2^-10 .. 2^-3 (random bytes would reach 2^127); NVFP4's UE4M3
+         * scales are all finite, so random bytes stay */
+        if (type == ST_TYPE_MXFP4)
+            for (int64_t b = 0; b < k / 32; b++) p[(size_t)b * sizeof(block_mxfp4)] = (uint8_t)(117 + rnd() % 8);
     }
     if (raw && type == ST_TYPE_IQ1_M) iq1_m_finite_d(w, k);
     free(f);

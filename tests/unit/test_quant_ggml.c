@@ -3,7 +3,8 @@
  *   - half and bfloat16 -> f32 for all 65536 inputs; f32 -> half / bfloat16 on random bit
  *     patterns and every boundary (NaNs included);
  *   - dequantization of every computable type on random blocks (random bytes, scale fields set
- *     to random finite halves, plus blocks with zero, subnormal, huge and negative scales);
+ *     to random finite halves, plus blocks with zero, subnormal, huge and negative scales; the
+ *     byte scales of MXFP4 and NVFP4 take all 256 values);
  *   - quantization of every computable type (and the activation forms q8_1, q8_K) on random
  *     rows of several shapes, compared byte for byte with ggml's from_float_ref.
  * The grid i-quants (grid_qtypes) have no quantizer; for them every grid entry and all 128 sign
@@ -153,6 +154,8 @@ static const qtype qtypes[] = {
     {ST_TYPE_Q5_1, {0, 2}},   {ST_TYPE_Q8_0, {0, -1}},  {ST_TYPE_Q2_K, {80, 82}},
     {ST_TYPE_Q3_K, {108, -1}}, {ST_TYPE_Q4_K, {0, 2}},  {ST_TYPE_Q5_K, {0, 2}},
     {ST_TYPE_Q6_K, {208, -1}}, {ST_TYPE_IQ4_NL, {0, -1}}, {ST_TYPE_IQ4_XS, {0, -1}},
+    {ST_TYPE_Q1_0, {0, -1}},  {ST_TYPE_Q2_0, {0, -1}},  {ST_TYPE_TQ1_0, {52, -1}},
+    {ST_TYPE_TQ2_0, {64, -1}}, {ST_TYPE_MXFP4, {-1, -1}}, {ST_TYPE_NVFP4, {-1, -1}},
 };
 
 /* A finite half: mostly a normal magnitude 2^-14 .. 2^3 with random sign; block `b` of every
