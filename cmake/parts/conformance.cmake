@@ -43,7 +43,8 @@ if(STRATA_BUILD_TESTS)
   # bit-level drift that issue 12 describes for Q6_K, not a wrong kernel).
   set(STRATA_PEER_QUANT_TYPES
       F16 BF16 Q8_0 Q4_0 Q5_0 Q5_1 Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K
-      IQ4_NL IQ4_XS TQ1_0 TQ2_0 MXFP4_MOE Q1_0 Q2_0)
+      IQ4_NL IQ4_XS TQ1_0 TQ2_0 MXFP4_MOE Q1_0 Q2_0
+      IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M)
   foreach(type ${STRATA_PEER_QUANT_TYPES})
     string(TOLOWER ${type} lower)
     set(name conformance_quantize_${lower})

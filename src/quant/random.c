@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "quant/quant.h"
+#include "quant/random_iq.h"
 #include "quant/types.h"
 
 uint64_t st_random_next(uint64_t *state) {
@@ -52,7 +53,7 @@ static void blocks_q4_K(float std, uint64_t *state, void *dst, int64_t n) {
 static int random_blocks(uint32_t type, float std, uint64_t *state, void *dst, int64_t n) {
     switch (type) {
     case ST_TYPE_Q4_K: blocks_q4_K(std, state, dst, n); return 1;
-    default: return 0;
+    default: return st_random_iq_blocks(type, std, state, dst, n); /* the grid i-quants, else 0 */
     }
 }
 
