@@ -12,7 +12,9 @@
  *    fill a vector of rows or not and tiles cut short, cached prefixes that end on, before and
  *    after a 64-cell block edge, thousands of cells, and positions out of order (some rows then
  *    see nothing, others fewer cells than the row before), which moves the causal edge row by
- *    row inside the blocks. */
+ *    row inside the blocks;
+ *  - a prompt split into chunks of two or more tokens gives one chunk's bits (a cut-back session
+ *    fed again relies on it). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -188,11 +190,49 @@ static void check_random(st_pool *pool, prob pr) {
     free(kv); free(kc); free(vc); free(q); free(pos); free(out); free(ref); free(s);
 }
 
+/* The same rows through one chunk and through chunks of 2, 17 and 21 tokens (each seeing the cells
+ * before it): the same bits at each SIMD level, whatever rows shared a tile. */
+static void test_chunk_invariance(st_pool *pool) {
+    const int64_t T = 40, H = 8, Hkv = 2, hd = 128, row = Hkv * hd, n_kv = 100 + T;
+    float *kv = malloc(sizeof(float) * (size_t)(n_kv * row));
+    uint16_t *kc = malloc(2 * (size_t)(n_kv * row)), *vc = malloc(2 * (size_t)(n_kv * row));
+    for (int64_t i = 0; i < n_kv * row; i++) kv[i] = 2.0f * frand();
+    st_op_kv_store(ST_TYPE_F16, kc, row, 0, kv, row, n_kv);
+    for (int64_t i = 0; i < n_kv * row; i++) kv[i] = frand();
+    st_op_kv_store(ST_TYPE_F16, vc, row, 0, kv, row, n_kv);
+    float *q = malloc(sizeof(float) * (size_t)(T * H * hd));
+    float *one = malloc(sizeof(float) * (size_t)(T * H * hd)), *split = malloc(sizeof(float) * (size_t)(T * H * hd));
+    for (int64_t i = 0; i < T * H * hd; i++) q[i] = 2.0f * frand();
+    int32_t pos[40];
+    for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(100 + t);
+    const int64_t cuts[4] = { 0, 2, 19, 40 };
+    for (int lvl = 1; lvl < 3; lvl++) {
+        st_cpu_limit(lvl == 1 ? 1 : 3);
+        st_attn_args a = { .q = q, .ldq_tok = H * hd, .ldq_head = hd, .k_cache = kc, .v_cache = vc,
+                           .kv_type = ST_TYPE_F16, .pos = pos, .n_tok = T, .n_head = H, .n_head_kv = Hkv,
+                           .head_dim = hd, .n_kv = n_kv, .scale = 0.088f, .out = one, .ldo_tok = H * hd };
+        st_op_attention(pool, &a);
+        for (int c = 0; c < 3; c++) {
+            st_attn_args b = a;
+            b.q = q + cuts[c] * H * hd;
+            b.pos = pos + cuts[c];
+            b.n_tok = cuts[c + 1] - cuts[c];
+            b.n_kv = 100 + cuts[c + 1];
+            b.out = split + cuts[c] * H * hd;
+            st_op_attention(pool, &b);
+        }
+        CHECKF(!memcmp(one, split, sizeof(float) * (size_t)(T * H * hd)), "lvl %d: chunks of 2, 17, 21 differ from one", lvl);
+    }
+    st_cpu_limit(3);
+    free(kv); free(kc); free(vc); free(q); free(one); free(split);
+}
+
 int main(void) {
     st_pool *pool = NULL;
     if (st_pool_create(2, &pool) != ST_OK) return 1;
     test_kv_store();
     test_hand_cases(pool);
+    test_chunk_invariance(pool);
     const prob probs[] = {
         { 1, 8, 2, 128, 1, ST_TYPE_F16, 0 },      /* decode, first token */
         { 1, 8, 2, 128, 700, ST_TYPE_F16, 0 },    /* decode at some context */
