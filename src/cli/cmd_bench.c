@@ -115,6 +115,18 @@ static void probe_bandwidth(st_pool *pool, double *gbs) {
 
 /* ---- the measurements ---- */
 
+/* The process's resident peak so far (VmHWM), in bytes; 0 where /proc does not say. */
+static double peak_rss(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    double kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lf kB", &kib) == 1) break;
+    fclose(f);
+    return kib * 1024;
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -175,6 +187,7 @@ int cmd_bench(int argc, char **argv) {
     st_session_params sp = o.session;
     st_model *m;
     if (cli_load_model("bench", &o, &m)) return 1;
+    double load_rss = peak_rss();   /* before the session, the probe's buffer and the tests */
     if (spec) {
         cli_bench_spec_opts so = {.session = sp, .sampler = o.sampling, .spec = o.spec, .prompts = bf.prompts,
                                   .n_gen = n_gen > 0 ? n_gen : 1, .reps = reps, .json = json};
@@ -239,15 +252,19 @@ int cmd_bench(int argc, char **argv) {
                "\"pp\": {\"tokens\": %d, \"tok_s\": %.2f}, \"tg\": {\"tokens\": %d, \"tok_s\": %.2f}, "
                "\"weight_bytes\": %llu, \"decode_bytes_per_token\": %.0f, \"read_bandwidth_gb_s\": %.2f, "
                "\"read_bandwidth_range_gb_s\": [%.2f, %.2f], "
-               "\"decode_bandwidth_share\": %.4f, \"scratch_bytes\": %llu, \"state_bytes\": %llu, \"cpu\": \"%s\", "
-               "\"device\": \"%s\"}\n",
+               "\"decode_bandwidth_share\": %.4f, \"scratch_bytes\": %llu, \"state_bytes\": %llu, "
+               "\"load_peak_rss_bytes\": %.0f, \"cpu\": \"%s\", \"device\": \"%s\"}\n",
                o.model, st_model_arch(m), threads, sp.n_prefill, reps, depth, fill_tps, n_prompt, pp_med, n_gen, tg_med,
                (unsigned long long)st_model_weight_bytes(m), bytes, bw, bw_lo, bw_hi, share,
-               (unsigned long long)st_session_scratch_bytes(s), (unsigned long long)st_session_state_bytes(s), cpu,
-               st_model_device(m));
+               (unsigned long long)st_session_scratch_bytes(s), (unsigned long long)st_session_state_bytes(s), load_rss,
+               cpu, st_model_device(m));
     } else {
+        double wb = (double)st_model_weight_bytes(m);
         printf("model    %s (%s), %.2f GiB of weights, %d threads, median of %d\n", o.model, st_model_arch(m),
-               (double)st_model_weight_bytes(m) / (1 << 30), threads, reps);
+               wb / (1 << 30), threads, reps);
+        if (load_rss > 0)
+            printf("memory   resident peak after the load %.2f GiB (%.2fx the weights)\n", load_rss / (1 << 30),
+                   wb > 0 ? load_rss / wb : 0);
         if (depth) printf("depth    %d tokens before each test (filled at %.2f tok/s)\n", depth, fill_tps);
         const char *at = depth ? " @ depth" : "";
         if (n_prompt) printf("pp%-6d %8.2f tok/s%s\n", n_prompt, pp_med, at);
