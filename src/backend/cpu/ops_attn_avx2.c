@@ -199,9 +199,14 @@ void ops_attn_tile_avx2(const ops_attn_tile *t, uint32_t kv_type, float *scratch
         const float *K, *V;
         int64_t ld;
         if (f16) {
+            const int64_t n_next = kmax - c0 - TK < TK ? kmax - c0 - TK : TK;
             for (int64_t c = 0; c < nc; c++) {
                 widen_row(t->k, kv_type, (c0 + c) * t->row, hd, kw + c * hd);
                 widen_row(t->v, kv_type, (c0 + c) * t->row, hd, vw + c * hd);
+                if (c < n_next) {
+                    ops_attn_prefetch_row((const uint16_t *)t->k + (c0 + TK + c) * t->row, hd);
+                    ops_attn_prefetch_row((const uint16_t *)t->v + (c0 + TK + c) * t->row, hd);
+                }
             }
             K = kw; V = vw; ld = hd;
         } else {

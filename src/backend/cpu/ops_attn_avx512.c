@@ -337,8 +337,15 @@ static __attribute__((always_inline)) inline void attn_tile_mv(const ops_attn_ti
         const float *K, *V;
         int64_t ld;
         if (f16) {
-            widen_rows(t->k, c0 * t->row, t->row, nc, hd, kw);
-            widen_rows(t->v, c0 * t->row, t->row, nc, hd, vw);
+            const int64_t n_next = kmax - c0 - TK < TK ? kmax - c0 - TK : TK;
+            for (int64_t c = 0; c < nc; c++) {
+                widen_rows(t->k, (c0 + c) * t->row, t->row, 1, hd, kw + c * hd);
+                widen_rows(t->v, (c0 + c) * t->row, t->row, 1, hd, vw + c * hd);
+                if (c < n_next) {
+                    ops_attn_prefetch_row((const uint16_t *)t->k + (c0 + TK + c) * t->row, hd);
+                    ops_attn_prefetch_row((const uint16_t *)t->v + (c0 + TK + c) * t->row, hd);
+                }
+            }
             K = kw; V = vw; ld = hd;
         } else {
             K = (const float *)t->k + c0 * t->row;

@@ -90,6 +90,11 @@ static inline size_t ops_attn_tile_floats(int64_t hd) {
 void ops_attn_tile_load(const ops_attn_tile *t, float *qt, int32_t *nvis, float *ot, float *m, float *l,
                         int64_t *kmin, int64_t *kmax);
 void ops_attn_tile_store(const ops_attn_tile *t, const float *ot, const float *l);
+/* Asks for the f16 row at p (hd elements) into the caches: a tile streams the whole prefix, so the
+ * kernels ask for the next block's rows while they widen this one's. */
+static inline void ops_attn_prefetch_row(const uint16_t *p, int64_t hd) {
+    for (int64_t i = 0; i < hd; i += 32) __builtin_prefetch(p + i, 0, 2);
+}
 typedef void (*ops_attn_tile_fn)(const ops_attn_tile *t, uint32_t kv_type, float *scratch);
 void ops_attn_tile_avx512(const ops_attn_tile *t, uint32_t kv_type, float *scratch);
 void ops_attn_tile_avx2(const ops_attn_tile *t, uint32_t kv_type, float *scratch);
