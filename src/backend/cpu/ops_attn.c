@@ -247,17 +247,21 @@ static ops_attn_tile_fn tile_pick(int *lanes) {
     return NULL;
 }
 
-/* Tiles for every chunk of two or more tokens: each block of cells is then read (and widened)
- * once per tile instead of once per token. A row's result does not depend on the rows that share
- * its tile (lanes are independent, the blocks start at cell 0 whatever the tile, and a masked cell
- * adds an exact 0), so any split of a prompt into such chunks gives the same bits, which a cut-back
- * session fed again relies on (test_session_state). Returns 0 when the per-token items run
- * instead: decode, no SIMD kernel, a group wider than a tile, or no memory for the scratch. */
+/* Tiles for prompt chunks of ATTN_TILE_MIN_TOK tokens or more: each block of cells is then read
+ * (and widened) once per tile instead of once per token. A row's result does not depend on the
+ * rows that share its tile (lanes are independent, the blocks start at cell 0 whatever the tile,
+ * and a masked cell adds an exact 0), so any split of a prompt into such chunks gives the same
+ * bits. Shorter chunks (decode, a speculative verify, short pieces of a conversation) take the
+ * per-token items, whose rows equal the one-row call's bit for bit, which the verify relies on
+ * (test_ops_attn) and a cut-back session fed again in short pieces too (test_session_state).
+ * Returns 0 when the items run instead: a short chunk, no SIMD kernel, a group wider than a
+ * tile, or no memory for the scratch. */
+#define ATTN_TILE_MIN_TOK 32
 static int attn_tiled(st_pool *pool, const st_attn_args *a) {
     int lanes = 0;
     ops_attn_tile_fn fn = tile_pick(&lanes);
     const int64_t r = a->n_head / a->n_head_kv;
-    if (!fn || a->n_tok < 2 || r > OPS_ATTN_TILE_M) return 0;
+    if (!fn || a->n_tok < ATTN_TILE_MIN_TOK || r > OPS_ATTN_TILE_M) return 0;
     const int nth = pool ? st_pool_size(pool) : 1;
     int64_t tq = OPS_ATTN_TILE_M / r;
     if (tq > a->n_tok) tq = a->n_tok;
