@@ -22,10 +22,6 @@
 #include <math.h>
 #include "backend/cpu/ops_cpu.h"
 
-/* Fully unroll the loop that follows: arrays of vectors indexed by its counter then stay in
- * registers instead of the stack (GCC at -O2 does not unroll them by itself). */
-#define OPS_UNROLL _Pragma("GCC unroll 16")
-
 static inline __m512 exp512(__m512 x) {
     x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-150.0f)), _mm512_set1_ps(128.0f));
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
