@@ -1,6 +1,5 @@
 /* status.c: the read-only endpoints: GET /v1/models, GET /v1/status (what the web monitor polls)
- * and GET /metrics (Prometheus text format, version 0.0.4); and the request log, one line per
- * request through cfg.log. */
+ * and GET /metrics (Prometheus text format, version 0.0.4). The request log is request_log.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,25 +100,4 @@ char *sv_api_metrics(sv_server *s) {
         (unsigned long long)atomic_load(&m->draft_tokens), (unsigned long long)atomic_load(&m->draft_accepted),
         (double)m->last_prompt_tps, (double)m->last_decode_tps, waiting, busy, rss_bytes());
     return n < 0 ? NULL : out;
-}
-
-void sv_log_request(sv_server *s, unsigned long long id, const char *url, int status, const sv_usage *u, double ttft, double total) {
-    if (!s->cfg.log) return;
-    char line[512];
-    if (s->cfg.log_json) {
-        json_t *r = json_pack("{s:I,s:s,s:i,s:i,s:i,s:i,s:o,s:f}", "id", (json_int_t)id, "endpoint", url ? url : "", "status", status,
-                              "prompt_tokens", u->prompt_tokens, "cached_tokens", u->cached_tokens, "generated_tokens",
-                              u->completion_tokens, "ttft_ms", ttft >= 0 ? json_real(ttft * 1e3) : json_null(), "total_ms", total * 1e3);
-        char *t = json_dumps(r, JSON_COMPACT | JSON_REAL_PRECISION(6));
-        json_decref(r);
-        if (!t) return;
-        snprintf(line, sizeof line, "%s", t);
-        free(t);
-    } else {
-        char first[32] = "-";
-        if (ttft >= 0) snprintf(first, sizeof first, "%.3fs", ttft);
-        snprintf(line, sizeof line, "request %llu %s %d prompt=%d cached=%d generated=%d ttft=%s total=%.3fs", id, url ? url : "",
-                 status, u->prompt_tokens, u->cached_tokens, u->completion_tokens, first, total);
-    }
-    s->cfg.log(s->cfg.log_ctx, line);
 }
