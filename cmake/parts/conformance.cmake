@@ -56,13 +56,15 @@ if(STRATA_BUILD_TESTS)
   endforeach()
 
   # Issue 12's Q6_K gap, closed: on the same instruction set both engines compute the same bits
-  # (2.7e-7 measured; it was 4.8e-3 at AVX2 and 1.9e-3 at AVX-512), so the limit is 1e-5. One test
+  # in the products (2.7e-7 measured; it was 4.8e-3 at AVX2 and 1.9e-3 at AVX-512). The prompt
+  # attention's tiles (chunks of 32 rows or more, ops_attn.c) add in another order than ggml's, which
+  # leaves 2e-5 at AVX2, so the limit is 1e-4: the gap's rounding flips cost 1e-3 and more. One test
   # at this CPU's best level against the peer's best build for it, one with both held at AVX2.
   # Types whose kernels still add in another order than ggml's (Q2_K..Q5_K, and at AVX-512 the
   # 32-element types too) drift past 1e-5 after a rounding flip, within the quantized limits.
   foreach(level native avx2)
     set(name conformance_quantize_q6_k_exact_${level})
-    set(env "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR};STRATA_CONF_MAX_REL=1e-5")
+    set(env "STRATA_SOURCE_DIR=${CMAKE_SOURCE_DIR};STRATA_CONF_MAX_REL=1e-4")
     if(level STREQUAL "avx2")
       set(env "${env};STRATA_PEER_VARIANT=haswell;STRATA_CPU_LEVEL=1")
     endif()
