@@ -113,6 +113,8 @@ int sv_get_spec(json_t *o, sv_job *j, sv_error *e) {
     if ((r = sv_get_int(o, "speculative.n_max", 1, ST_SPEC_MAX_DRAFT, &n, e)) < 0) return -1;
     if (r) j->gen.spec_draft = (int)n;
     return 0;
+}
+
 void sv_sampling_settle(sv_sampling *sp) {
     if (sp->top_p <= 0.0f) {
         sp->temperature = 0.0f;

@@ -184,6 +184,8 @@ static st_status decoder_for(strata_engine *x, const sv_generate *req) {
     x->spec = d;
     x->spec_now = p;
     return ST_OK;
+}
+
 /* log-softmax of the logits at tok, and the k best (one pass for the normaliser, one partial
  * insertion per candidate: k is at most 20). */
 static void token_logprobs(const float *logits, int32_t n, int32_t tok, int k, sv_logprob *lp) {
