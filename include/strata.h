@@ -174,6 +174,49 @@ st_status st_session_checkpoint(st_session *s);
 /* The positions of the checkpoints held, oldest first (up to cap of them); returns how many. */
 int st_session_checkpoints(const st_session *s, int64_t *pos, int cap);
 
+/* ---- Prompts: what the next turn of a conversation reuses ------------------------------------ */
+/* The one reuse policy of the terminal chat and the server. A new prompt is matched against the
+ * ids a session holds (and, given a prompt cache, against the states it keeps): where the two part
+ * inside an assistant message that the prompt renders otherwise than the session holds it (chat
+ * templates drop earlier reasoning, and may space tool calls or trim the text differently) and the
+ * texts agree once the <think>...</think> block and all white space are left out, the held message
+ * stands in for the rendered one, as the model wrote it. So turn N+1 reuses all of turn N: its
+ * prompt, its reply with the reasoning, up to the <|im_end|> the prompt adds. Then the session
+ * keeps the longest prefix it can return to exactly (st_session_reuse).
+ * The prompt is fed in pieces of at most a chunk that, for a hybrid model, end before each message
+ * (<|im_start|>) with a checkpoint there, so a later prompt that parts at a message returns to it. */
+
+typedef struct st_prompt_cache st_prompt_cache;
+
+typedef struct st_prompt {
+    int32_t *ids;        /* the prompt as the session will hold it (malloc'd; st_prompt_free) */
+    int64_t n;
+    int64_t cached;      /* the positions reused, not computed again */
+    int64_t done;        /* the positions in the state: feed ids + done next */
+} st_prompt;
+
+/* Prepares s for prompt[0..n): keeps what it can of its own state, or, with a cache (may be NULL),
+ * of the cached state that keeps most; s's own state goes into the cache first whenever it would
+ * lose positions. p->done = p->cached afterwards. */
+st_status st_session_prompt(st_session *s, st_prompt_cache *cache, const int32_t *prompt, int64_t n, st_prompt *p);
+/* Feeds the next piece of p (at most max_rows rows, 0: the session's chunk); p->done advances. A
+ * failed feed resets the session, as st_session_feed does. */
+st_status st_session_prompt_feed(st_session *s, st_prompt *p, int64_t max_rows);
+void st_prompt_free(st_prompt *p);
+
+/* A prompt cache: the states of recent conversations (held ids, KV rows, recurrent state and
+ * checkpoints) in host memory, at most max_bytes of them, the least recently used dropped first. */
+st_status st_prompt_cache_new(uint64_t max_bytes, st_prompt_cache **out);
+/* The default size: a quarter of the host memory available now, at most 8 GiB (256 MiB when the
+ * memory is unknown). */
+uint64_t st_prompt_cache_default_bytes(void);
+void st_prompt_cache_free(st_prompt_cache *c);
+/* Puts s's state in (a held state that extends an entry replaces it; one that an entry already
+ * extends is not stored again). */
+st_status st_prompt_cache_store(st_prompt_cache *c, const st_session *s);
+int st_prompt_cache_count(const st_prompt_cache *c);
+uint64_t st_prompt_cache_bytes(const st_prompt_cache *c);
+
 /* The identity a saved state carries: 16 hex digits of a hash of the architecture, the layer
  * count, the vocabulary size, the weight bytes and general.name. */
 void st_model_fingerprint(const st_model *m, char out[65]);

@@ -22,6 +22,7 @@ typedef struct serve_flags {
     sv_config cfg;
     const char *engine;
     int64_t max_body;
+    int64_t cache_mib;   /* -1: st_prompt_cache_default_bytes */
 } serve_flags;
 
 #define OWN(field) offsetof(serve_flags, field)
@@ -38,6 +39,10 @@ static const cli_flag serve_own[] = {
      "largest request body (default 8388608; larger get 413)", 0},
     {"--state-dir", NULL, "DIR", CLI_STRING, OWN(cfg.state_dir), 0, 0, NULL, NULL,
      "where saved sessions are written (default ./strata-sessions)", 0},
+    {"--cache-ram", NULL, "MiB", CLI_INT64, OWN(cache_mib), 0, 1 << 30, NULL, NULL,
+     "keep the states of recent conversations (KV rows, recurrent checkpoints) in up to\n"
+     "MiB of memory, so a request that extends any of them reuses it; 0: off (default: a\n"
+     "quarter of the memory available at start, at most 8192)", 0},
     {"--engine", NULL, "KIND", CLI_STRING, OWN(engine), 0, 0, NULL, NULL,
      "strata (default) or echo: the deterministic stand-in of the server's tests", 0},
     {NULL},
@@ -51,7 +56,7 @@ static const cli_command serve_command = {
 int cmd_serve(int argc, char **argv) {
     cli_options o;
     cli_options_default(&o);
-    serve_flags sf = {.engine = "strata"};
+    serve_flags sf = {.engine = "strata", .cache_mib = -1};
     sv_config_defaults(&sf.cfg);
     sf.max_body = (int64_t)sf.cfg.max_body;
     sf.cfg.api_key = getenv("STRATA_API_KEY");
@@ -70,7 +75,8 @@ int cmd_serve(int argc, char **argv) {
         st_model_params mp = st_model_default_params();
         mp.device = o.device;
         mp.copy_weights = o.copy_weights;
-        st = sv_engine_strata_open(o.model, &mp, &o.session, &engine);
+        uint64_t cache = sf.cache_mib < 0 ? st_prompt_cache_default_bytes() : (uint64_t)sf.cache_mib << 20;
+        st = sv_engine_strata_open(o.model, &mp, &o.session, cache, &engine);
     } else {
         fprintf(stderr, "strata serve: --engine must be strata or echo, not %s\n", engine_kind);
         return 2;

@@ -247,5 +247,6 @@ st_device_session *st_session_device(st_session *s) { return s->dev; }
 
 /* ---- for session_state.c (src/engine/session_state.h) ---- */
 const struct st_model *st_session_model(const st_session *s) { return s->m; }
+int st_session_n_prefill(const st_session *s) { return s->p.n_prefill; }
 int32_t *st_session_id_buffer(st_session *s) { return s->ids; }
 struct st_checkpoints **st_session_checkpoint_slot(st_session *s) { return &s->ckpt; }

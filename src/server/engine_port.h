@@ -11,9 +11,9 @@
  * request at a time, so it owns the session (KV cache, recurrent state, held ids) alone.
  *
  * Conversation reuse fits inside generate(): the engine keeps the ids it holds (the last prompt and
- * reply), matches them against the new prompt, cuts its state back to the longest prefix it can
- * restore exactly (KV cut-back; recurrent state from a checkpoint at or before the divergence) and
- * reports that prefix as usage.cached_tokens. The server never sees the state, only the count.
+ * reply) and the states of other recent conversations, matches them against the new prompt, cuts
+ * its state back to the longest prefix it can restore exactly (KV cut-back; recurrent state from a
+ * checkpoint at or before the divergence) and reports that prefix as usage.cached_tokens. The server never sees the state, only the count.
  * Saved sessions go through state_save()/state_load(), also on the engine thread: the engine gives
  * and takes its state as one blob; the server wraps it in a versioned file with the model's
  * fingerprint and a checksum (sessions.c).
@@ -149,9 +149,10 @@ struct sv_engine {
 st_status sv_engine_echo_open(int context_length, sv_engine **out);
 /* The real engine (engine_strata.c): the model file loaded with mp (device, weight copy), its
  * session with sp (threads, prefill, KV type; n_ctx 0 = the model's context_length, lowered to
- * what the memory free holds, with a warning on stderr when it is). */
+ * what the memory free holds, with a warning on stderr when it is), and a prompt cache of
+ * cache_bytes (0: none) for the states of other conversations. */
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *sp,
-                                sv_engine **out);
+                                uint64_t cache_bytes, sv_engine **out);
 
 void sv_prompt_free(sv_prompt *p);
 

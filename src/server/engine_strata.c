@@ -2,14 +2,14 @@
  * one session, Qwen's chat template (text/chat.h) and the sampler (engine/sampler.h). The default
  * engine of `strata serve -m MODEL`.
  *
- * Reuse goes through strata.h's session state: the session holds the ids it was fed, and
- * st_session_reuse keeps the longest prefix of a new prompt it can return to exactly (the KV cache
- * cut back; for a hybrid model, the recurrent state of the latest checkpoint at or before the
- * divergence), so a reused answer equals a fresh one. For a hybrid model the prompt is fed in
- * pieces that end at message boundaries (before each <|im_start|>), with a checkpoint after each.
+ * Reuse is strata.h's policy (st_session_prompt, the terminal chat's too): the session's own
+ * sequence or one of the prompt cache's (--cache-ram) that keeps most of the prompt, earlier
+ * replies held as the model wrote them, cut back to what it can return to exactly; the prompt is
+ * fed in pieces that end at message boundaries with a checkpoint there. Every generated token is
+ * fed, the last one too, so the next turn extends the whole reply.
  *
- * The prompt is fed in slices of the session's chunk size so that progress is reported and the
- * cancel flag checked between chunks; generation checks it between tokens. A token's bytes go to
+ * The prompt pieces are at most the session's chunk, so that progress is reported and the cancel
+ * flag checked between chunks; generation checks it between tokens. A token's bytes go to
  * the server as they are (a UTF-8 character split across tokens is joined by the server). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,10 +31,9 @@
 
 typedef struct strata_engine {
     sv_engine base;
-    int32_t im_start;    /* the message boundary token, or -1 */
-    int recurrent;       /* checkpoints at message boundaries are taken (st_session_is_recurrent) */
     st_model *model;
     st_session *session;
+    st_prompt_cache *cache;    /* the states of recent conversations; NULL with --cache-ram 0 */
     st_chat_style style;
     int n_chunk;
     st_json_vocab *json_vocab; /* response_format json_object: the token table, built on first use */
@@ -127,15 +126,6 @@ static st_status se_tokenize(sv_engine *e, const char *text, size_t len, int spe
     return st_model_tokenize(((strata_engine *)e)->model, text, len, 0, special, ids, n);
 }
 
-/* Where the next prompt piece ends: n_chunk tokens on, or earlier at a message boundary. */
-static size_t piece_end(const strata_engine *x, const int32_t *prompt, size_t done, size_t n) {
-    size_t end = n - done < (size_t)x->n_chunk ? n : done + (size_t)x->n_chunk;
-    if (x->recurrent && x->im_start >= 0)
-        for (size_t i = done + 1; i < end; i++)
-            if (prompt[i] == x->im_start) return i;
-    return end;
-}
-
 static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish) {
     strata_engine *x = (strata_engine *)e;
     memset(usage, 0, sizeof *usage);
@@ -156,32 +146,31 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     pp.seed = sp->has_seed ? sp->seed : (uint64_t)time(NULL) ^ st_now_ns();
     st_sampler *smp = NULL;
     ST_TRY(st_sampler_new(&pp, st_model_n_vocab(x->model), &smp));
-    for (size_t i = 0; i < req->n_prompt; i++) st_sampler_accept(smp, req->prompt[i]);
-    if (req->json_object) {
-        st_status js = x->json_vocab ? ST_OK : st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
-        if (js == ST_OK) js = st_sampler_constrain_json(smp, x->json_vocab, req->prompt, req->n_prompt, req->max_tokens);
+    if (req->json_object && !x->json_vocab) {
+        st_status js = st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
         if (js != ST_OK) { st_sampler_free(smp); return js; }
     }
 
     double t0 = st_now();
-    int64_t kept = 0;
-    st_status st = st_session_reuse(x->session, req->prompt, (int64_t)req->n_prompt, &kept);
-    if (st != ST_OK) goto out;
-    size_t done = (size_t)kept;
-    usage->prompt_tokens = (int)req->n_prompt;
-    usage->cached_tokens = (int)done;
-    if (req->on_progress) req->on_progress(req->ctx, done, done, req->n_prompt);
-    while (done < req->n_prompt) {
+    /* The prompt as the session holds it: earlier replies as the model wrote them (strata.h). */
+    st_prompt p;
+    st_status st = st_session_prompt(x->session, x->cache, req->prompt, (int64_t)req->n_prompt, &p);
+    if (st != ST_OK) { st_sampler_free(smp); return st; }
+    if (p.n >= n_ctx) {
+        st = st_fail(ST_ERR_RANGE, "generate: the prompt with the earlier replies as held (%lld tokens) does not fit the context of %lld",
+                     (long long)p.n, (long long)n_ctx);
+        goto out;
+    }
+    for (int64_t i = 0; i < p.n; i++) st_sampler_accept(smp, p.ids[i]);
+    if (req->json_object && (st = st_sampler_constrain_json(smp, x->json_vocab, p.ids, (size_t)p.n, req->max_tokens)) != ST_OK) goto out;
+    usage->prompt_tokens = (int)p.n;
+    usage->cached_tokens = (int)p.cached;
+    if (req->on_progress) req->on_progress(req->ctx, (size_t)p.cached, (size_t)p.done, (size_t)p.n);
+    while (p.done < p.n) {
         if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; goto out; }
-        size_t k = piece_end(x, req->prompt, done, req->n_prompt) - done;
         /* A failed feed resets the session (a fresh sequence next time). */
-        st = st_session_feed(x->session, req->prompt + done, (int64_t)k, NULL);
-        if (st != ST_OK) goto out;
-        done += k;
-        /* Without a checkpoint (out of memory, or a device copy failed) only reuse is lost. */
-        if (done < req->n_prompt && req->prompt[done] == x->im_start && x->recurrent && st_session_checkpoint(x->session) != ST_OK)
-            st_clear_error();
-        if (req->on_progress) req->on_progress(req->ctx, (size_t)usage->cached_tokens, done, req->n_prompt);
+        if ((st = st_session_prompt_feed(x->session, &p, x->n_chunk)) != ST_OK) goto out;
+        if (req->on_progress) req->on_progress(req->ctx, (size_t)p.cached, (size_t)p.done, (size_t)p.n);
     }
     double t1 = st_now();
     usage->prompt_seconds = t1 - t0;
@@ -196,16 +185,19 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
         usage->completion_tokens++;
         size_t len = 0;
         const char *piece = st_token_piece(x->model->tok, tok, 1, &len); /* with control tokens: <think> may be one */
-        if (req->on_piece(req->ctx, piece ? piece : "", len, tok)) { *finish = SV_FINISH_STOP; break; }
-        if (usage->completion_tokens >= req->max_tokens || st_session_n_past(x->session) + 1 >= n_ctx) {
+        int stop = req->on_piece(req->ctx, piece ? piece : "", len, tok);
+        /* Every token is held, the last one too, so the next turn extends the whole reply. */
+        int full = st_session_n_past(x->session) + 1 >= n_ctx;
+        if (!full && (st = st_session_feed(x->session, &tok, 1, NULL)) != ST_OK) break;
+        if (stop) { *finish = SV_FINISH_STOP; break; }
+        if (usage->completion_tokens >= req->max_tokens || full) {
             *finish = SV_FINISH_LENGTH;
             break;
         }
-        st = st_session_feed(x->session, &tok, 1, NULL);
-        if (st != ST_OK) break;
     }
     usage->decode_seconds = st_now() - t1;
 out:
+    st_prompt_free(&p);
     st_sampler_free(smp);
     return st;
 }
@@ -232,6 +224,7 @@ static void se_close(sv_engine *e) {
     strata_engine *x = (strata_engine *)e;
     if (!x) return;
     st_json_vocab_free(x->json_vocab);
+    st_prompt_cache_free(x->cache);
     st_session_free(x->session);
     st_model_free(x->model);
     free(x);
@@ -250,7 +243,7 @@ static const sv_engine_ops strata_ops = {
 };
 
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *session,
-                                sv_engine **out) {
+                                uint64_t cache_bytes, sv_engine **out) {
     *out = NULL;
     strata_engine *x = calloc(1, sizeof *x);
     if (!x) return st_fail(ST_ERR_NOMEM, "out of memory");
@@ -275,8 +268,7 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
     st = st_session_new(x->model, &sp, &x->session);
     if (st != ST_OK) { se_close(&x->base); return st; }
     x->n_chunk = sp.n_prefill > 0 ? sp.n_prefill : 512;
-    x->im_start = st_tokenizer_find(x->model->tok, "<|im_start|>", 12);
-    x->recurrent = st_session_is_recurrent(x->session);
+    if (cache_bytes && (st = st_prompt_cache_new(cache_bytes, &x->cache)) != ST_OK) { se_close(&x->base); return st; }
 
     const char *tmpl = NULL, *name = NULL;
     size_t tlen = 0, nlen = 0;
