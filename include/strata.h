@@ -138,6 +138,16 @@ uint64_t st_session_scratch_bytes(const st_session *s);
  * NULL it receives the logits of every fed position, [n][n_vocab]. The last position's logits are
  * always kept for st_session_logits(). */
 st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all);
+/* Feeds several sessions of one model in one forward (parallel slots): session k takes
+ * tokens[k][0..n[k]), at most 256 sessions, each once. The weights all rows share (the FFN, the
+ * experts, the head) are read once for all of them; attention, the recurrent step and the rest of
+ * a sequence's state run on its own rows. Each session's logits are those of its sequence fed
+ * alone in the same pieces, bit for bit (its rows' arithmetic does not depend on the others).
+ * The forward runs on lead's threads and workspace (lead, a session of the same model, may be one
+ * of s or not; its state changes only if it is). Every check (ids, room) comes first; a failed
+ * forward resets every session of the batch. Sessions on a device are fed one after the other. */
+st_status st_session_feed_batch(st_session *lead, st_session *const *s, int n_sessions, const int32_t *const *tokens,
+                                const int64_t *n);
 /* The last fed position's logits (n_vocab floats), valid until the next feed. */
 const float *st_session_logits(const st_session *s);
 
@@ -199,9 +209,16 @@ typedef struct st_prompt {
  * of the cached state that keeps most; s's own state goes into the cache first whenever it would
  * lose positions. p->done = p->cached afterwards. */
 st_status st_session_prompt(st_session *s, st_prompt_cache *cache, const int32_t *prompt, int64_t n, st_prompt *p);
+/* How many positions of prompt s would keep (of its own state, without a cache): for choosing
+ * among the sessions of parallel slots. */
+int64_t st_session_prompt_reach(const st_session *s, const int32_t *prompt, int64_t n);
 /* Feeds the next piece of p (at most max_rows rows, 0: the session's chunk); p->done advances. A
  * failed feed resets the session, as st_session_feed does. */
 st_status st_session_prompt_feed(st_session *s, st_prompt *p, int64_t max_rows);
+/* The same in two halves, for a piece fed with others (st_session_feed_batch): the rows of the next
+ * piece (0 when p is in), then, once they are fed, p advanced past them (the checkpoint taken). */
+int64_t st_session_prompt_piece(const st_session *s, const st_prompt *p, int64_t max_rows);
+void st_session_prompt_advance(st_session *s, st_prompt *p, int64_t rows);
 void st_prompt_free(st_prompt *p);
 
 /* A prompt cache: the states of recent conversations (held ids, KV rows, recurrent state and

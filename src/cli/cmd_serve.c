@@ -23,6 +23,7 @@ typedef struct serve_flags {
     const char *engine;
     int64_t max_body;
     int64_t cache_mib;   /* -1: st_prompt_cache_default_bytes */
+    int parallel;
 } serve_flags;
 
 #define OWN(field) offsetof(serve_flags, field)
@@ -39,6 +40,9 @@ static const cli_flag serve_own[] = {
      "largest request body (default 8388608; larger get 413)", 0},
     {"--state-dir", NULL, "DIR", CLI_STRING, OWN(cfg.state_dir), 0, 0, NULL, NULL,
      "where saved sessions are written (default ./strata-sessions)", 0},
+    {"--parallel", "-np", "N", CLI_INT, OWN(parallel), 1, SV_MAX_SLOTS, NULL, NULL,
+     "serve N requests at once (default 4): N sequences decoded together, one forward a\n"
+     "step (on the CPU; one on a GPU); each has its own context of --ctx tokens", 0},
     {"--cache-ram", NULL, "MiB", CLI_INT64, OWN(cache_mib), 0, 1 << 30, NULL, NULL,
      "keep the states of recent conversations (KV rows, recurrent checkpoints) in up to\n"
      "MiB of memory, so a request that extends any of them reuses it; 0: off (default: a\n"
@@ -56,7 +60,7 @@ static const cli_command serve_command = {
 int cmd_serve(int argc, char **argv) {
     cli_options o;
     cli_options_default(&o);
-    serve_flags sf = {.engine = "strata", .cache_mib = -1};
+    serve_flags sf = {.engine = "strata", .cache_mib = -1, .parallel = 4};
     sv_config_defaults(&sf.cfg);
     sf.max_body = (int64_t)sf.cfg.max_body;
     sf.cfg.api_key = getenv("STRATA_API_KEY");
@@ -76,7 +80,7 @@ int cmd_serve(int argc, char **argv) {
         mp.device = o.device;
         mp.copy_weights = o.copy_weights;
         uint64_t cache = sf.cache_mib < 0 ? st_prompt_cache_default_bytes() : (uint64_t)sf.cache_mib << 20;
-        st = sv_engine_strata_open(o.model, &mp, &o.session, cache, &engine);
+        st = sv_engine_strata_open(o.model, &mp, &o.session, cache, sf.parallel, &engine);
     } else {
         fprintf(stderr, "strata serve: --engine must be strata or echo, not %s\n", engine_kind);
         return 2;

@@ -135,6 +135,18 @@ static st_held held_of(const st_session *s, int64_t ckpt[ST_SESSION_CHECKPOINTS]
     return h;
 }
 
+int64_t st_session_prompt_reach(const st_session *s, const int32_t *prompt, int64_t n) {
+    int64_t ckpt[ST_SESSION_CHECKPOINTS], n_form, reach = 0;
+    st_held live = held_of(s, ckpt);
+    int32_t *form = NULL;
+    if (n <= 0 || st_prompt_match(st_session_model(s), &live, prompt, n, &form, &n_form, &reach) != ST_OK) {
+        st_clear_error();
+        reach = 0;
+    }
+    free(form);
+    return reach;
+}
+
 st_status st_session_prompt(st_session *s, st_prompt_cache *cache, const int32_t *prompt, int64_t n, st_prompt *p) {
     memset(p, 0, sizeof *p);
     if (n <= 0) return st_fail(ST_ERR_INVALID, "prompt: %lld tokens", (long long)n);
@@ -176,19 +188,29 @@ st_status st_session_prompt(st_session *s, st_prompt_cache *cache, const int32_t
     return ST_OK;
 }
 
-st_status st_session_prompt_feed(st_session *s, st_prompt *p, int64_t max_rows) {
-    if (p->done >= p->n) return ST_OK;
+int64_t st_session_prompt_piece(const st_session *s, const st_prompt *p, int64_t max_rows) {
+    if (p->done >= p->n) return 0;
     if (max_rows <= 0) max_rows = st_session_n_prefill(s);
     int64_t end = p->n - p->done < max_rows ? p->n : p->done + max_rows;
-    int32_t im_start = -1;
-    int recurrent = st_session_is_recurrent(s);
-    if (recurrent) {
-        im_start = chatml_of(st_session_model(s)).im_start;
+    if (st_session_is_recurrent(s)) {
+        int32_t im_start = chatml_of(st_session_model(s)).im_start;
         if (im_start >= 0) end = next_of(p->ids, p->done + 1, end, im_start);
     }
-    ST_TRY(st_session_feed(s, p->ids + p->done, end - p->done, NULL));
-    p->done = end;
-    if (recurrent && im_start >= 0 && end < p->n && p->ids[end] == im_start && st_session_checkpoint(s) != ST_OK) st_clear_error();
+    return end - p->done;
+}
+
+void st_session_prompt_advance(st_session *s, st_prompt *p, int64_t rows) {
+    p->done += rows;
+    if (p->done < p->n && st_session_is_recurrent(s) && p->ids[p->done] == chatml_of(st_session_model(s)).im_start &&
+        st_session_checkpoint(s) != ST_OK)
+        st_clear_error();
+}
+
+st_status st_session_prompt_feed(st_session *s, st_prompt *p, int64_t max_rows) {
+    int64_t rows = st_session_prompt_piece(s, p, max_rows);
+    if (!rows) return ST_OK;
+    ST_TRY(st_session_feed(s, p->ids + p->done, rows, NULL));
+    st_session_prompt_advance(s, p, rows);
     return ST_OK;
 }
 

@@ -31,6 +31,8 @@ struct st_session {
     int32_t *ids;                 /* the ids fed: [n_ctx], the first n_past held (session_state.c) */
     struct st_checkpoints *ckpt;  /* recurrent-state checkpoints (session_state.c), NULL until one */
     st_device_session *dev;    /* the state on the model's device; NULL on the CPU */
+    float *batch_logits;          /* st_session_feed_batch led by this session: a row per session */
+    int batch_cap;
 };
 
 st_session_params st_session_default_params(void) {
@@ -121,6 +123,7 @@ st_status st_session_new(st_model *m, const st_session_params *params, st_sessio
 void st_session_free(st_session *s) {
     if (!s) return;
     free(s->ids);
+    free(s->batch_logits);
     st_checkpoints_free(s->ckpt);
     st_device_session_free(s->dev);
     if (s->state.layers) {
@@ -185,7 +188,9 @@ const float *st_session_logits(const st_session *s) {
     return s->dev ? st_device_session_logits(s->dev) : st_workspace_f32(&s->ws, WS_LOGITS);
 }
 
-st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all) {
+/* What st_session_feed refuses before anything changes: no tokens, an id outside the vocabulary,
+ * no room. */
+static st_status feed_check(const st_session *s, const int32_t *tokens, int64_t n) {
     int64_t V = s->m->hp.n_vocab;
     if (n <= 0) return st_fail(ST_ERR_INVALID, "feed: %lld tokens", (long long)n);
     for (int64_t i = 0; i < n; i++)
@@ -195,6 +200,12 @@ st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float
     if (s->state.n_past + n > s->state.n_ctx)
         return st_fail(ST_ERR_RANGE, "context is full: %lld positions + %lld new tokens exceed the context size %lld",
                        (long long)s->state.n_past, (long long)n, (long long)s->state.n_ctx);
+    return ST_OK;
+}
+
+st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all) {
+    int64_t V = s->m->hp.n_vocab;
+    ST_TRY(feed_check(s, tokens, n));
     /* Held once fed (n_past counts them); a failed feed resets, so none is held half-fed. */
     memcpy(s->ids + s->state.n_past, tokens, (size_t)n * sizeof *tokens);
     for (int64_t off = 0; off < n; off += s->p.n_prefill) {
@@ -222,6 +233,48 @@ st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float
     }
     if (logits_all && !s->dev)
         memcpy(st_workspace_get(&s->ws, WS_LOGITS), logits_all + (n - 1) * V, (size_t)V * sizeof(float));
+    return ST_OK;
+}
+
+#define FEED_BATCH_MAX ST_FORWARD_MAX_SEQS
+
+st_status st_session_feed_batch(st_session *lead, st_session *const *s, int n_s, const int32_t *const *tokens, const int64_t *n) {
+    if (n_s <= 0 || n_s > FEED_BATCH_MAX) return st_fail(ST_ERR_INVALID, "feed: a batch of %d sessions (1..%d)", n_s, FEED_BATCH_MAX);
+    int64_t rows = 0;
+    for (int k = 0; k < n_s; k++) {
+        if (s[k]->m != lead->m) return st_fail(ST_ERR_INVALID, "feed: session %d of the batch is of another model", k);
+        for (int j = 0; j < k; j++)
+            if (s[j] == s[k]) return st_fail(ST_ERR_INVALID, "feed: session %d is in the batch twice", k);
+        ST_TRY(feed_check(s[k], tokens[k], n[k]));
+        rows += n[k];
+    }
+    /* Alone, or on a device (whose forward of several sequences is not written yet): one after
+     * the other. */
+    if ((n_s == 1 && s[0] == lead) || lead->dev) {
+        for (int k = 0; k < n_s; k++) ST_TRY(st_session_feed(s[k], tokens[k], n[k], NULL));
+        return ST_OK;
+    }
+    int64_t V = lead->m->hp.n_vocab;
+    if (lead->batch_cap < n_s) {
+        float *b = realloc(lead->batch_logits, (size_t)n_s * (size_t)V * sizeof *b);
+        if (!b) return st_fail(ST_ERR_NOMEM, "feed: out of memory for the logits of %d sessions", n_s);
+        lead->batch_logits = b;
+        lead->batch_cap = n_s;
+    }
+    st_seq_rows seqs[FEED_BATCH_MAX];
+    for (int k = 0; k < n_s; k++) {
+        memcpy(s[k]->ids + s[k]->state.n_past, tokens[k], (size_t)n[k] * sizeof *tokens[k]);
+        seqs[k] = (st_seq_rows){.s = &s[k]->state, .tokens = tokens[k], .n = n[k]};
+    }
+    st_status st = st_workspace_reserve(&lead->ws, rows);
+    if (st == ST_OK) st = st_forward_seqs(lead->m, &lead->ws, lead->pool, seqs, n_s, lead->batch_logits);
+    if (st != ST_OK) {
+        /* Never leave a half-fed sequence behind. */
+        for (int k = 0; k < n_s; k++) st_session_reset(s[k]);
+        return st;
+    }
+    for (int k = 0; k < n_s; k++)
+        memcpy(st_workspace_get(&s[k]->ws, WS_LOGITS), lead->batch_logits + (size_t)k * (size_t)V, (size_t)V * sizeof(float));
     return ST_OK;
 }
 

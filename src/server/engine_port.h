@@ -6,9 +6,10 @@
  *   engine_strata.c  the real engine on include/strata.h (the default), once that API exists.
  *
  * Threads. render(), tokenize() and info() are called from HTTP threads, possibly at the same
- * time as generate() runs on the one engine thread: they may only read model data (template,
- * vocabulary, hyperparameters). generate() is only ever called from the engine thread, one
- * request at a time, so it owns the session (KV cache, recurrent state, held ids) alone.
+ * time as generate() runs on the engine threads: they may only read model data (template,
+ * vocabulary, hyperparameters). generate() is called from info.parallel engine threads, at most
+ * that many requests at once; the engine gives each its own sequence (a slot) and keeps its state
+ * consistent between them (engine_strata.c batches their steps).
  *
  * Conversation reuse fits inside generate(): the engine keeps the ids it holds (the last prompt and
  * reply) and the states of other recent conversations, matches them against the new prompt, cuts
@@ -113,9 +114,12 @@ typedef struct sv_generate {
     void *ctx;
 } sv_generate;
 
+#define SV_MAX_SLOTS 64
+
 typedef struct sv_model_info {
     char name[128];      /* the id shown in /v1/models */
-    int context_length;  /* tokens */
+    int context_length;  /* tokens (of each slot) */
+    int parallel;        /* requests generate() runs at once, from as many engine threads (>= 1) */
     char fingerprint[65];/* identifies the weights (saved sessions carry it) */
 } sv_model_info;
 
@@ -149,10 +153,11 @@ struct sv_engine {
 st_status sv_engine_echo_open(int context_length, sv_engine **out);
 /* The real engine (engine_strata.c): the model file loaded with mp (device, weight copy), its
  * session with sp (threads, prefill, KV type; n_ctx 0 = the model's context_length, lowered to
- * what the memory free holds, with a warning on stderr when it is), and a prompt cache of
- * cache_bytes (0: none) for the states of other conversations. */
+ * what the memory free holds, shared among the slots, with a warning on stderr when it is), a
+ * prompt cache of cache_bytes (0: none) for the states of other conversations, and `parallel`
+ * slots (at most SV_MAX_SLOTS; one on a GPU). */
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *sp,
-                                uint64_t cache_bytes, sv_engine **out);
+                                uint64_t cache_bytes, int parallel, sv_engine **out);
 
 void sv_prompt_free(sv_prompt *p);
 

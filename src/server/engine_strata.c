@@ -8,9 +8,21 @@
  * fed in pieces that end at message boundaries with a checkpoint there. Every generated token is
  * fed, the last one too, so the next turn extends the whole reply.
  *
+ * Parallel slots (--parallel N): N sessions of the model, each its own sequence (KV rows,
+ * recurrent state, checkpoints). Up to N requests run at once, each on the free slot whose state
+ * keeps most of its prompt (else the least recently used, whose state goes into the prompt
+ * cache). They advance in steps: each request posts its next rows (a prompt piece, or the token it
+ * just sampled) and the request that completes the set runs one forward for all of them
+ * (st_session_feed_batch: the experts and the head read once for all rows), so a waiting
+ * request's prompt pieces run beside the others' decode rows. A request that waits on its client
+ * (on_piece), or leaves (done, cancelled, a client gone), stops counting at once, so a step never
+ * waits for it. Each row's arithmetic is that of its sequence alone: the replies do not depend on
+ * what runs beside them.
+ *
  * The prompt pieces are at most the session's chunk, so that progress is reported and the cancel
  * flag checked between chunks; generation checks it between tokens. A token's bytes go to
  * the server as they are (a UTF-8 character split across tokens is joined by the server). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,15 +41,33 @@
 #include "text/chat.h"
 #include "text/tokenizer.h"
 
+/* One parallel slot: a session, and what it waits to have fed in the next step. */
+typedef struct slot {
+    st_session *session;
+    int busy;                  /* a request runs on it */
+    uint64_t used;             /* the engine's clock when its last request began */
+    const int32_t *tok;        /* posted for the next step: tok[0..n) */
+    int64_t n;
+    int posted;
+    st_status st;              /* how the step went for it */
+} slot;
+
 typedef struct strata_engine {
     sv_engine base;
     st_model *model;
-    st_session *session;
+    slot *slots;
+    int n_slots;
     st_prompt_cache *cache;    /* the states of recent conversations; NULL with --cache-ram 0 */
     st_chat_style style;
     int n_chunk;
     st_json_vocab *json_vocab; /* response_format json_object: the token table, built on first use */
     sv_model_info info;
+    /* The steps: requests inside generate() (active) post their rows; the one that completes the
+     * set runs the forward for all of them. Everything below and every slot's session under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t stepped;
+    int active, posted;
+    uint64_t steps, clock;
 } strata_engine;
 
 static void se_info(sv_engine *e, sv_model_info *out) { *out = ((strata_engine *)e)->info; }
@@ -126,12 +156,80 @@ static st_status se_tokenize(sv_engine *e, const char *text, size_t len, int spe
     return st_model_tokenize(((strata_engine *)e)->model, text, len, 0, special, ids, n);
 }
 
+/* One forward for every posted slot (mu held). */
+static void run_step(strata_engine *x) {
+    st_session *in[SV_MAX_SLOTS];
+    const int32_t *tok[SV_MAX_SLOTS];
+    int64_t n[SV_MAX_SLOTS];
+    slot *who[SV_MAX_SLOTS];
+    int k = 0;
+    for (int i = 0; i < x->n_slots; i++) {
+        slot *sl = &x->slots[i];
+        if (!sl->posted) continue;
+        in[k] = sl->session, tok[k] = sl->tok, n[k] = sl->n, who[k++] = sl;
+    }
+    st_status st = k ? st_session_feed_batch(x->slots[0].session, in, k, tok, n) : ST_OK;
+    char why[512] = "";
+    if (st != ST_OK) snprintf(why, sizeof why, "%s", st_last_error());
+    for (int i = 0; i < k; i++) {
+        who[i]->st = st;
+        who[i]->posted = 0;
+    }
+    /* Each waiting thread takes the message on its own thread. */
+    if (st != ST_OK) st_fail(st, "%s", why);
+    x->posted = 0;
+    x->steps++;
+    pthread_cond_broadcast(&x->stepped);
+}
+
+/* Feeds tok[0..n) to the slot in the next step, beside the other requests' rows (mu held). */
+static st_status step_feed(strata_engine *x, slot *sl, const int32_t *tok, int64_t n) {
+    sl->tok = tok;
+    sl->n = n;
+    sl->posted = 1;
+    uint64_t step = x->steps;
+    if (++x->posted == x->active) run_step(x);
+    else
+        while (x->steps == step) pthread_cond_wait(&x->stepped, &x->mu);
+    if (sl->st != ST_OK) return st_fail(sl->st, "generate: a batched step failed (the slot starts over)");
+    return ST_OK;
+}
+
+/* The free slot whose state keeps most of the prompt; among equals the least recently used. */
+static slot *take_slot(strata_engine *x, const int32_t *prompt, size_t n) {
+    slot *best = NULL;
+    int64_t best_reach = -1;
+    for (int i = 0; i < x->n_slots; i++) {
+        slot *sl = &x->slots[i];
+        if (sl->busy) continue;
+        int64_t r = st_session_prompt_reach(sl->session, prompt, (int64_t)n);
+        if (r > best_reach || (r == best_reach && sl->used < best->used)) best = sl, best_reach = r;
+    }
+    if (best) {
+        best->busy = 1;
+        best->used = ++x->clock;
+    }
+    return best;
+}
+
+/* A request stops taking part in the steps (it left, or waits on its client): a step the others
+ * wait for may now be complete (mu held). */
+static void step_away(strata_engine *x) {
+    x->active--;
+    if (x->posted && x->posted == x->active) run_step(x);
+}
+
+static void leave(strata_engine *x, slot *sl) {
+    sl->busy = 0;
+    step_away(x);
+}
+
 static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish) {
     strata_engine *x = (strata_engine *)e;
     memset(usage, 0, sizeof *usage);
     *finish = SV_FINISH_EOS;
     if (!req->n_prompt) return st_fail(ST_ERR_INVALID, "generate: empty prompt");
-    int64_t n_ctx = st_session_n_ctx(x->session);
+    int64_t n_ctx = st_session_n_ctx(x->slots[0].session);
     if ((int64_t)req->n_prompt >= n_ctx)
         return st_fail(ST_ERR_RANGE, "generate: a prompt of %zu tokens does not fit the context of %lld", req->n_prompt, (long long)n_ctx);
 
@@ -146,16 +244,24 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     pp.seed = sp->has_seed ? sp->seed : (uint64_t)time(NULL) ^ st_now_ns();
     st_sampler *smp = NULL;
     ST_TRY(st_sampler_new(&pp, st_model_n_vocab(x->model), &smp));
-    if (req->json_object && !x->json_vocab) {
-        st_status js = st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
-        if (js != ST_OK) { st_sampler_free(smp); return js; }
-    }
 
-    double t0 = st_now();
+    pthread_mutex_lock(&x->mu);
+    slot *sl = take_slot(x, req->prompt, req->n_prompt);
+    if (!sl) {
+        /* The server runs at most n_slots requests at once (sv_model_info.parallel). */
+        pthread_mutex_unlock(&x->mu);
+        st_sampler_free(smp);
+        return st_fail(ST_ERR_INVALID, "generate: every one of the %d slots is busy", x->n_slots);
+    }
+    x->active++;
+    st_session *ss = sl->session;
+    st_status st = ST_OK;
+    if (req->json_object && !x->json_vocab) st = st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
+    double t0 = st_now(), t1 = t0;
     /* The prompt as the session holds it: earlier replies as the model wrote them (strata.h). */
-    st_prompt p;
-    st_status st = st_session_prompt(x->session, x->cache, req->prompt, (int64_t)req->n_prompt, &p);
-    if (st != ST_OK) { st_sampler_free(smp); return st; }
+    st_prompt p = {0};
+    if (st == ST_OK) st = st_session_prompt(ss, x->cache, req->prompt, (int64_t)req->n_prompt, &p);
+    if (st != ST_OK) goto out;
     if (p.n >= n_ctx) {
         st = st_fail(ST_ERR_RANGE, "generate: the prompt with the earlier replies as held (%lld tokens) does not fit the context of %lld",
                      (long long)p.n, (long long)n_ctx);
@@ -166,29 +272,37 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     usage->prompt_tokens = (int)p.n;
     usage->cached_tokens = (int)p.cached;
     if (req->on_progress) req->on_progress(req->ctx, (size_t)p.cached, (size_t)p.done, (size_t)p.n);
+    /* The prompt in pieces, each in a step beside the other requests' decode rows. */
     while (p.done < p.n) {
         if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; goto out; }
+        int64_t rows = st_session_prompt_piece(ss, &p, x->n_chunk);
         /* A failed feed resets the session (a fresh sequence next time). */
-        if ((st = st_session_prompt_feed(x->session, &p, x->n_chunk)) != ST_OK) goto out;
+        if ((st = step_feed(x, sl, p.ids + p.done, rows)) != ST_OK) goto out;
+        st_session_prompt_advance(ss, &p, rows);
         if (req->on_progress) req->on_progress(req->ctx, (size_t)p.cached, (size_t)p.done, (size_t)p.n);
     }
-    double t1 = st_now();
+    t1 = st_now();
     usage->prompt_seconds = t1 - t0;
 
     for (;;) {
         if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; break; }
         int32_t tok;
-        st = st_sampler_sample(smp, st_session_logits(x->session), &tok);
+        st = st_sampler_sample(smp, st_session_logits(ss), &tok);
         if (st != ST_OK) break;
         if (st_model_is_eog(x->model, tok)) { *finish = SV_FINISH_EOS; break; }
         st_sampler_accept(smp, tok);
         usage->completion_tokens++;
         size_t len = 0;
         const char *piece = st_token_piece(x->model->tok, tok, 1, &len); /* with control tokens: <think> may be one */
+        /* The client's callback may wait for a slow reader: the others' steps do not wait for it. */
+        step_away(x);
+        pthread_mutex_unlock(&x->mu);
         int stop = req->on_piece(req->ctx, piece ? piece : "", len, tok);
+        pthread_mutex_lock(&x->mu);
+        x->active++;
         /* Every token is held, the last one too, so the next turn extends the whole reply. */
-        int full = st_session_n_past(x->session) + 1 >= n_ctx;
-        if (!full && (st = st_session_feed(x->session, &tok, 1, NULL)) != ST_OK) break;
+        int full = st_session_n_past(ss) + 1 >= n_ctx;
+        if (!full && (st = step_feed(x, sl, &tok, 1)) != ST_OK) break;
         if (stop) { *finish = SV_FINISH_STOP; break; }
         if (usage->completion_tokens >= req->max_tokens || full) {
             *finish = SV_FINISH_LENGTH;
@@ -197,25 +311,50 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     }
     usage->decode_seconds = st_now() - t1;
 out:
+    leave(x, sl);
+    pthread_mutex_unlock(&x->mu);
     st_prompt_free(&p);
     st_sampler_free(smp);
     return st;
 }
 
 /* The saved state is the engine's own (strata.h, st_session_state_save): ids, KV rows, recurrent
- * state and checkpoints, so a restored hybrid can return to a message boundary as before. */
+ * state and checkpoints, so a restored hybrid can return to a message boundary as before. Saving
+ * takes the free slot that ran the latest request (the conversation just answered); loading
+ * takes the least recently used free slot, its own state kept in the prompt cache first, and
+ * marks it the latest, so the next request that extends the loaded conversation finds it. */
+static slot *free_slot(strata_engine *x, int latest) {
+    slot *pick = NULL;
+    for (int i = 0; i < x->n_slots; i++) {
+        slot *sl = &x->slots[i];
+        if (!sl->busy && (!pick || (latest ? sl->used > pick->used : sl->used < pick->used))) pick = sl;
+    }
+    return pick;
+}
+
 static st_status se_state_save(sv_engine *e, void **blob, size_t *n, size_t *tokens) {
     strata_engine *x = (strata_engine *)e;
-    ST_TRY(st_session_state_save(x->session, blob, n));
-    *tokens = (size_t)st_session_n_past(x->session);
-    return ST_OK;
+    pthread_mutex_lock(&x->mu);
+    slot *sl = free_slot(x, 1);
+    st_status st = sl ? st_session_state_save(sl->session, blob, n) : st_fail(ST_ERR_INVALID, "save: every slot is busy");
+    if (st == ST_OK) *tokens = (size_t)st_session_n_past(sl->session);
+    pthread_mutex_unlock(&x->mu);
+    return st;
 }
 
 static st_status se_state_load(sv_engine *e, const void *blob, size_t n, size_t *tokens) {
     strata_engine *x = (strata_engine *)e;
-    ST_TRY(st_session_state_load(x->session, blob, n));
-    *tokens = (size_t)st_session_n_past(x->session);
-    return ST_OK;
+    pthread_mutex_lock(&x->mu);
+    slot *sl = free_slot(x, 0);
+    st_status st = sl ? ST_OK : st_fail(ST_ERR_INVALID, "restore: every slot is busy");
+    if (st == ST_OK && x->cache && st_prompt_cache_store(x->cache, sl->session) != ST_OK) st_clear_error();
+    if (st == ST_OK) st = st_session_state_load(sl->session, blob, n);
+    if (st == ST_OK) {
+        sl->used = ++x->clock;
+        *tokens = (size_t)st_session_n_past(sl->session);
+    }
+    pthread_mutex_unlock(&x->mu);
+    return st;
 }
 
 static size_t se_memory(sv_engine *e) { return (size_t)st_model_weight_bytes(((strata_engine *)e)->model); }
@@ -225,7 +364,10 @@ static void se_close(sv_engine *e) {
     if (!x) return;
     st_json_vocab_free(x->json_vocab);
     st_prompt_cache_free(x->cache);
-    st_session_free(x->session);
+    for (int i = 0; i < x->n_slots; i++) st_session_free(x->slots[i].session);
+    free(x->slots);
+    pthread_mutex_destroy(&x->mu);
+    pthread_cond_destroy(&x->stepped);
     st_model_free(x->model);
     free(x);
 }
@@ -243,11 +385,13 @@ static const sv_engine_ops strata_ops = {
 };
 
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *session,
-                                uint64_t cache_bytes, sv_engine **out) {
+                                uint64_t cache_bytes, int parallel, sv_engine **out) {
     *out = NULL;
     strata_engine *x = calloc(1, sizeof *x);
     if (!x) return st_fail(ST_ERR_NOMEM, "out of memory");
     x->base.ops = &strata_ops;
+    pthread_mutex_init(&x->mu, NULL);
+    pthread_cond_init(&x->stepped, NULL);
     st_status st = st_model_load(model_path, mp, &x->model);
     if (st != ST_OK) { free(x); return st; }
     if (!st_model_has_tokenizer(x->model)) {
@@ -256,17 +400,35 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
         se_close(&x->base);
         return st;
     }
+    /* A model on a GPU runs one slot: its forward of several sequences is not written yet. */
+    int n_slots = parallel < 1 ? 1 : parallel > SV_MAX_SLOTS ? SV_MAX_SLOTS : parallel;
+    if (strcmp(st_model_device(x->model), "cpu") && n_slots > 1) {
+        st_warn("--parallel %d: one slot on %s (several sequences in one forward run on the CPU only)", n_slots,
+                st_model_device(x->model));
+        n_slots = 1;
+    }
     st_session_params sp = *session;
     if (sp.n_ctx <= 0) {
+        /* Each slot holds a context: the fit's memory is shared among them. */
         st_ctx_fit fit = st_model_ctx_fit(x->model, sp.kv_f32);
         sp.n_ctx = fit.n_ctx;
-        if (fit.capped)
-            st_warn("context %lld tokens, not the model's %lld: its KV cache (%.1f KiB a token) would take more than half "
-                    "of the %.1f GiB free (--ctx N sets it)", (long long)fit.n_ctx, (long long)fit.n_ctx_train,
-                    (double)fit.cell_bytes / 1024, (double)fit.free_bytes / (1 << 30));
+        int64_t per = fit.free_bytes ? (int64_t)(fit.free_bytes / 2 / fit.cell_bytes / (uint64_t)n_slots / 256 * 256) : sp.n_ctx;
+        if (per < 256) per = 256;
+        if (per < sp.n_ctx) sp.n_ctx = per;
+        if (sp.n_ctx < fit.n_ctx_train)
+            st_warn("context %lld tokens for each of %d slots, not the model's %lld: its KV cache (%.1f KiB a token) would "
+                    "take more than half of the %.1f GiB free (--ctx N sets it)", (long long)sp.n_ctx, n_slots,
+                    (long long)fit.n_ctx_train, (double)fit.cell_bytes / 1024, (double)fit.free_bytes / (1 << 30));
     }
-    st = st_session_new(x->model, &sp, &x->session);
-    if (st != ST_OK) { se_close(&x->base); return st; }
+    if (!(x->slots = calloc((size_t)n_slots, sizeof *x->slots))) { se_close(&x->base); return st_fail(ST_ERR_NOMEM, "out of memory"); }
+    for (int i = 0; i < n_slots; i++) {
+        /* The steps run on the first slot's threads and workspace; the others keep only a state. */
+        st_session_params own = sp;
+        if (i > 0) own.n_threads = 1;
+        st = st_session_new(x->model, &own, &x->slots[i].session);
+        if (st != ST_OK) { se_close(&x->base); return st; }
+        x->n_slots = i + 1;
+    }
     x->n_chunk = sp.n_prefill > 0 ? sp.n_prefill : 512;
     if (cache_bytes && (st = st_prompt_cache_new(cache_bytes, &x->cache)) != ST_OK) { se_close(&x->base); return st; }
 
@@ -282,7 +444,8 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
         snprintf(x->info.name, sizeof x->info.name, "%.*s", (int)nlen, name);
     else
         snprintf(x->info.name, sizeof x->info.name, "%s", base ? base + 1 : model_path);
-    x->info.context_length = (int)st_session_n_ctx(x->session);
+    x->info.context_length = (int)st_session_n_ctx(x->slots[0].session);
+    x->info.parallel = x->n_slots;
     st_model_fingerprint(x->model, x->info.fingerprint);
     *out = &x->base;
     return ST_OK;

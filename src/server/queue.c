@@ -1,7 +1,8 @@
-/* queue.c: the request queue, the one engine thread, and each job's output channel.
+/* queue.c: the request queue, the engine threads, and each job's output channel.
  *
- * The engine thread is the only caller of engine->generate(): it owns the session. Jobs wait in a
- * bounded FIFO ring; pushing to a full ring fails (the HTTP layer answers 429). A job is shared by
+ * The engine threads (as many as the engine runs requests at once, sv_model_info.parallel) are the
+ * only callers of engine->generate(); each takes the next job in order. Jobs wait in a bounded
+ * FIFO ring; pushing to a full ring fails (the HTTP layer answers 429). A job is shared by
  * its HTTP thread and the engine thread and freed by whoever lets go last (refs under its mutex). */
 #include <stdarg.h>
 #include <stdio.h>
@@ -158,13 +159,15 @@ static void run_job(sv_server *s, sv_job *j) {
     atomic_fetch_add(&m->prompt_tokens, (unsigned long long)usage.prompt_tokens);
     atomic_fetch_add(&m->cached_tokens, (unsigned long long)usage.cached_tokens);
     atomic_fetch_add(&m->completion_tokens, (unsigned long long)usage.completion_tokens);
-    /* Only this thread writes the sums, so a load and a store need no read-modify-write. */
+    /* The engine threads write the sums under qmu, so a load and a store need no read-modify-write. */
+    pthread_mutex_lock(&s->qmu);
     m->prompt_seconds = m->prompt_seconds + usage.prompt_seconds;
     m->decode_seconds = m->decode_seconds + usage.decode_seconds;
     int computed = usage.prompt_tokens - usage.cached_tokens;
     if (usage.prompt_seconds > 0 && computed > 0) m->last_prompt_tps = computed / usage.prompt_seconds;
     if (usage.decode_seconds > 0 && usage.completion_tokens > 0)
         m->last_decode_tps = usage.completion_tokens / usage.decode_seconds;
+    pthread_mutex_unlock(&s->qmu);
 
     pthread_mutex_lock(&j->mu);
     j->finished = 1;
@@ -172,39 +175,58 @@ static void run_job(sv_server *s, sv_job *j) {
     pthread_mutex_unlock(&j->mu);
 }
 
+typedef struct engine_thread {
+    sv_server *s;
+    int index;
+} engine_thread;
+
 static void *engine_main(void *arg) {
-    sv_server *s = arg;
+    engine_thread *t = arg;
+    sv_server *s = t->s;
     for (;;) {
         pthread_mutex_lock(&s->qmu);
         while (!s->quitting && s->q_len == 0) pthread_cond_wait(&s->qcv, &s->qmu);
         if (s->quitting && s->q_len == 0) {
             pthread_mutex_unlock(&s->qmu);
+            free(t);
             return NULL;
         }
         sv_job *j = s->queue[s->q_head];
         s->q_head = (s->q_head + 1) % (size_t)s->cfg.queue_max;
         s->q_len--;
         j->served = s->next_served++;
-        s->running = j;
+        s->running[t->index] = j;
         if (s->quitting) atomic_store(&j->cancel, 1);
         pthread_mutex_unlock(&s->qmu);
 
         run_job(s, j);
 
         pthread_mutex_lock(&s->qmu);
-        s->running = NULL;
+        s->running[t->index] = NULL;
         pthread_mutex_unlock(&s->qmu);
         sv_job_release(j);
     }
 }
 
 st_status sv_queue_start(sv_server *s) {
+    int n = s->info.parallel > 0 ? s->info.parallel : 1;
     s->queue = calloc((size_t)s->cfg.queue_max, sizeof *s->queue);
-    if (!s->queue) return st_fail(ST_ERR_NOMEM, "out of memory for a queue of %d", s->cfg.queue_max);
+    s->running = calloc((size_t)n, sizeof *s->running);
+    s->engine_threads = calloc((size_t)n, sizeof *s->engine_threads);
+    if (!s->queue || !s->running || !s->engine_threads)
+        return st_fail(ST_ERR_NOMEM, "out of memory for a queue of %d", s->cfg.queue_max);
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
-    if (pthread_create(&s->engine_thread, NULL, engine_main, s))
-        return st_fail(ST_ERR_NOMEM, "could not start the engine thread");
+    for (int i = 0; i < n; i++) {
+        engine_thread *t = malloc(sizeof *t);
+        if (!t) return st_fail(ST_ERR_NOMEM, "out of memory for an engine thread");
+        *t = (engine_thread){s, i};
+        if (pthread_create(&s->engine_threads[i], NULL, engine_main, t)) {
+            free(t);
+            return st_fail(ST_ERR_NOMEM, "could not start engine thread %d", i);
+        }
+        s->n_engine_threads = i + 1;
+    }
     return ST_OK;
 }
 
@@ -213,15 +235,19 @@ void sv_queue_stop(sv_server *s) {
     s->quitting = 1;
     for (size_t i = 0; i < s->q_len; i++)
         atomic_store(&s->queue[(s->q_head + i) % (size_t)s->cfg.queue_max]->cancel, 1);
-    if (s->running) {
-        atomic_store(&s->running->cancel, 1);
-        pthread_mutex_lock(&s->running->mu);
-        pthread_cond_broadcast(&s->running->cv);
-        pthread_mutex_unlock(&s->running->mu);
+    for (int i = 0; i < s->n_engine_threads; i++) {
+        sv_job *r = s->running[i];
+        if (!r) continue;
+        atomic_store(&r->cancel, 1);
+        pthread_mutex_lock(&r->mu);
+        pthread_cond_broadcast(&r->cv);
+        pthread_mutex_unlock(&r->mu);
     }
     pthread_cond_broadcast(&s->qcv);
     pthread_mutex_unlock(&s->qmu);
-    pthread_join(s->engine_thread, NULL);
+    for (int i = 0; i < s->n_engine_threads; i++) pthread_join(s->engine_threads[i], NULL);
+    free(s->engine_threads);
+    free(s->running);
     free(s->queue);
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
@@ -247,14 +273,19 @@ int sv_queue_push(sv_server *s, sv_job *j) {
 void sv_queue_depth(sv_server *s, size_t *waiting, int *busy, size_t *done, size_t *total, size_t *cached) {
     pthread_mutex_lock(&s->qmu);
     *waiting = s->q_len;
-    *busy = s->running != NULL;
+    *busy = 0;
     *done = *total = *cached = 0;
-    if (s->running) {
-        pthread_mutex_lock(&s->running->mu);
-        *done = s->running->done;
-        *total = s->running->total;
-        *cached = s->running->cached;
-        pthread_mutex_unlock(&s->running->mu);
+    /* The progress shown is the earliest running request's. */
+    sv_job *first = NULL;
+    for (int i = 0; i < s->n_engine_threads; i++)
+        if (s->running[i] && (!first || s->running[i]->served < first->served)) first = s->running[i];
+    if (first) {
+        *busy = 1;
+        pthread_mutex_lock(&first->mu);
+        *done = first->done;
+        *total = first->total;
+        *cached = first->cached;
+        pthread_mutex_unlock(&first->mu);
     }
     pthread_mutex_unlock(&s->qmu);
 }

@@ -5,26 +5,13 @@
 // `cached_tokens` reports) when an unrelated request comes in between, when two clients alternate
 // two conversations, and when four agents interleave theirs; with --cache-ram 0 the alternation
 // loses it (the cache is what keeps it).
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import path from 'node:path';
-import OpenAI from 'openai';
-import { startServer, synthModels } from './server.mjs';
+import { serveModel, testModels } from './server.mjs';
 
-const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
-const synth = synthModels(['qwen3', 'qwen35', 'qwen4exp']);
-const models = synth.models;
-before(() => {
-  synth.made();
-  models.demo = path.join(root, 'models', 'strata-demo-q8_0.gguf');
-});
-after(() => synth.gone());
+const models = testModels(['qwen3', 'qwen35', 'qwen4exp']);
 
-async function serve(model, extra = []) {
-  const srv = await startServer(['--ctx', '2048', '-t', '1', '-m', model, ...extra], {});
-  srv.client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'unused', maxRetries: 0 });
-  return srv;
-}
+const serve = (model, extra = []) => serveModel(model, ['--ctx', '2048', '-t', '1', ...extra]);
 
 const greedy = { model: 'm', temperature: 0, max_tokens: 8, chat_template_kwargs: { enable_thinking: false } };
 

@@ -1,6 +1,7 @@
 // server.mjs: starts `strata serve --engine echo` (or the real engine with -m) on a free loopback
 // port for a test file, and small helpers the tests share. STRATA_BIN names the binary (set by run.sh).
 import { execFileSync, spawn } from 'node:child_process';
+import { after, before } from 'node:test';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -33,6 +34,29 @@ export function synthModels(archs) {
     },
     gone() { fs.rmSync(dir, { recursive: true, force: true }); },
   };
+}
+
+// The demo model shipped in models/.
+export const demoModel = path.join(root, 'models', 'strata-demo-q8_0.gguf');
+
+// For a test file: the synth models of archs made before its tests and removed after, and the
+// demo model, as paths by name (models.qwen3, ..., models.demo).
+export function testModels(archs) {
+  const synth = synthModels(archs);
+  before(() => {
+    synth.made();
+    synth.models.demo = demoModel;
+  });
+  after(() => synth.gone());
+  return synth.models;
+}
+
+// `strata serve -m model` on the real engine with an openai client beside it (srv.client).
+export async function serveModel(model, args = []) {
+  const { default: OpenAI } = await import('openai');
+  const srv = await startServer(['-m', model, ...args], {});
+  srv.client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'unused', maxRetries: 0 });
+  return srv;
 }
 
 export async function startServer(args = [], env = {}) {

@@ -46,18 +46,11 @@ static int64_t prompt_in(st_session *s, st_prompt_cache *c, const int32_t *ids, 
     return cached;
 }
 
-static int32_t argmax(const float *l, int n) {
-    int32_t b = 0;
-    for (int i = 1; i < n; i++)
-        if (l[i] > l[b]) b = i;
-    return b;
-}
-
 /* Greedy reply of up to n tokens, every token fed (as the server and the chat hold it). */
 static int64_t reply(st_model *m, st_session *s, int32_t *out, int64_t n) {
     int64_t k = 0;
     while (k < n) {
-        int32_t t = argmax(st_session_logits(s), st_model_n_vocab(m));
+        int32_t t = fx_argmax(st_session_logits(s), st_model_n_vocab(m));
         if (st_model_is_eog(m, t)) break;
         out[k++] = t;
         if (st_session_feed(s, &t, 1, NULL) != ST_OK) return -1;
@@ -214,16 +207,11 @@ static void test_cache(st_model *m) {
 
 /* The LRU order on the attention-only fixture, with raw ids (no ChatML). */
 static void test_lru(void) {
-    char path[] = "/tmp/strata-test-prompt-XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) return;
     fx_opts o = {.arch = "qwen3"};
-    if (fx_write(path, &o)) return;
     st_model_params mp = st_model_default_params();
     mp.copy_weights = 0;
-    st_model *m = NULL;
-    CHECK(st_model_load(path, &mp, &m) == ST_OK);
-    remove(path);
+    st_model *m = fx_load("/tmp", &o, "prompt", &mp);
+    CHECK(m != NULL);
     if (!m) return;
     st_session *s = session(m);
     int32_t a[24], b[24], d[24];
@@ -252,18 +240,11 @@ static void test_lru(void) {
 
 int main(void) {
     test_lru();
-    const char *src = getenv("STRATA_SOURCE_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/models/strata-demo-q8_0.gguf", src ? src : ".");
-    st_model_params mp = st_model_default_params();
-    mp.copy_weights = 0;
-    st_model *m = NULL;
-    if (st_model_load(path, &mp, &m) != ST_OK) {
-        fprintf(stderr, "note: %s: %s; the ChatML cases are skipped\n", path, st_last_error());
-    } else {
+    st_model *m = fx_load_demo();
+    if (m) {
         test_splice(m);
         test_cache(m);
-        st_model_free(m);
     }
+    st_model_free(m);
     return test_report("test_prompt");
 }
