@@ -14,8 +14,25 @@
 # Measured: 650 s user + 95 s system CPU for a fresh clone and build (~6.5 min on 2 idle cores).
 # JOBS sets the parallelism (default: all cores). Prints the time the build took; the compiler's
 # output goes to .peer/llama-build.log.
+#
+#   tools/peer-build.sh speculative [OUT]   llama-speculative-simple (examples/speculative-simple,
+#       the driver of --spec-type draft-mtp), compiled on its own against the libraries above into
+#       OUT (default build/peer), since the build is configured without examples and is shared:
+#       this adds no target to it and changes nothing in it (bench/results/*-spec-*.md use it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = speculative ]; then
+  out=${2:-build/peer}
+  src=.peer/llama.cpp
+  [ -f "$src/build/bin/libllama-common.so" ] || { echo "peer-build: build the peer first (tools/peer-build.sh)" >&2; exit 1; }
+  mkdir -p "$out"
+  ${CXX:-g++} -O2 -std=c++17 "$src/examples/speculative-simple/speculative-simple.cpp" -I"$src/include" -I"$src/common" \
+    -I"$src/ggml/include" -I"$src/vendor" -L"$src/build/bin" -Wl,-rpath,"$(realpath "$src/build/bin")" \
+    -lllama-common -lllama -lggml -lggml-base -o "$out/llama-speculative-simple"
+  echo "peer-build: $out/llama-speculative-simple"
+  exit 0
+fi
 
 PEER=.peer
 SRC=$PEER/llama.cpp

@@ -119,6 +119,10 @@ typedef struct st_gdn_args {
     float *out;                  /* o_h of token t at out[t*ld_out + h*d] */
     int64_t ld_out;
     float scale;                 /* applied to the output: 1/sqrt(d) */
+    float *const *state_steps;   /* NULL, or n_tok planes laid out as `state`: token t then reads
+                                    the state after token t-1 (`state` for t = 0) and writes its
+                                    own into state_steps[t], leaving `state` as it was (the
+                                    per-row states a speculative verify rolls back to) */
 } st_gdn_args;
 
 /* Per-token recurrence, for each token in order and each v-head h with k-head kappa(h):

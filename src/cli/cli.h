@@ -58,6 +58,19 @@ void cli_reply_free(cli_reply *r);
 struct st_chat_options;
 int cli_chat_style(const st_model *m, struct st_chat_options *opt);
 
+/* generate.c: one line on stderr: the drafts made and accepted, tokens per trunk forward. */
+void cli_spec_report(const struct st_spec *d);
+
+/* `strata bench --spec` (bench_spec.c): plain and speculative decoding on the same prompts. */
+typedef struct cli_bench_spec_opts {
+    st_session_params session;
+    st_sampler_params sampler;
+    st_spec_params spec;
+    const char *prompts;   /* one prompt per line ("\n" escapes), or NULL for a built-in one */
+    int n_gen, reps, json;
+} cli_bench_spec_opts;
+int cli_bench_spec(const char *path, struct st_model *m, const cli_bench_spec_opts *o);
+
 /* One reply (generate.c): samples from the session's last logits, passes each piece of text to
  * on_text as it comes, and feeds each token back, until an end-of-generation token, max_tokens or
  * a full context. On a failure prints "strata: WHAT: reason" and returns 1. */
@@ -69,6 +82,7 @@ typedef struct cli_generation {
     struct st_session *session;
     struct st_sampler *sampler;
     struct st_detok *detok;
+    struct st_spec *spec;  /* the session's speculative decoder, or NULL (plain decoding) */
     void (*on_text)(void *ctx, const char *text, size_t len);
     void *ctx;
     const char *what; /* names the command in messages: "run", "chat" */

@@ -1,4 +1,5 @@
-/* cmd_bench.c: `strata bench [-m MODEL] [-p 512] [-n 128] [-r 3] [-t THREADS] [--json]`.
+/* cmd_bench.c: `strata bench [-m MODEL] [-p 512] [-n 128] [-r 3] [-t THREADS] [--json]`; with
+ * --spec mtp|ngram, speculative against plain decoding instead (bench_spec.c).
  *
  * Prompt speed: a fresh sequence fed P token ids through the prompt chain (chunks of --prefill).
  * Decode speed: a fresh sequence fed N tokens one at a time (as llama-bench's tg test). Each is
@@ -20,14 +21,18 @@
 
 typedef struct bench_flags {
     int n_prompt, n_gen, reps, json;
+    const char *prompts;
 } bench_flags;
 
 #define OWN(field) offsetof(bench_flags, field)
 static const cli_flag bench_own[] = {
     {"-p", NULL, "P", CLI_INT, OWN(n_prompt), 0, 1 << 20, NULL, NULL, "prompt tokens (default 512; 0 = skip)", 0},
-    {"-n", NULL, "N", CLI_INT, OWN(n_gen), 0, 1 << 20, NULL, NULL, "decoded tokens (default 128; 0 = skip)", 0},
+    {"-n", NULL, "N", CLI_INT, OWN(n_gen), 0, 1 << 20, NULL, NULL,
+     "decoded tokens (default 128; 0 = skip); with --spec, at most N per prompt\n(default 256)", 0},
     {"-r", NULL, "R", CLI_INT, OWN(reps), 1, 100, NULL, NULL, "repeats (default 3)", 0},
     {"--json", NULL, NULL, CLI_SWITCH, OWN(json), 1, 0, NULL, NULL, "one JSON object on stdout instead of the table", 0},
+    {"--prompts", NULL, "FILE", CLI_STRING, OWN(prompts), 0, 0, NULL, NULL,
+     "with --spec: one prompt per line, \\n for a newline (default: one built-in\nchat prompt)", 0},
     {NULL},
 };
 
@@ -35,8 +40,11 @@ static const cli_command bench_command = {
     "bench", "[-m MODEL] [-p 512] [-n 128] [-r 3] [options]",
     "Prints prompt (pp) and decode (tg) tokens/s, the median of R runs after a warm-up, and\n"
     "decode's share of the memory read bandwidth measured in the same command (on a GPU, the GPU\n"
-    "memory's). The context is what the longer test needs, or --ctx if larger.",
-    CLI_MODEL | CLI_SESSION, bench_own, 0};
+    "memory's). The context is what the longer test needs, or --ctx if larger.\n"
+    "With --spec mtp|ngram: speculative against plain decoding on the same prompts, alternating,\n"
+    "R rounds (greedy unless --temp): tok/s of both, the speed-up, tokens per trunk forward, the\n"
+    "acceptance at each draft position; it fails if the two texts differ.",
+    CLI_MODEL | CLI_SESSION | CLI_SAMPLING | CLI_SPEC, bench_own, 0};
 
 /* ---- read-bandwidth probe: every thread streams its share of a buffer far larger than caches ---- */
 
@@ -132,13 +140,23 @@ static int time_decode(st_session *s, const int32_t *ids, int n, double *tps) {
 int cmd_bench(int argc, char **argv) {
     cli_options o;
     cli_options_default(&o);
-    bench_flags bf = {.n_prompt = 512, .n_gen = 128, .reps = 3};
+    bench_flags bf = {.n_prompt = 512, .n_gen = -1, .reps = 3};
+    o.sampling.temperature = 0.0f; /* the speculative bench is greedy unless told */
     int prc = cli_parse(&bench_command, argc, argv, &o, &bf);
     if (prc >= 0) return prc;
+    int spec = o.spec.mode == ST_SPEC_MTP || o.spec.mode == ST_SPEC_NGRAM;
+    if (bf.n_gen < 0) bf.n_gen = spec ? 256 : 128;
     int n_prompt = bf.n_prompt, n_gen = bf.n_gen, reps = bf.reps, json = bf.json;
     st_session_params sp = o.session;
     st_model *m;
     if (cli_load_model("bench", &o, &m)) return 1;
+    if (spec) {
+        cli_bench_spec_opts so = {.session = sp, .sampler = o.sampling, .spec = o.spec, .prompts = bf.prompts,
+                                  .n_gen = n_gen > 0 ? n_gen : 1, .reps = reps, .json = json};
+        int r = cli_bench_spec(o.model, m, &so);
+        st_model_free(m);
+        return r;
+    }
     int rc = 1;
     int total = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
     if (sp.n_ctx < total) sp.n_ctx = total;

@@ -21,6 +21,7 @@
 
 #include "cli/cli.h"
 #include "engine/sampler.h"
+#include "engine/spec.h"
 #include "model/model.h"
 #include "server/session_file.h"
 #include "strata.h"
@@ -52,7 +53,7 @@ static const cli_command chat_command = {
     "An interactive chat (Qwen ChatML), streaming the replies. Type a message and Enter.\n"
     "Commands: /reset (new conversation), /think on|off (reasoning), /save NAME, /load NAME,\n"
     "/help, /quit.",
-    CLI_MODEL | CLI_SESSION | CLI_SAMPLING, chat_own, 0};
+    CLI_MODEL | CLI_SESSION | CLI_SAMPLING | CLI_SPEC, chat_own, 0};
 
 static void help(void) {
     fprintf(stderr,
@@ -121,15 +122,20 @@ static int conv_from_ids(conversation *c, const st_model *m, const int32_t *ids,
     return ok;
 }
 
-/* Feeds the prompt through strata.h's reuse policy (st_session_prompt). */
-static int feed_prompt(st_session *s, const int32_t *ids, size_t n) {
+/* Feeds the prompt through strata.h's reuse policy (st_session_prompt), the pieces through the
+ * speculative decoder, so its MTP head follows the conversation too. */
+static int feed_prompt(st_session *s, st_spec *d, const int32_t *ids, size_t n) {
     st_prompt p;
+    st_spec_finish(d);
     if (st_session_prompt(s, NULL, ids, (int64_t)n, &p) != ST_OK) return cli_fail("chat");
-    while (p.done < p.n)
-        if (st_session_prompt_feed(s, &p, 0) != ST_OK) {
+    while (p.done < p.n) {
+        int64_t rows = st_session_prompt_piece(s, &p, 0);
+        if (st_spec_prompt(d, p.ids + p.done, rows) != ST_OK) {
             st_prompt_free(&p);
             return cli_fail("chat");
         }
+        st_session_prompt_advance(s, &p, rows);
+    }
     st_prompt_free(&p);
     return 0;
 }
@@ -221,6 +227,7 @@ int cmd_chat(int argc, char **argv) {
     chat c = {.m = m, .system = cf.system, .state_dir = cf.state_dir};
     st_sampler *smp = NULL;
     st_detok *dt = NULL;
+    st_spec *spec = NULL;
     cli_reply r = {.show_thinking = cf.show_thinking, .tty = isatty(STDERR_FILENO)};
     char *line = NULL;
     size_t line_cap = 0;
@@ -232,14 +239,14 @@ int cmd_chat(int argc, char **argv) {
     cli_chat_style(m, &opt);
     cli_fit_context("chat", m, &o.session);
     if (st_session_new(m, &o.session, &c.s) != ST_OK || st_sampler_new(&o.sampling, st_model_n_vocab(m), &smp) != ST_OK ||
-        st_detok_new(m->tok, 0, &dt) != ST_OK) {
+        st_detok_new(m->tok, 0, &dt) != ST_OK || st_spec_new(c.s, &o.spec, &spec) != ST_OK) {
         cli_fail("chat");
         goto done;
     }
     st_model_fingerprint(m, c.fingerprint);
     chat_reset(&c);
-    cli_generation g = {.model = m, .session = c.s, .sampler = smp, .detok = dt, .on_text = cli_reply_text, .ctx = &r, .what = "chat",
-                        .feed_last = 1};
+    cli_generation g = {.model = m, .session = c.s, .sampler = smp, .detok = dt, .spec = spec, .on_text = cli_reply_text,
+                        .ctx = &r, .what = "chat", .feed_last = 1};
     fprintf(stderr, "strata chat: %s. /help for commands. Reasoning is %s%s.\n", st_model_arch(m), think ? "on" : "off",
             think && !cf.show_thinking ? " (hidden; --show-thinking shows it)" : "");
     for (;;) {
@@ -298,7 +305,7 @@ int cmd_chat(int argc, char **argv) {
             conv_clear(&c.conv, c.conv.n - 1);
             continue;
         }
-        int fail = feed_prompt(c.s, ids, n_ids);
+        int fail = feed_prompt(c.s, spec, ids, n_ids);
         free(ids);
         if (fail) {
             /* A failed feed resets the session; the conversation stays, to be fed again. */
@@ -321,6 +328,7 @@ done:
     free(c.conv.msgs);
     free(c.conv.texts);
     st_detok_free(dt);
+    st_spec_free(spec);
     st_sampler_free(smp);
     st_session_free(c.s);
     st_model_free(m);

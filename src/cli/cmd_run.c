@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "cli/cli.h"
 #include "engine/sampler.h"
+#include "engine/spec.h"
 #include "model/model.h"
 #include "strata.h"
 #include "text/chat.h"
@@ -43,7 +44,7 @@ static const cli_command run_command = {
     "run", "[-m MODEL] -p TEXT [-n N] [options]",
     "Prints the model's answer to TEXT (its chat template's reply to a user message), streaming,\n"
     "to stdout; with --raw, the continuation of TEXT.",
-    CLI_MODEL | CLI_SESSION | CLI_SAMPLING, run_own, 0};
+    CLI_MODEL | CLI_SESSION | CLI_SAMPLING | CLI_SPEC, run_own, 0};
 
 static void print_text(void *ctx, const char *text, size_t len) {
     (void)ctx;
@@ -87,6 +88,7 @@ int cmd_run(int argc, char **argv) {
     st_session *s = NULL;
     st_sampler *smp = NULL;
     st_detok *dt = NULL;
+    st_spec *spec = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
     st_chat_options opt = {0};
@@ -106,20 +108,21 @@ int cmd_run(int argc, char **argv) {
         if ((int64_t)n_ids + rf.n_predict > o.session.n_ctx) o.session.n_ctx = (int64_t)n_ids + rf.n_predict;
     }
     if (st_session_new(m, &o.session, &s) != ST_OK || st_sampler_new(&o.sampling, st_model_n_vocab(m), &smp) != ST_OK ||
-        st_detok_new(m->tok, 0, &dt) != ST_OK) {
+        st_detok_new(m->tok, 0, &dt) != ST_OK || st_spec_new(s, &o.spec, &spec) != ST_OK) {
         cli_fail("run");
         goto done;
     }
     for (size_t i = 0; i < n_ids; i++) st_sampler_accept(smp, ids[i]);
 
     double t0 = st_now();
-    if (st_session_feed(s, ids, (int64_t)n_ids, NULL) != ST_OK) {
+    if (st_spec_prompt(spec, ids, (int64_t)n_ids) != ST_OK) {
         cli_fail("run: prompt");
         goto done;
     }
     double t1 = st_now();
     int generated = 0;
-    cli_generation g = {.model = m, .session = s, .sampler = smp, .detok = dt, .on_text = print_text, .what = "run"};
+    cli_generation g = {.model = m, .session = s, .sampler = smp, .detok = dt, .spec = spec, .on_text = print_text,
+                        .what = "run"};
     if (chat) {
         g.on_text = cli_reply_text;
         g.ctx = &r;
@@ -132,9 +135,11 @@ int cmd_run(int argc, char **argv) {
     double t2 = st_now();
     fprintf(stderr, "strata: prompt %zu tokens in %.2f s (%.1f tok/s), generated %d tokens in %.2f s (%.1f tok/s)\n",
             n_ids, t1 - t0, (double)n_ids / (t1 - t0), generated, t2 - t1, generated > 0 ? generated / (t2 - t1) : 0.0);
+    cli_spec_report(spec);
     rc = 0;
 done:
     cli_reply_free(&r);
+    st_spec_free(spec);
     st_detok_free(dt);
     st_sampler_free(smp);
     st_session_free(s);

@@ -54,8 +54,11 @@ static const cli_flag serve_own[] = {
 
 static const cli_command serve_command = {
     "serve", "[-m MODEL.gguf] [options]",
-    "Serves the model over OpenAI- and Anthropic-compatible HTTP, with a web chat at /.",
-    CLI_MODEL | CLI_SESSION, serve_own, 0};
+    "Serves the model over OpenAI- and Anthropic-compatible HTTP, with a web chat at /.\n"
+    "--spec sets the server's speculative decoding; a request may ask for its own with\n"
+    "\"speculative.type\": \"mtp\"|\"ngram\"|\"none\" and \"speculative.n_max\": N. Drafts made and\n"
+    "accepted are in usage.completion_tokens_details, \"timings\" and /metrics.",
+    CLI_MODEL | CLI_SESSION | CLI_SPEC, serve_own, 0};
 
 int cmd_serve(int argc, char **argv) {
     cli_options o;
@@ -79,8 +82,9 @@ int cmd_serve(int argc, char **argv) {
         st_model_params mp = st_model_default_params();
         mp.device = o.device;
         mp.copy_weights = o.copy_weights;
-        uint64_t cache = sf.cache_mib < 0 ? st_prompt_cache_default_bytes() : (uint64_t)sf.cache_mib << 20;
-        st = sv_engine_strata_open(o.model, &mp, &o.session, cache, sf.parallel, &engine);
+        sv_strata_options so = {.spec = &o.spec, .parallel = sf.parallel,
+                                .cache_bytes = sf.cache_mib < 0 ? st_prompt_cache_default_bytes() : (uint64_t)sf.cache_mib << 20};
+        st = sv_engine_strata_open(o.model, &mp, &o.session, &so, &engine);
     } else {
         fprintf(stderr, "strata serve: --engine must be strata or echo, not %s\n", engine_kind);
         return 2;

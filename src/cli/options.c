@@ -13,6 +13,7 @@
 #define OPT(field) offsetof(cli_options, field)
 
 static const int device_values[] = {ST_DEVICE_CPU, ST_DEVICE_CUDA, ST_DEVICE_AUTO};
+static const int spec_values[] = {ST_SPEC_MTP, ST_SPEC_NGRAM, ST_SPEC_NONE, ST_SPEC_AUTO};
 
 static const cli_flag shared_flags[] = {
     {"--model", "-m", "MODEL", CLI_STRING, OPT(model), 0, 0, NULL, NULL,
@@ -54,13 +55,23 @@ static const cli_flag shared_flags[] = {
      "random seed (default 0): the same seed gives the same text", CLI_SAMPLING},
     {"--repeat-penalty", NULL, "R", CLI_FLOAT, OPT(sampling.repeat_penalty), 0, 1e6, NULL, NULL,
      "penalise the last 64 tokens (default 1 = off)", CLI_SAMPLING},
+
+    {"--spec", NULL, "S", CLI_CHOICE, OPT(spec.mode), 0, 0, "mtp|ngram|none|auto", spec_values,
+     "draft tokens ahead and check them in one forward: mtp (the model's MTP\n"
+     "head), ngram (prompt lookup) or none; default auto: mtp when the file\n"
+     "has a head, else none. The text is the same token for token either way", CLI_SPEC},
+    {"--spec-draft", NULL, "N", CLI_INT, OPT(spec.n_draft), 1, ST_SPEC_MAX_DRAFT, NULL, NULL,
+     "tokens drafted per trunk forward (default 3)", CLI_SPEC},
+    {"--spec-p-min", NULL, "P", CLI_FLOAT, OPT(spec.p_min), 0, 1, NULL, NULL,
+     "mtp: end a draft at a token the head gives less than P (default 0)", CLI_SPEC},
 };
 #define N_SHARED (sizeof shared_flags / sizeof shared_flags[0])
 
 static const struct {
     unsigned group;
     const char *title;
-} group_titles[] = {{CLI_MODEL, "model"}, {CLI_SESSION, "session"}, {CLI_SAMPLING, "sampling"}};
+} group_titles[] = {{CLI_MODEL, "model"}, {CLI_SESSION, "session"}, {CLI_SAMPLING, "sampling"},
+                    {CLI_SPEC, "speculative decoding"}};
 
 void cli_options_default(cli_options *o) {
     memset(o, 0, sizeof *o);
@@ -68,6 +79,7 @@ void cli_options_default(cli_options *o) {
     o->copy_weights = -1;
     o->session = st_session_default_params();
     o->sampling = st_sampler_default_params();
+    o->spec = st_spec_default_params();
 }
 
 /* "-c, --ctx N" */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "engine/sampler.h"
+#include "engine/spec.h"
 #include "strata.h"
 
 /* What the shared flags set. cli_options_default gives every default. */
@@ -26,6 +27,7 @@ typedef struct cli_options {
     float gpu_mem;                /* --gpu-mem GiB, 0: all of the GPU */
     st_session_params session;    /* -t, --ctx, --prefill, --kv-type */
     st_sampler_params sampling;   /* --temp, --top-k, --top-p, --min-p, --seed, --repeat-penalty */
+    st_spec_params spec;          /* --spec, --spec-draft, --spec-p-min */
 } cli_options;
 
 void cli_options_default(cli_options *o);
@@ -35,6 +37,7 @@ enum {
     CLI_MODEL = 1 << 0,     /* -m, --device, --gpu-mem, --copy-weights, --no-copy-weights */
     CLI_SESSION = 1 << 1,   /* -t, -c/--ctx, --prefill, --kv-type, --kv-f32 */
     CLI_SAMPLING = 1 << 2,  /* --temp, --top-k, --top-p, --min-p, --seed, --repeat-penalty */
+    CLI_SPEC = 1 << 3,      /* --spec, --spec-draft, --spec-p-min (engine/spec.h) */
 };
 
 typedef enum cli_kind {

@@ -23,6 +23,7 @@
 
 #include "base/status.h"
 #include "engine/prompt.h"
+#include "engine/session_spec.h"
 #include "engine/session_state.h"
 #include "model/model.h"
 #include "text/tokenizer.h"

@@ -42,9 +42,9 @@ st_session_params st_session_default_params(void) {
 static st_status alloc_state(st_session *s) {
     const st_hparams *hp = &s->m->hp;
     st_state *st = &s->state;
-    st->layers = calloc((size_t)hp->n_layer, sizeof *st->layers);
+    st->layers = calloc((size_t)st_model_n_blocks(s->m), sizeof *st->layers);
     if (!st->layers) return st_fail(ST_ERR_NOMEM, "session: out of memory");
-    for (int64_t il = 0; il < hp->n_layer; il++) {
+    for (int64_t il = 0; il < st_model_n_blocks(s->m); il++) {
         st_layer_state *L = &st->layers[il];
         if (st_hp_is_hybrid(hp) && hp->is_linear[il]) {
             int64_t C = st_hp_conv_channels(hp), dk = hp->ssm_state;
@@ -120,6 +120,47 @@ st_status st_session_new(st_model *m, const st_session_params *params, st_sessio
     return ST_OK;
 }
 
+static void free_steps(st_session *s) {
+    for (int64_t il = 0; il < s->m->hp.n_layer; il++) {
+        st_layer_state *L = &s->state.layers[il];
+        for (int i = 0; i < s->state.n_steps && L->ssm_steps; i++) {
+            free(L->ssm_steps[i]);
+            free(L->conv_steps[i]);
+        }
+        free(L->ssm_steps);
+        free(L->conv_steps);
+        L->ssm_steps = L->conv_steps = NULL;
+    }
+    s->state.n_steps = 0;
+}
+
+/* Step planes for chunks of up to `rows` rows that keep every row's recurrent state: per GDN
+ * layer, `rows` delta and conv states beside the current ones. Allocated once, at the first
+ * speculative decode; part of the state (never the workspace). */
+st_status st_session_reserve_steps(st_session *s, int rows) {
+    const st_hparams *hp = &s->m->hp;
+    if (rows <= s->state.n_steps || s->dev || !st_hp_is_hybrid(hp)) return ST_OK;
+    free_steps(s);
+    int64_t dk = hp->ssm_state;
+    size_t conv = (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) + 1, ssm = (size_t)(hp->ssm_n_v * dk * dk);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        st_layer_state *L = &s->state.layers[il];
+        if (!L->ssm) continue;
+        L->ssm_steps = calloc((size_t)rows, sizeof *L->ssm_steps);
+        L->conv_steps = calloc((size_t)rows, sizeof *L->conv_steps);
+        int ok = L->ssm_steps && L->conv_steps;
+        for (int i = 0; i < rows && ok; i++)
+            ok = (L->ssm_steps[i] = malloc(ssm * sizeof(float))) && (L->conv_steps[i] = malloc(conv * sizeof(float)));
+        s->state.n_steps = rows; /* what free_steps walks (NULL entries are freed harmlessly) */
+        if (!ok) {
+            free_steps(s);
+            return st_fail(ST_ERR_NOMEM, "session: out of memory for %d recurrent state planes (layer %lld)", rows, (long long)il);
+        }
+    }
+    s->state.n_steps = rows;
+    return ST_OK;
+}
+
 void st_session_free(st_session *s) {
     if (!s) return;
     free(s->ids);
@@ -127,7 +168,8 @@ void st_session_free(st_session *s) {
     st_checkpoints_free(s->ckpt);
     st_device_session_free(s->dev);
     if (s->state.layers) {
-        for (int64_t il = 0; il < s->m->hp.n_layer; il++) {
+        free_steps(s);
+        for (int64_t il = 0; il < st_model_n_blocks(s->m); il++) {
             st_layer_state *L = &s->state.layers[il];
             free(L->k_cache);
             free(L->v_cache);
@@ -150,6 +192,7 @@ void st_session_reset(st_session *s) {
     if (s->dev) {
         st_device_session_reset(s->dev);
         s->state.n_past = 0;
+        s->state.mtp_n_past = 0;
         return;
     }
     for (int64_t il = 0; il < hp->n_layer; il++) {
@@ -161,6 +204,7 @@ void st_session_reset(st_session *s) {
     }
     /* KV cells past n_past are never read (the attention sees cells < n_kv only). */
     s->state.n_past = 0;
+    s->state.mtp_n_past = 0;
 }
 
 int64_t st_session_n_past(const st_session *s) { return s->state.n_past; }
@@ -173,11 +217,13 @@ uint64_t st_session_state_bytes(const st_session *s) {
     const st_hparams *hp = &s->m->hp;
     if (s->dev) return st_device_session_state_bytes(s->dev);
     uint64_t b = 0;
-    for (int64_t il = 0; il < hp->n_layer; il++) {
+    for (int64_t il = 0; il < st_model_n_blocks(s->m); il++) {
         const st_layer_state *L = &s->state.layers[il];
         if (L->k_cache) b += 2 * (uint64_t)s->state.n_ctx * st_kv_row_bytes(s->state.kv_type, hp->n_head_kv[il] * hp->head_dim);
         if (L->conv) b += (uint64_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float);
-        if (L->ssm) b += (uint64_t)(hp->ssm_n_v * hp->ssm_state * hp->ssm_state) * sizeof(float);
+        if (L->ssm) b += (uint64_t)(hp->ssm_n_v * hp->ssm_state * hp->ssm_state) * sizeof(float) * (uint64_t)(1 + s->state.n_steps);
+        if (L->conv && s->state.n_steps)
+            b += (uint64_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float) * (uint64_t)s->state.n_steps;
         if (L->idx_cache) b += (uint64_t)s->state.n_ctx * st_kv_row_bytes(s->state.kv_type, hp->idx_dim);
         if (L->idx_blocks) b += (uint64_t)(s->state.n_ctx / hp->compress_ratio[il] + 1) * hp->idx_dim * sizeof(float);
         if (L->ple_hist) b += (uint64_t)(hp->n_hc * hp->n_embd * st_hp_ple_hist(hp)) * sizeof(float);
@@ -188,9 +234,8 @@ const float *st_session_logits(const st_session *s) {
     return s->dev ? st_device_session_logits(s->dev) : st_workspace_f32(&s->ws, WS_LOGITS);
 }
 
-/* What st_session_feed refuses before anything changes: no tokens, an id outside the vocabulary,
- * no room. */
-static st_status feed_check(const st_session *s, const int32_t *tokens, int64_t n) {
+/* What a feed refuses before anything changes: no tokens, an id outside the vocabulary, no room. */
+static st_status check_feed(const st_session *s, const int32_t *tokens, int64_t n) {
     int64_t V = s->m->hp.n_vocab;
     if (n <= 0) return st_fail(ST_ERR_INVALID, "feed: %lld tokens", (long long)n);
     for (int64_t i = 0; i < n; i++)
@@ -205,7 +250,7 @@ static st_status feed_check(const st_session *s, const int32_t *tokens, int64_t 
 
 st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all) {
     int64_t V = s->m->hp.n_vocab;
-    ST_TRY(feed_check(s, tokens, n));
+    ST_TRY(check_feed(s, tokens, n));
     /* Held once fed (n_past counts them); a failed feed resets, so none is held half-fed. */
     memcpy(s->ids + s->state.n_past, tokens, (size_t)n * sizeof *tokens);
     for (int64_t off = 0; off < n; off += s->p.n_prefill) {
@@ -245,7 +290,7 @@ st_status st_session_feed_batch(st_session *lead, st_session *const *s, int n_s,
         if (s[k]->m != lead->m) return st_fail(ST_ERR_INVALID, "feed: session %d of the batch is of another model", k);
         for (int j = 0; j < k; j++)
             if (s[j] == s[k]) return st_fail(ST_ERR_INVALID, "feed: session %d is in the batch twice", k);
-        ST_TRY(feed_check(s[k], tokens[k], n[k]));
+        ST_TRY(check_feed(s[k], tokens[k], n[k]));
         rows += n[k];
     }
     /* Alone, or on a device (whose forward of several sequences is not written yet): one after
@@ -300,6 +345,44 @@ st_device_session *st_session_device(st_session *s) { return s->dev; }
 
 /* ---- for session_state.c (src/engine/session_state.h) ---- */
 const struct st_model *st_session_model(const st_session *s) { return s->m; }
-int st_session_n_prefill(const st_session *s) { return s->p.n_prefill; }
 int32_t *st_session_id_buffer(st_session *s) { return s->ids; }
 struct st_checkpoints **st_session_checkpoint_slot(st_session *s) { return &s->ckpt; }
+
+/* ---- for spec.c (src/engine/session_spec.h) ---- */
+#include "engine/session_spec.h"
+
+st_status st_session_feed_rows(st_session *s, const int32_t *tokens, int64_t n, float *logits_all, float *h_all,
+                               int keep_steps) {
+    int64_t V = s->m->hp.n_vocab;
+    if (s->dev) return st_fail(ST_ERR_UNSUPPORTED, "speculative decoding runs on the CPU only");
+    ST_TRY(check_feed(s, tokens, n));
+    memcpy(s->ids + s->state.n_past, tokens, (size_t)n * sizeof *tokens);
+    st_status st = st_workspace_reserve(&s->ws, n);
+    st_chunk c = {.tokens = tokens, .n = n, .logits_all = logits_all != NULL, .logits = logits_all, .ld_logits = V,
+                  .h_out = h_all, .keep_steps = keep_steps};
+    if (st == ST_OK) st = st_forward(s->m, &s->state, &s->ws, s->pool, &c);
+    if (st != ST_OK) {
+        st_session_reset(s);
+        return st;
+    }
+    if (!logits_all) return ST_OK;
+    memcpy(st_workspace_get(&s->ws, WS_LOGITS), logits_all + (n - 1) * V, (size_t)V * sizeof(float));
+    return ST_OK;
+}
+
+void st_session_keep_row(st_session *s, int64_t pos0, int64_t k) {
+    st_state_keep_row(s->m, &s->state, pos0, k);
+    if (s->state.mtp_n_past > s->state.n_past) s->state.mtp_n_past = s->state.n_past;
+}
+
+st_status st_session_mtp(st_session *s, const st_mtp_chunk *c) {
+    st_status st = st_workspace_reserve(&s->ws, c->n);
+    return st == ST_OK ? st_forward_mtp(s->m, &s->state, &s->ws, s->pool, c) : st;
+}
+
+int64_t st_session_mtp_n_past(const st_session *s) { return s->state.mtp_n_past; }
+void st_session_mtp_cut(st_session *s, int64_t n) {
+    if (s->state.mtp_n_past > n) s->state.mtp_n_past = n;
+}
+int st_session_on_device(const st_session *s) { return s->dev != NULL; }
+int st_session_n_prefill(const st_session *s) { return s->p.n_prefill; }

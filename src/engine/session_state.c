@@ -221,6 +221,7 @@ st_status st_session_cut(st_session *s, int64_t n, int64_t *kept) {
     }
     while (c && c->n && c->pos[c->n - 1] > to) c->n--;
     st->n_past = to;
+    if (st->mtp_n_past > to) st->mtp_n_past = to; /* the MTP head's cache forgets as attention does */
     if (kept) *kept = to;
     return ST_OK;
 }
@@ -517,6 +518,7 @@ static st_status load_state(st_session *s, const void *buf, size_t n, int unseal
         return ls;
     }
     st->n_past = (int64_t)h.n_ids;
+    st->mtp_n_past = 0; /* not saved: drafts after a load start from an empty head cache */
     st_checkpoints_clear(*slot);
     for (uint32_t i = 0; i < h.n_ckpt; i++) {
         uint64_t pos;

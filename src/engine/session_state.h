@@ -30,10 +30,9 @@ void st_checkpoints_free(struct st_checkpoints *c);
 st_status st_session_state_copy(const st_session *s, void **buf, size_t *n);
 st_status st_session_state_paste(st_session *s, const void *buf, size_t n);
 
-/* session.c: the session's model, its chunk size, its id buffer ([n_ctx]; the first n_past are held) and the
+/* session.c: the session's model, its id buffer ([n_ctx]; the first n_past are held) and the
  * slot of its checkpoint set (NULL until the first checkpoint). */
 const struct st_model *st_session_model(const st_session *s);
-int st_session_n_prefill(const st_session *s); /* rows per prompt chunk */
 int32_t *st_session_id_buffer(st_session *s);
 struct st_checkpoints **st_session_checkpoint_slot(st_session *s);
 

@@ -38,6 +38,37 @@ static void project_qkv(st_fwd *f, const st_layer *L, const float *h, int64_t nq
     fwd_add_bias(f, &L->bv, v, nkv, n);
 }
 
+/* k (WS_K): per-head RMSNorm and RoPE, then k and v (WS_V) into layer il's cache at the chunk's
+ * cells, before attention reads them (the current rows included). */
+static void kv_into_cache(st_fwd *f, int il, const st_rope_params *rp) {
+    const st_hparams *hp = f->hp;
+    const st_layer *L = &f->m->layers[il];
+    const st_layer_state *S = &f->s->layers[il];
+    int64_t hd = hp->head_dim, Hkv = hp->n_head_kv[il], nkv = hd * Hkv;
+    float *k = st_workspace_f32(f->ws, WS_K), *v = st_workspace_f32(f->ws, WS_V);
+    st_op_rms_norm(f->pool, k, hd, L->k_norm.f32, k, hd, f->n * Hkv, hd, hp->eps);
+    fwd_rope(f, k, nkv, hd, Hkv, rp);
+    st_op_kv_store(f->s->kv_type, S->k_cache, nkv, f->pos0, k, nkv, f->n);
+    st_op_kv_store(f->s->kv_type, S->v_cache, nkv, f->pos0, v, nkv, f->n);
+}
+
+void fwd_attention_kv(st_fwd *f, int il, const float *h) {
+    const st_hparams *hp = f->hp;
+    const st_layer *L = &f->m->layers[il];
+    int64_t hd = hp->head_dim, nkv = hd * hp->n_head_kv[il];
+    if (L->wqkv.data) {
+        project_qkv(f, L, h, hd * hp->n_head[il] * (st_hp_is_hybrid(hp) ? 2 : 1), nkv);
+    } else {
+        float *k = st_workspace_f32(f->ws, WS_K), *v = st_workspace_f32(f->ws, WS_V);
+        fwd_mm_item it[2] = {{&L->wk, k, nkv}, {&L->wv, v, nkv}};
+        fwd_matmul_many(f, h, hp->n_embd, f->n, it, 2);
+        fwd_add_bias(f, &L->bk, k, nkv, f->n);
+        fwd_add_bias(f, &L->bv, v, nkv, f->n);
+    }
+    st_rope_params rp = fwd_rope_params(hp);
+    kv_into_cache(f, il, &rp);
+}
+
 void fwd_attention(st_fwd *f, int il, const float *h, float *out) {
     const st_hparams *hp = f->hp;
     const st_layer *L = &f->m->layers[il];
@@ -47,19 +78,15 @@ void fwd_attention(st_fwd *f, int il, const float *h, float *out) {
     int64_t nq = hd * H * (gated ? 2 : 1), nkv = hd * Hkv;
 
     project_qkv(f, L, h, nq, nkv);
-    float *qg = st_workspace_f32(f->ws, WS_Q), *k = st_workspace_f32(f->ws, WS_K), *v = st_workspace_f32(f->ws, WS_V);
+    float *qg = st_workspace_f32(f->ws, WS_Q);
 
-    /* Per-head RMSNorm: q from its (possibly interleaved) slot into a dense [n][H][hd], k in place. */
+    /* Per-head RMSNorm: q from its (possibly interleaved) slot into a dense [n][H][hd]. */
     float *q = st_workspace_f32(f->ws, WS_QN);
     st_op_rms_norm(f->pool, qg, gated ? 2 * hd : hd, L->q_norm.f32, q, hd, n * H, hd, hp->eps);
-    st_op_rms_norm(f->pool, k, hd, L->k_norm.f32, k, hd, n * Hkv, hd, hp->eps);
 
     st_rope_params rp = fwd_rope_params(hp);
     fwd_rope(f, q, hd * H, hd, H, &rp);
-    fwd_rope(f, k, hd * Hkv, hd, Hkv, &rp);
-
-    st_op_kv_store(f->s->kv_type, S->k_cache, nkv, f->pos0, k, nkv, n);
-    st_op_kv_store(f->s->kv_type, S->v_cache, nkv, f->pos0, v, nkv, n);
+    kv_into_cache(f, il, &rp);
 
     float *o = st_workspace_f32(f->ws, WS_ATT);
     st_attn_args a = {

@@ -3,7 +3,8 @@
  * The optional forms are resolved here, once, so the forward pass only asks "is it there":
  * biases, `.scale` companions (§2.1, with qwen3next's unscaled linear-attention projections),
  * fused attn_qkv, fused ffn_gate_up_exps, qwen3next's legacy ssm_in and its ssm_ba, and the tied
- * output head. MTP (NextN) blocks are never run by the main pass and are not bound.
+ * output head. The MTP (NextN) block of a hybrid (MODELS.md §7) is bound as one more full-attention
+ * layer, layers[n_layer], with its nextn.* tensors; the main pass never runs it.
  * qwen4exp (§4.7) has its own layer set: hyper-connection mixers instead of norms, separate
  * q/k/v (biases never read) with the QSA indexer, the PLE tensors on its layer, and the PLE table,
  * which stays in the mapping and is not counted among the weights. */
@@ -407,6 +408,33 @@ static st_status bind_layer(struct st_model *m, int il) {
     return ST_OK;
 }
 
+/* The MTP block: a full-attention layer of the architecture plus the nextn tensors, bound when the
+ * file keeps it (one block, as llama.cpp supports; its eh_proj present). A file whose
+ * nextn_predict_layers counts a block it does not carry runs without a head, and so does one with
+ * its own nextn.embed_tokens (Qwen's heads share token_embd; an embedding of the head's own would
+ * need a table row that is never repacked). */
+static st_status bind_mtp(struct st_model *m) {
+    const st_hparams *hp = &m->hp;
+    int il = (int)hp->n_layer;
+    int64_t d = hp->n_embd, V = hp->n_vocab;
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.nextn.eh_proj.weight", il);
+    if (!st_hp_is_hybrid(hp) || hp->n_nextn != 1 || !st_gguf_find_tensor(m->gguf, name)) return ST_OK;
+    snprintf(name, sizeof name, "blk.%d.nextn.embed_tokens.weight", il);
+    if (st_gguf_find_tensor(m->gguf, name)) return ST_OK;
+    st_layer *L = &m->layers[il];
+    ST_TRY(bind_layer(m, il));
+    ST_TRY(bindf(m, &L->nextn_eh_proj, REQUIRED, 2 * d, d, 1, "blk.%d.nextn.eh_proj.weight", il));
+    ST_TRY(bind_scale(m, &L->nextn_eh_proj, 0));
+    ST_TRY(bindf(m, &L->nextn_enorm, REQUIRED | VECTOR, d, 1, 1, "blk.%d.nextn.enorm.weight", il));
+    ST_TRY(bindf(m, &L->nextn_hnorm, REQUIRED | VECTOR, d, 1, 1, "blk.%d.nextn.hnorm.weight", il));
+    ST_TRY(bindf(m, &L->nextn_head_norm, OPTIONAL | VECTOR, d, 1, 1, "blk.%d.nextn.shared_head_norm.weight", il));
+    ST_TRY(bindf(m, &L->nextn_head, OPTIONAL, d, V, 1, "blk.%d.nextn.shared_head_head.weight", il));
+    ST_TRY(bind_scale(m, &L->nextn_head, 0));
+    m->n_mtp = 1;
+    return ST_OK;
+}
+
 st_status st_model_bind(struct st_model *m) {
     st_hparams *hp = &m->hp;
     const st_gguf_tensor *emb = st_gguf_find_tensor(m->gguf, "token_embd.weight");
@@ -424,11 +452,11 @@ st_status st_model_bind(struct st_model *m) {
     }
     ST_TRY(bind_tensor(m, &m->output, OPTIONAL, d, V, 1, "output.weight"));
     if (!m->output.data) m->output = m->tok_embd; /* tied head */
-    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    m->layers = calloc((size_t)hp->n_layer_all, sizeof *m->layers);
     if (!m->layers) return st_fail(ST_ERR_NOMEM, "out of memory for %lld layers", (long long)hp->n_layer);
     for (int il = 0; il < hp->n_layer; il++)
         ST_TRY(hp->arch == ST_ARCH_QWEN4EXP ? bind_layer_qwen4exp(m, il) : bind_layer(m, il));
-    return ST_OK;
+    return hp->arch == ST_ARCH_QWEN4EXP ? ST_OK : bind_mtp(m);
 }
 
 void st_model_unbind(struct st_model *m) {

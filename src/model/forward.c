@@ -2,16 +2,21 @@
  * (qwen3.c, qwen35.c, qwen4exp.c), the final norm (qwen4exp: its head mixer) and the LM head for
  * the rows that need logits; st_forward_seqs: the rows of several sequences in one. The buffers
  * it uses are sized in forward_ws.c; the products go through fwd_matmul.c. */
+#include <string.h>
+
 #include "model/forward.h"
 
-/* The layer stack, the final norm (qwen4exp: its head mixer) and the head on the embedded rows in
- * WS_X: logits of every row, or (last_only) of the last row of each sequence, n_out rows into dst. */
-static void layers_and_head(st_fwd *f, int last_only, int64_t n_out, float *dst, int64_t ld) {
+/* The layer stack on the embedded rows in WS_X, then the final norm (qwen4exp: its head mixer,
+ * always into WS_H) of n_out rows (all, or with last_only the last of each sequence) into h, and
+ * the head on head_rows of them from head_first, rows ld apart into dst. */
+static void layers_and_head(st_fwd *f, int last_only, int64_t n_out, float *h, int64_t head_first, int64_t head_rows,
+                            float *dst, int64_t ld) {
     const st_model *m = f->m;
     const st_hparams *hp = f->hp;
     int64_t d = hp->n_embd;
-    float *x = st_workspace_f32(f->ws, WS_X), *h = st_workspace_f32(f->ws, WS_H);
+    float *x = st_workspace_f32(f->ws, WS_X);
     if (hp->arch == ST_ARCH_QWEN4EXP) {
+        h = st_workspace_f32(f->ws, WS_H);
         /* logits = W_out · HCmix(R; output_hc), the mixer's rows already in h */
         fwd_qwen4exp(f, last_only);
     } else {
@@ -20,7 +25,7 @@ static void layers_and_head(st_fwd *f, int last_only, int64_t n_out, float *dst,
         /* logits = W_out · RMSNorm(x; output_norm), for the rows that need them */
         st_op_rms_norm(f->pool, x, d, m->output_norm.f32, h, d, n_out, d, hp->eps);
     }
-    fwd_matmul(f, &m->output, h, d, n_out, dst, ld);
+    fwd_matmul(f, &m->output, h + head_first * d, d, head_rows, dst, ld);
 }
 
 st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_chunk *c) {
@@ -33,8 +38,12 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
                        (long long)s->n_past, (long long)n, (long long)s->n_ctx);
     if (c->logits_all && !c->logits) return st_fail(ST_ERR_INVALID, "forward: logits for every row need a destination");
 
+    int keep_steps = c->keep_steps && st_hp_is_hybrid(hp); /* attention forgets cells by itself */
+    if (keep_steps && n > s->n_steps)
+        return st_fail(ST_ERR_INVALID, "forward: %lld rows keep their states, the state has %d step planes",
+                       (long long)n, s->n_steps);
     st_fwd f = {.m = m, .hp = hp, .s = s, .ws = ws, .pool = pool, .n = n, .pos0 = s->n_past,
-                .mm_scratch = st_workspace_get(ws, WS_MM)};
+                .mm_scratch = st_workspace_get(ws, WS_MM), .keep_steps = keep_steps};
     int32_t *pos = st_workspace_get(ws, WS_POS);
     for (int64_t t = 0; t < n; t++) pos[t] = (int32_t)(s->n_past + t);
     f.pos = pos;
@@ -44,12 +53,21 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
     if (!st_op_get_rows(m->tok_embd.type, m->tok_embd.data, V, d, c->tokens, n, x, d))
         return st_fail(ST_ERR_RANGE, "forward: a token id is outside the vocabulary of %lld", (long long)V);
 
-    if (hp->arch == ST_ARCH_QWEN4EXP && hp->ple_layer >= 0 && !s->ids)
-        return st_fail(ST_ERR_INVALID, "forward: the PLE hash needs the sequence's ids");
-    int last_only = !c->logits_all;
+    /* The layers; with last_only the final layer's FFN runs on the last row alone, moved to row 0. */
+    int last_only = !c->logits_all && !c->h_out;
+    int64_t n_out = last_only ? 1 : n;
+    float *h = c->h_out ? c->h_out : st_workspace_f32(ws, WS_H);
+    if (hp->arch == ST_ARCH_QWEN4EXP) {
+        /* no MTP head: h_out and keep_steps are not for this architecture, engine/spec.c refuses it */
+        if (hp->ple_layer >= 0 && !s->ids) return st_fail(ST_ERR_INVALID, "forward: the PLE hash needs the sequence's ids");
+        if (c->h_out) return st_fail(ST_ERR_UNSUPPORTED, "forward: qwen4exp has no hidden-state output");
+    }
     float *dst = c->logits ? c->logits : st_workspace_f32(ws, WS_LOGITS);
     int64_t ld = c->logits ? c->ld_logits : V;
-    layers_and_head(&f, last_only, last_only ? 1 : n, dst, ld);
+    /* h = RMSNorm(x; output_norm) for the rows that need it (all, for the MTP head's input);
+     * logits = W_out h for the rows that need logits */
+    if (c->logits_all) layers_and_head(&f, last_only, n_out, h, 0, n, dst, ld);
+    else layers_and_head(&f, last_only, n_out, h, n_out - 1, 1, dst, ld);
     s->n_past += n;
     return ST_OK;
 }
@@ -85,7 +103,22 @@ st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *p
             return st_fail(ST_ERR_RANGE, "forward: a token id is outside the vocabulary of %lld", (long long)V);
     }
     f.pos = pos;
-    layers_and_head(&f, 1, n_seqs, logits, V);
+    layers_and_head(&f, 1, n_seqs, st_workspace_f32(ws, WS_H), 0, n_seqs, logits, V);
     for (int k = 0; k < n_seqs; k++) seqs[k].s->n_past += seqs[k].n;
     return ST_OK;
+}
+
+void st_state_keep_row(const struct st_model *m, st_state *s, int64_t pos0, int64_t k) {
+    const st_hparams *hp = &m->hp;
+    size_t conv_bytes = (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        st_layer_state *L = &s->layers[il];
+        if (!L->ssm_steps) continue;
+        /* The planes are the session's: row k's becomes the state, the old state a plane. */
+        float *t = L->ssm;
+        L->ssm = L->ssm_steps[k];
+        L->ssm_steps[k] = t;
+        memcpy(L->conv, L->conv_steps[k], conv_bytes);
+    }
+    s->n_past = pos0 + k + 1;
 }

@@ -26,27 +26,44 @@ typedef struct st_layer_state {
                                   of what the raw keys give, rebuilt on demand, never saved */
     int64_t n_blocks;          /* QSA: leading blocks of idx_blocks that are valid */
     float *ple_hist;           /* PLE layer: [hc*d][(K_ple-1)*N], per channel oldest first */
+    /* GDN layers, when the state has step planes (n_steps > 0): the conv and delta states after
+     * each row of a chunk run with keep_steps, so a speculative verify returns to the state after
+     * any of its rows without running anything again (st_state_keep_row). */
+    float **conv_steps, **ssm_steps;
 } st_layer_state;
 
 typedef struct st_state {
     int64_t n_ctx;             /* cells of each KV cache */
     uint32_t kv_type;          /* ST_TYPE_F16 (default) or ST_TYPE_F32 */
     int64_t n_past;            /* positions already processed */
-    st_layer_state *layers;    /* n_layer entries */
+    st_layer_state *layers;    /* n_layer entries, then the MTP block's (its own KV cache) */
     const int32_t *ids;        /* the token of every position up to the chunk's last (the session
                                   writes a chunk's ids before its forward): the PLE hash's history */
+    int n_steps;               /* step planes per GDN layer: the longest keep_steps chunk */
+    int64_t mtp_n_past;        /* positions the MTP block's KV cache holds */
 } st_state;
 
+/* A chunk is n rows of one sequence at consecutive positions n_past .. n_past+n-1. The rows of
+ * several sequences (parallel slots) would each carry their (sequence, position); the verify
+ * chunk of speculative decoding is such a run of rows whose recurrent states are all kept. */
 typedef struct st_chunk {
     const int32_t *tokens;
     int64_t n;
     int logits_all;            /* 1: every row; 0: the last row only */
     float *logits;             /* destination, rows ld_logits floats apart */
     int64_t ld_logits;
+    float *h_out;              /* NULL, or [n][d]: every row's output-normed hidden state (the
+                                  MTP head's input, MODELS.md §7) */
+    int keep_steps;            /* keep each row's recurrent state (n <= state n_steps) */
 } st_chunk;
 
+/* After a keep_steps chunk of rows starting at position pos0: the state after row k of it, as if
+ * only rows 0..k had been fed (recurrent states by swapping in row k's planes, attention by
+ * forgetting the later cells). */
+void st_state_keep_row(const struct st_model *m, st_state *s, int64_t pos0, int64_t k);
+
 /* Workspace buffer ids (sized in forward_ws.c). WS_EXPERT_ROWS: each expert's row count and
- * offset in a chunk (moe_exec.c's counting sort). */
+ * offset in a chunk (moe_exec.c's counting sort). WS_CAT: the MTP head's [e ; h] rows. */
 enum st_ws_id {
     WS_X, WS_H, WS_T, WS_POS,
     WS_Q, WS_QN, WS_K, WS_V, WS_ATT, WS_QKV,
@@ -54,11 +71,11 @@ enum st_ws_id {
     WS_FF_A, WS_FF_B,
     WS_ROUTER, WS_IDS, WS_W, WS_SLOT, WS_ORDER, WS_EXPERT_ROWS, WS_XE, WS_GE, WS_UE, WS_YE,
     WS_SH_G, WS_SH_OUT, WS_ACT1, WS_ACT2, WS_ENT,
-    WS_MM, WS_LOGITS, WS_ROPE_KEEP,
     /* qwen4exp */
     WS_R, WS_XN, WS_HC_G, WS_HC_LO, WS_HC_INJ,
     WS_PLE_IDS, WS_PLE_E, WS_PLE_GV,
     WS_IDX_Q, WS_IDX_K, WS_QSA_CELLS, WS_QSA_N, WS_QSA_SCRATCH, WS_QSA_POS,
+    WS_MM, WS_LOGITS, WS_ROPE_KEEP, WS_CAT,
     WS_N_BUFFERS /* the number of ids, not a buffer */
 };
 
@@ -93,6 +110,20 @@ typedef struct st_seq_rows {
  * [n_seqs][n_vocab] receives the last row's logits of each sequence. */
 st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *pool, const st_seq_rows *seqs, int n_seqs,
                           float *logits);
+/* One chunk through the MTP head (mtp.c; MODELS.md §7, MODELS-ERRATA F10): row i is token
+ * tokens[i] at position s->mtp_n_past + i with the hidden state h_in row i (the trunk's output-
+ * normed state at the position before, zeros before position 0, or the head's own for a chained
+ * draft). The rows go into the head's KV cache and mtp_n_past advances by n. kv_only: nothing
+ * else (catch-up rows whose logits nobody reads need only their K and V); otherwise the last
+ * row's logits go to `logits` (n_vocab) and its output-normed state to h_out (d). */
+typedef struct st_mtp_chunk {
+    const int32_t *tokens;
+    const float *h_in;         /* [n][d] */
+    int64_t n;
+    int kv_only;
+    float *logits, *h_out;
+} st_mtp_chunk;
+st_status st_forward_mtp(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_mtp_chunk *c);
 
 /* ---- internal to src/model: the shared layer blocks ---- */
 typedef struct st_fwd {
@@ -110,6 +141,7 @@ typedef struct st_fwd {
     const st_seq_rows *seqs;
     int n_seqs;
     const int64_t *seq_row0;   /* each sequence's first row */
+    int keep_steps;            /* GDN layers write every row's state into the step planes */
 } st_fwd;
 
 /* y = scale * (W x), for n rows; y += bias (fwd_matmul.c). */
@@ -127,6 +159,7 @@ void fwd_matmul_many(st_fwd *f, const float *x, int64_t ldx, int64_t n, const fw
 
 /* The mixers and FFNs: each reads h [n][d] and writes its output [n][d] (no residual). */
 void fwd_attention(st_fwd *f, int il, const float *h, float *out);   /* plain or gated (hybrids) */
+void fwd_attention_kv(st_fwd *f, int il, const float *h);            /* only K and V into the cache */
 void fwd_gdn(st_fwd *f, int il, const float *h, float *out);
 void fwd_ffn_dense(st_fwd *f, int il, const float *h, float *out, int64_t n);
 void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n); /* + shared expert if bound */
@@ -173,6 +206,9 @@ void fwd_rope(st_fwd *f, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_he
 /* The per-architecture passes (qwen3.c, qwen35.c). */
 void fwd_layers_qwen3(st_fwd *f, int last_only);
 void fwd_layers_qwen35(st_fwd *f, int last_only);
+/* One hybrid layer on WS_X (also the MTP block): x += Mixer(norm x); with last_only the FFN runs
+ * on the last row alone, moved to row 0; x += FFN(norm x). */
+void fwd_layer_qwen35(st_fwd *f, int il, int last_only);
 
 /* qwen4exp (qwen4exp.c): the embedding widened to hc streams, the layers and the head's mixer;
  * leaves the rows that need logits (all, or the last at row 0) in WS_H. */

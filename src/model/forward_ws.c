@@ -46,7 +46,7 @@ static size_t mm_scratch_size(const struct st_model *m, int64_t rows) {
     s = mm_scratch_one(&m->output, rows, s);
     s = mm_scratch_one(&m->hc_head_down, rows, s);
     s = mm_scratch_one(&m->hc_head_up, rows, s);
-    for (int64_t i = 0; i < m->hp.n_layer; i++)
+    for (int64_t i = 0; i < st_model_n_blocks(m); i++)
         for (int j = 0; j < ST_LAYER_N_TENSORS; j++)
             if (st_layer_tensors[j].kind != ST_LT_VECTOR) s = mm_scratch_one(st_layer_tensor_get(&m->layers[i], j), rows, s);
     return s;
@@ -56,7 +56,7 @@ static size_t mm_scratch_size(const struct st_model *m, int64_t rows) {
  * expert or shared width for down, over every layer's expert types. */
 size_t fwd_moe_act_row(const struct st_model *m, int down) {
     size_t mx = 0;
-    for (int64_t i = 0; i < m->hp.n_layer; i++) {
+    for (int64_t i = 0; i < st_model_n_blocks(m); i++) {
         const st_layer *L = &m->layers[i];
         size_t s;
         if (down) {
@@ -175,6 +175,7 @@ size_t st_forward_ws_size(const void *ctx, int id, int64_t n) {
     /* IMRoPE pairs kept unrotated (rope.c): at most every pair of every q head */
     case WS_ROPE_KEEP: /* the QSA indexer's query heads rotate the same way */
         return hp->rope_kind == ST_ROPE_IMROPE ? (size_t)(n * (w.H > hp->idx_n_head ? w.H : hp->idx_n_head) * hp->n_rot) * F : 0;
+    case WS_CAT: return m->n_mtp ? (size_t)(n * 2 * w.d) * F : 0; /* the MTP head's [e ; h] rows */
     default: return q4_ws_size(plan, id, n);
     }
 }

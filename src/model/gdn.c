@@ -44,6 +44,20 @@ static void split_qkvz(const float *p, int64_t n, int64_t n_k, int64_t dk, int64
     }
 }
 
+/* The conv state after each row t of the chunk, into S->conv_steps[t]: the last K-1 columns of
+ * [state | m rows 0..t], per channel oldest first (st_op_conv1d's layout). */
+static void conv_steps(const st_layer_state *S, const float *m, int64_t ld_m, int64_t n, int64_t C, int64_t K) {
+    int64_t K1 = K - 1;
+    for (int64_t t = 0; t < n; t++) {
+        float *dst = S->conv_steps[t];
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t j = 0; j < K1; j++) {
+                int64_t col = t + 1 + j; /* in [state (K1 columns) | m rows] */
+                dst[c * K1 + j] = col < K1 ? S->conv[c * K1 + col] : m[(col - K1) * ld_m + c];
+            }
+    }
+}
+
 void fwd_gdn(st_fwd *f, int il, const float *h, float *out) {
     const st_hparams *hp = f->hp;
     const st_layer *L = &f->m->layers[il];
@@ -84,6 +98,7 @@ void fwd_gdn(st_fwd *f, int il, const float *h, float *out) {
     /* u = silu(conv(m)) with the carried state; then L2-normalise the q and k heads of each row
      * (2*n_k contiguous heads of dk at the start of the row). */
     float *u = st_workspace_f32(ws, WS_CONV);
+    if (f->keep_steps) conv_steps(S, m, C, n, C, K);
     st_op_conv1d(f->pool, m, C, L->ssm_conv1d.f32, S->conv, u, C, n, C, K, 1);
     for (int64_t t = 0; t < n; t++) st_op_l2_norm(NULL, u + t * C, dk, u + t * C, dk, 2 * n_k, dk, hp->eps);
 
@@ -95,6 +110,7 @@ void fwd_gdn(st_fwd *f, int il, const float *h, float *out) {
         .q = u, .k = u + kd, .ld_q = C, .ld_k = C, .v = u + 2 * kd, .ld_v = C,
         .g = gg, .beta = beta, .state = S->ssm, .out = o, .ld_out = vd,
         .scale = 1.0f / sqrtf((float)dk),
+        .state_steps = f->keep_steps ? S->ssm_steps : NULL,
     };
     st_op_gdn(f->pool, &g, st_workspace_get(ws, WS_GDN_SCRATCH));
 

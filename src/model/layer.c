@@ -37,6 +37,9 @@ const st_layer_tensor st_layer_tensors[] = {
     ROW(ple_key, ST_LT_MATRIX),     ROW(ple_value, ST_LT_MATRIX),
     ROW(ple_norm_key, ST_LT_VECTOR), ROW(ple_norm_query, ST_LT_VECTOR), ROW(ple_norm_conv, ST_LT_VECTOR),
     ROW(ple_conv1d, ST_LT_VECTOR),  ROW(ple_conv_wide, ST_LT_VECTOR),
+    /* the MTP block */
+    ROW(nextn_eh_proj, ST_LT_MATRIX), ROW(nextn_enorm, ST_LT_VECTOR), ROW(nextn_hnorm, ST_LT_VECTOR),
+    ROW(nextn_head_norm, ST_LT_VECTOR), ROW(nextn_head, ST_LT_MATRIX),
 };
 
 _Static_assert(sizeof(st_layer) % sizeof(st_tensor) == 0, "st_layer holds st_tensor fields only");
@@ -46,7 +49,7 @@ _Static_assert(sizeof st_layer_tensors / sizeof st_layer_tensors[0] == sizeof(st
 enum { TOP_SLOTS = 7 };
 
 int64_t st_model_n_tensor_slots(const struct st_model *m) {
-    return TOP_SLOTS + m->hp.n_layer * ST_LAYER_N_TENSORS;
+    return TOP_SLOTS + st_model_n_blocks(m) * ST_LAYER_N_TENSORS;
 }
 
 st_tensor *st_model_tensor_slot(struct st_model *m, int64_t i) {

@@ -138,6 +138,10 @@ typedef struct st_layer {
     /* qwen4exp PLE (the PLE layer only) */
     st_tensor ple_key, ple_value, ple_norm_key, ple_norm_query, ple_norm_conv, ple_conv1d;
     st_tensor ple_conv_wide;      /* ple_conv1d as an undilated f32 kernel {(K-1)N+1, hc*d} (bind.c); no data */
+    /* The MTP (NextN) block only (layers[n_layer], MODELS.md §7): eh_proj {2d, d} over
+     * [RMSNorm(token_embd(x); enorm) ; RMSNorm(h; hnorm)], and the optional own head norm and head
+     * (absent: output_norm, output, resolved by st_mtp_*()). */
+    st_tensor nextn_eh_proj, nextn_enorm, nextn_hnorm, nextn_head_norm, nextn_head;
 } st_layer;
 
 /* ---- the table of a layer's tensors (layer.c) ----
@@ -184,7 +188,9 @@ struct st_model {
     st_tensor hc_head_norm, hc_head_down, hc_head_up; /* qwen4exp: the head's mixer (no output_norm) */
     st_tensor ple_table;          /* qwen4exp per_layer_token_embd {d_ple, rows}: rows are gathered
                                      from the mapping per token; never copied, never prefaulted */
-    st_layer *layers;             /* n_layer entries (MTP blocks are not bound) */
+    st_layer *layers;             /* n_layer trunk entries, then n_mtp MTP blocks */
+    int n_mtp;                    /* 1 when the file's MTP head is bound (a hybrid with
+                                     nextn_predict_layers = 1 and blk.N.nextn.*), else 0 */
     float **owned;                /* f32 copies of non-f32 vectors; freed with the model */
     int n_owned, cap_owned;
     uint64_t weight_bytes;        /* bytes of every bound tensor but the PLE table */
@@ -212,7 +218,20 @@ size_t st_host_available_bytes(void);
 /* hparams.c */
 st_status st_hparams_load(const st_gguf *g, st_hparams *hp);
 
-/* bind.c: binds every tensor of hp->arch; refuses a missing required tensor or a wrong shape. */
+/* The layers bound: the trunk's and the MTP block's. */
+static inline int64_t st_model_n_blocks(const struct st_model *m) { return m->hp.n_layer + m->n_mtp; }
+/* The MTP head's final norm and LM head: its own, else the trunk's (§7 step 5). */
+static inline const st_tensor *st_mtp_head_norm(const struct st_model *m) {
+    const st_layer *L = &m->layers[m->hp.n_layer];
+    return L->nextn_head_norm.data ? &L->nextn_head_norm : &m->output_norm;
+}
+static inline const st_tensor *st_mtp_head(const struct st_model *m) {
+    const st_layer *L = &m->layers[m->hp.n_layer];
+    return L->nextn_head.data ? &L->nextn_head : &m->output;
+}
+
+/* bind.c: binds every tensor of hp->arch, and the MTP block when the file has one; refuses a
+ * missing required tensor or a wrong shape. */
 st_status st_model_bind(struct st_model *m);
 void st_model_unbind(struct st_model *m);
 

@@ -9,9 +9,11 @@
  * projections) was settled at binding time (bind.c, hparams.c). The residual steps: residual.c. */
 #include "model/forward.h"
 
+void fwd_layer_qwen35(st_fwd *f, int il, int last_only) {
+    fwd_mixer_residual(f, il, f->hp->is_linear[il] ? fwd_gdn : fwd_attention);
+    fwd_ffn_residual(f, il, last_only);
+}
+
 void fwd_layers_qwen35(st_fwd *f, int last_only) {
-    for (int il = 0; il < f->hp->n_layer; il++) {
-        fwd_mixer_residual(f, il, f->hp->is_linear[il] ? fwd_gdn : fwd_attention);
-        fwd_ffn_residual(f, il, last_only && il == f->hp->n_layer - 1);
-    }
+    for (int il = 0; il < f->hp->n_layer; il++) fwd_layer_qwen35(f, il, last_only && il == f->hp->n_layer - 1);
 }

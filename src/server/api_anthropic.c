@@ -399,6 +399,7 @@ static int parse_sampling(json_t *req, sv_job *j, long long *max_tokens, sv_erro
     if ((r = sv_get_int(req, "top_k", 0, 1 << 20, &k, e)) < 0) return -1;
     if (r) sp->top_k = (int)k;
     if (sv_get_stops(req, "stop_sequences", j, e) < 0) return -1;
+    if (sv_get_spec(req, j, e) < 0) return -1;
     if (sv_get_bool(req, "stream", &j->stream, e) < 0) return -1;
     return 0;
 }

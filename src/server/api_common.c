@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "engine/spec.h"
 #include "server/internal.h"
 
 int sv_error_set(sv_error *e, int status, const char *type, const char *code, const char *param, const char *fmt, ...) {
@@ -94,6 +95,23 @@ int sv_get_string(json_t *o, const char *key, const char **out, sv_error *e) {
     if (!json_is_string(v)) return wrong_type(v, key, "a string", e);
     *out = json_string_value(v);
     return 1;
+}
+
+int sv_get_spec(json_t *o, sv_job *j, sv_error *e) {
+    const char *type = NULL;
+    long long n = 0;
+    int mode = ST_SPEC_AUTO;
+    j->gen.spec_mode = 0;
+    j->gen.spec_draft = 0;
+    int r = sv_get_string(o, "speculative.type", &type, e);
+    if (r < 0) return -1;
+    if (r && (!st_spec_parse_mode(type, &mode) || mode == ST_SPEC_AUTO))
+        return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "speculative.type",
+                            "'speculative.type' must be \"mtp\", \"ngram\" or \"none\", got \"%s\"", type);
+    if (r) j->gen.spec_mode = 1 + mode;
+    if ((r = sv_get_int(o, "speculative.n_max", 1, ST_SPEC_MAX_DRAFT, &n, e)) < 0) return -1;
+    if (r) j->gen.spec_draft = (int)n;
+    return 0;
 }
 
 int sv_get_stops(json_t *o, const char *key, sv_job *j, sv_error *e) {

@@ -65,10 +65,22 @@ static const char *finish_reason(const oa_state *a, sv_finish f) {
     return "stop";
 }
 
+/* Speculative decoding's drafts go in OpenAI's predicted-output fields: accepted_prediction_tokens
+ * are drafts the model's own samples confirmed, rejected_prediction_tokens the others. */
 static json_t *usage_json(const sv_usage *u) {
-    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", u->prompt_tokens, "completion_tokens", u->completion_tokens,
-                     "total_tokens", u->prompt_tokens + u->completion_tokens, "prompt_tokens_details", "cached_tokens",
-                     u->cached_tokens);
+    return json_pack("{s:i,s:i,s:i,s:{s:i},s:{s:i,s:i}}", "prompt_tokens", u->prompt_tokens, "completion_tokens",
+                     u->completion_tokens, "total_tokens", u->prompt_tokens + u->completion_tokens, "prompt_tokens_details",
+                     "cached_tokens", u->cached_tokens, "completion_tokens_details", "accepted_prediction_tokens",
+                     u->draft_accepted, "rejected_prediction_tokens", u->draft_tokens - u->draft_accepted);
+}
+
+/* llama.cpp's "timings" object: prompt and generation counts and milliseconds, drafts made and
+ * accepted. */
+static json_t *timings_json(const sv_usage *u) {
+    int computed = u->prompt_tokens - u->cached_tokens;
+    return json_pack("{s:i,s:i,s:f,s:i,s:f,s:i,s:i}", "cache_n", u->cached_tokens, "prompt_n", computed, "prompt_ms",
+                     u->prompt_seconds * 1e3, "predicted_n", u->completion_tokens, "predicted_ms", u->decode_seconds * 1e3,
+                     "draft_n", u->draft_tokens, "draft_n_accepted", u->draft_accepted);
 }
 
 /* A fresh tool call id, unique in this server's life. */
@@ -140,6 +152,7 @@ static void stream_end(sv_job *j, st_status s, const char *error, sv_finish f, c
         json_t *c = chunk_base(a);
         json_object_set_new(c, "choices", json_array());
         json_object_set_new(c, "usage", usage_json(u));
+        json_object_set_new(c, "timings", timings_json(u));
         sv_job_sse(j, NULL, c);
     }
     sv_job_printf(j, "data: [DONE]\n\n");
@@ -187,6 +200,7 @@ static void whole_end(sv_job *j, st_status s, const char *error, sv_finish f, co
         }
         json_object_set_new(r, "choices", json_pack("[o]", choice));
         json_object_set_new(r, "usage", usage_json(u));
+        json_object_set_new(r, "timings", timings_json(u));
         body = json_dumps(r, JSON_COMPACT);
         json_decref(r);
     }
@@ -356,6 +370,7 @@ static int parse_common(json_t *req, sv_job *j, long long *max_tokens, int *incl
     if ((r = sv_get_int(req, "n", 1, 1 << 20, &k, e)) < 0) return -1;
     if (r && k != 1) return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "n", "'n' must be 1, got %lld: one choice per request", k);
     if (sv_get_stops(req, "stop", j, e) < 0) return -1;
+    if (sv_get_spec(req, j, e) < 0) return -1;
     if (sv_get_bool(req, "stream", &j->stream, e) < 0) return -1;
     *max_tokens = 0;
     if (sv_get_int(req, "max_tokens", 1, 1 << 30, max_tokens, e) < 0) return -1;

@@ -96,6 +96,8 @@ typedef struct sv_usage {
     int completion_tokens; /* tokens generated (a stop token is not counted) */
     double prompt_seconds; /* time spent reading the new part of the prompt */
     double decode_seconds; /* time spent generating */
+    int draft_tokens;      /* speculative decoding: tokens drafted ahead, and how many of them */
+    int draft_accepted;    /* the target's own samples confirmed (engine/spec.h) */
 } sv_usage;
 
 typedef struct sv_generate {
@@ -104,6 +106,9 @@ typedef struct sv_generate {
     sv_sampling sampling;
     int max_tokens;           /* > 0 */
     int json_object;          /* constrain the reply to one JSON object where the engine can */
+    int spec_mode;            /* speculative decoding for this request: 0, the server's setting, or
+                                 1 + ST_SPEC_NONE / ST_SPEC_MTP / ST_SPEC_NGRAM (engine/spec.h) */
+    int spec_draft;           /* drafts per step, 0: the server's setting */
     const atomic_int *cancel; /* checked between prompt chunks and between tokens */
     /* One generated token: its text piece (bytes; a UTF-8 character may be split across pieces)
      * and its id. Return nonzero to stop generating (finish = SV_FINISH_STOP). */
@@ -153,11 +158,18 @@ struct sv_engine {
 st_status sv_engine_echo_open(int context_length, sv_engine **out);
 /* The real engine (engine_strata.c): the model file loaded with mp (device, weight copy), its
  * session with sp (threads, prefill, KV type; n_ctx 0 = the model's context_length, lowered to
- * what the memory free holds, shared among the slots, with a warning on stderr when it is), a
- * prompt cache of cache_bytes (0: none) for the states of other conversations, and `parallel`
- * slots (at most SV_MAX_SLOTS; one on a GPU). */
+ * what the memory free holds, shared among the slots, with a warning on stderr when it is) and
+ * the server's options: */
+struct st_spec_params;
+typedef struct sv_strata_options {
+    /* speculative decoding (engine/spec.h; NULL: the default, MTP when the file has a head), which
+     * a request may override; it runs with one slot (several decode together without drafts) */
+    const struct st_spec_params *spec;
+    uint64_t cache_bytes;   /* the prompt cache for the states of other conversations (0: none) */
+    int parallel;           /* slots: requests run at once (at most SV_MAX_SLOTS; one on a GPU) */
+} sv_strata_options;
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *sp,
-                                uint64_t cache_bytes, int parallel, sv_engine **out);
+                                const sv_strata_options *o, sv_engine **out);
 
 void sv_prompt_free(sv_prompt *p);
 

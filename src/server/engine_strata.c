@@ -20,7 +20,13 @@
  * what runs beside them.
  *
  * The prompt pieces are at most the session's chunk, so that progress is reported and the cancel
- * flag checked between chunks; generation checks it between tokens. A token's bytes go to
+ * flag checked between chunks; generation checks it between tokens.
+ *
+ * With one slot, decoding goes through a speculative decoder (engine/spec.h): the server's setting
+ * (--spec), or the request's ("speculative.type", "speculative.n_max"); the text is the same
+ * either way. After each request its draft rows are dropped, so the session holds exactly the
+ * reply for reuse. Several slots decode together without drafts (a verify chunk per slot inside
+ * the shared step is not written yet). A token's bytes go to
  * the server as they are (a UTF-8 character split across tokens is joined by the server). */
 #include <pthread.h>
 #include <stdio.h>
@@ -35,6 +41,7 @@
 #include "base/status.h"
 #include "engine/json_grammar.h"
 #include "engine/sampler.h"
+#include "engine/spec.h"
 #include "model/model.h"
 #include "server/engine_port.h"
 #include "strata.h"
@@ -61,6 +68,9 @@ typedef struct strata_engine {
     st_chat_style style;
     int n_chunk;
     st_json_vocab *json_vocab; /* response_format json_object: the token table, built on first use */
+    st_spec_params spec_default; /* --spec, --spec-draft, --spec-p-min */
+    st_spec_params spec_now;     /* what `spec` was made with */
+    st_spec *spec;               /* one slot: the decoder over its session; NULL with several */
     sv_model_info info;
     /* The steps: requests inside generate() (active) post their rows; the one that completes the
      * set runs the forward for all of them. Everything below and every slot's session under mu. */
@@ -224,6 +234,39 @@ static void leave(strata_engine *x, slot *sl) {
     step_away(x);
 }
 
+/* One slot: the decoder this request asks for (made again only when its setting changes). */
+static st_status decoder_for(strata_engine *x, const sv_generate *req) {
+    if (!x->spec) return ST_OK;
+    st_spec_params p = x->spec_default;
+    if (req->spec_mode) p.mode = req->spec_mode - 1;
+    if (req->spec_draft) p.n_draft = req->spec_draft;
+    if (p.mode == x->spec_now.mode && p.n_draft == x->spec_now.n_draft) return ST_OK;
+    st_spec *d = NULL;
+    ST_TRY(st_spec_new(x->slots[0].session, &p, &d));
+    st_spec_free(x->spec);
+    x->spec = d;
+    x->spec_now = p;
+    return ST_OK;
+}
+
+/* Prompt rows, and a sampled token, into the slot: through the speculative decoder (one slot),
+ * else in the next shared step; and the logits and positions as the decoder or the session has them. */
+static st_status feed_prompt_rows(strata_engine *x, slot *sl, const int32_t *tok, int64_t n) {
+    return x->spec ? st_spec_prompt(x->spec, tok, n) : step_feed(x, sl, tok, n);
+}
+
+static st_status feed_token(strata_engine *x, slot *sl, int32_t tok) {
+    return x->spec ? st_spec_feed(x->spec, tok) : step_feed(x, sl, &tok, 1);
+}
+
+static const float *logits_of(const strata_engine *x, const slot *sl) {
+    return x->spec ? st_spec_logits(x->spec) : st_session_logits(sl->session);
+}
+
+static int64_t n_past_of(const strata_engine *x, const slot *sl) {
+    return x->spec ? st_spec_n_past(x->spec) : st_session_n_past(sl->session);
+}
+
 static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish) {
     strata_engine *x = (strata_engine *)e;
     memset(usage, 0, sizeof *usage);
@@ -255,8 +298,9 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     }
     x->active++;
     st_session *ss = sl->session;
-    st_status st = ST_OK;
-    if (req->json_object && !x->json_vocab) st = st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
+    st_status st = decoder_for(x, req);
+    if (x->spec) st_spec_stats_reset(x->spec);
+    if (st == ST_OK && req->json_object && !x->json_vocab) st = st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
     double t0 = st_now(), t1 = t0;
     /* The prompt as the session holds it: earlier replies as the model wrote them (strata.h). */
     st_prompt p = {0};
@@ -277,7 +321,7 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
         if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; goto out; }
         int64_t rows = st_session_prompt_piece(ss, &p, x->n_chunk);
         /* A failed feed resets the session (a fresh sequence next time). */
-        if ((st = step_feed(x, sl, p.ids + p.done, rows)) != ST_OK) goto out;
+        if ((st = feed_prompt_rows(x, sl, p.ids + p.done, rows)) != ST_OK) goto out;
         st_session_prompt_advance(ss, &p, rows);
         if (req->on_progress) req->on_progress(req->ctx, (size_t)p.cached, (size_t)p.done, (size_t)p.n);
     }
@@ -287,7 +331,7 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     for (;;) {
         if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; break; }
         int32_t tok;
-        st = st_sampler_sample(smp, st_session_logits(ss), &tok);
+        st = st_sampler_sample(smp, logits_of(x, sl), &tok);
         if (st != ST_OK) break;
         if (st_model_is_eog(x->model, tok)) { *finish = SV_FINISH_EOS; break; }
         st_sampler_accept(smp, tok);
@@ -301,8 +345,8 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
         pthread_mutex_lock(&x->mu);
         x->active++;
         /* Every token is held, the last one too, so the next turn extends the whole reply. */
-        int full = st_session_n_past(ss) + 1 >= n_ctx;
-        if (!full && (st = step_feed(x, sl, &tok, 1)) != ST_OK) break;
+        int full = n_past_of(x, sl) + 1 >= n_ctx;
+        if (!full && (st = feed_token(x, sl, tok)) != ST_OK) break;
         if (stop) { *finish = SV_FINISH_STOP; break; }
         if (usage->completion_tokens >= req->max_tokens || full) {
             *finish = SV_FINISH_LENGTH;
@@ -311,6 +355,11 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     }
     usage->decode_seconds = st_now() - t1;
 out:
+    if (x->spec) {
+        st_spec_finish(x->spec);
+        usage->draft_tokens = (int)st_spec_stats_get(x->spec)->drafted;
+        usage->draft_accepted = (int)st_spec_stats_get(x->spec)->accepted;
+    }
     leave(x, sl);
     pthread_mutex_unlock(&x->mu);
     st_prompt_free(&p);
@@ -363,6 +412,7 @@ static void se_close(sv_engine *e) {
     strata_engine *x = (strata_engine *)e;
     if (!x) return;
     st_json_vocab_free(x->json_vocab);
+    st_spec_free(x->spec);
     st_prompt_cache_free(x->cache);
     for (int i = 0; i < x->n_slots; i++) st_session_free(x->slots[i].session);
     free(x->slots);
@@ -385,7 +435,7 @@ static const sv_engine_ops strata_ops = {
 };
 
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *session,
-                                uint64_t cache_bytes, int parallel, sv_engine **out) {
+                                const sv_strata_options *o, sv_engine **out) {
     *out = NULL;
     strata_engine *x = calloc(1, sizeof *x);
     if (!x) return st_fail(ST_ERR_NOMEM, "out of memory");
@@ -401,6 +451,7 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
         return st;
     }
     /* A model on a GPU runs one slot: its forward of several sequences is not written yet. */
+    int parallel = o ? o->parallel : 1;
     int n_slots = parallel < 1 ? 1 : parallel > SV_MAX_SLOTS ? SV_MAX_SLOTS : parallel;
     if (strcmp(st_model_device(x->model), "cpu") && n_slots > 1) {
         st_warn("--parallel %d: one slot on %s (several sequences in one forward run on the CPU only)", n_slots,
@@ -430,7 +481,16 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
         x->n_slots = i + 1;
     }
     x->n_chunk = sp.n_prefill > 0 ? sp.n_prefill : 512;
-    if (cache_bytes && (st = st_prompt_cache_new(cache_bytes, &x->cache)) != ST_OK) { se_close(&x->base); return st; }
+    if (o && o->cache_bytes && (st = st_prompt_cache_new(o->cache_bytes, &x->cache)) != ST_OK) { se_close(&x->base); return st; }
+    x->spec_default = o && o->spec ? *o->spec : st_spec_default_params();
+    x->spec_now = x->spec_default;
+    if (n_slots == 1) {
+        st = st_spec_new(x->slots[0].session, &x->spec_default, &x->spec); /* refuses --spec mtp without a head */
+        if (st != ST_OK) { se_close(&x->base); return st; }
+    } else if (x->spec_default.mode == ST_SPEC_MTP || x->spec_default.mode == ST_SPEC_NGRAM) {
+        st_warn("--spec %s: speculative decoding runs with --parallel 1; the %d slots decode together without drafts",
+                st_spec_mode_name(x->spec_default.mode), n_slots);
+    }
 
     const char *tmpl = NULL, *name = NULL;
     size_t tlen = 0, nlen = 0;

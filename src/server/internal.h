@@ -93,6 +93,7 @@ void sv_job_sse(sv_job *j, const char *name, json_t *json);
 typedef struct sv_metrics {
     atomic_ullong requests, responses_ok, responses_error, rejected_queue_full, cancelled;
     atomic_ullong prompt_tokens, cached_tokens, completion_tokens;
+    atomic_ullong draft_tokens, draft_accepted;
     _Atomic double prompt_seconds, decode_seconds;
     _Atomic double last_prompt_tps, last_decode_tps;
 } sv_metrics;
@@ -136,6 +137,9 @@ int sv_prepare_chat(sv_server *s, sv_job *j, const sv_chat *chat, long long max_
 int sv_prepare_text(sv_server *s, sv_job *j, const char *prompt, long long max_tokens, sv_error *e);
 /* "stop" as a string or an array of strings into j->stops. */
 int sv_get_stops(json_t *o, const char *key, sv_job *j, sv_error *e);
+/* Per request speculative decoding, as llama.cpp's server names it: "speculative.type" ("mtp",
+ * "ngram" or "none") and "speculative.n_max" (drafts per step, 1..16) into j->gen. */
+int sv_get_spec(json_t *o, sv_job *j, sv_error *e);
 char *sv_make_id(sv_server *s, const char *prefix);
 
 /* The endpoints. Each returns the HTTP status and a body (malloc'd), or 0 when it queued a

@@ -159,6 +159,8 @@ static void run_job(sv_server *s, sv_job *j) {
     atomic_fetch_add(&m->prompt_tokens, (unsigned long long)usage.prompt_tokens);
     atomic_fetch_add(&m->cached_tokens, (unsigned long long)usage.cached_tokens);
     atomic_fetch_add(&m->completion_tokens, (unsigned long long)usage.completion_tokens);
+    atomic_fetch_add(&m->draft_tokens, (unsigned long long)usage.draft_tokens);
+    atomic_fetch_add(&m->draft_accepted, (unsigned long long)usage.draft_accepted);
     /* The engine threads write the sums under qmu, so a load and a store need no read-modify-write. */
     pthread_mutex_lock(&s->qmu);
     m->prompt_seconds = m->prompt_seconds + usage.prompt_seconds;

@@ -74,6 +74,10 @@ char *sv_api_metrics(sv_server *s) {
         "# TYPE strata_reused_tokens_total counter\nstrata_reused_tokens_total %llu\n"
         "# HELP strata_completion_tokens_total Tokens generated.\n"
         "# TYPE strata_completion_tokens_total counter\nstrata_completion_tokens_total %llu\n"
+        "# HELP strata_draft_tokens_total Tokens drafted ahead by speculative decoding.\n"
+        "# TYPE strata_draft_tokens_total counter\nstrata_draft_tokens_total %llu\n"
+        "# HELP strata_draft_accepted_total Drafted tokens the model's own samples confirmed.\n"
+        "# TYPE strata_draft_accepted_total counter\nstrata_draft_accepted_total %llu\n"
         "# HELP strata_prompt_tokens_per_second Prompt reading speed of the last request.\n"
         "# TYPE strata_prompt_tokens_per_second gauge\nstrata_prompt_tokens_per_second %.3f\n"
         "# HELP strata_decode_tokens_per_second Generation speed of the last request.\n"
@@ -88,6 +92,7 @@ char *sv_api_metrics(sv_server *s) {
         (unsigned long long)atomic_load(&m->responses_error), (unsigned long long)atomic_load(&m->cancelled),
         (unsigned long long)atomic_load(&m->rejected_queue_full), (unsigned long long)atomic_load(&m->prompt_tokens),
         (unsigned long long)atomic_load(&m->cached_tokens), (unsigned long long)atomic_load(&m->completion_tokens),
+        (unsigned long long)atomic_load(&m->draft_tokens), (unsigned long long)atomic_load(&m->draft_accepted),
         (double)m->last_prompt_tps, (double)m->last_decode_tps, waiting, busy, rss_bytes());
     return n < 0 ? NULL : out;
 }

@@ -34,6 +34,8 @@ typedef struct fx_opts {
     const char *drop_key;   /* leave out this key (suffix after "{arch}.") */
     const char *f16;        /* store tensors whose name contains this as f16 */
     int yarn;               /* rope.scaling: yarn, factor 4, original context 64, attn_factor 0.9 */
+    int mtp;                /* hybrids: an MTP block (blk.FX_LAYERS, nextn_predict_layers = 1); 2: also
+                               its own shared_head_norm */
 } fx_opts;
 
 /* Sizes (small but with every ratio that matters: GQA 2, r = n_v/n_k = 2, partial rotary). */
@@ -68,7 +70,7 @@ typedef struct fx_model {
 static int fx_is(const char *arch, const char *a) { return !strcmp(arch, a); }
 static int fx_hybrid(const char *a) { return fx_is(a, "qwen35") || fx_is(a, "qwen35moe") || fx_is(a, "qwen3next"); }
 static int fx_moe(const char *a) { return !fx_is(a, "qwen3") && !fx_is(a, "qwen35"); }
-static int fx_linear(const char *a, int il) { return fx_hybrid(a) && (il + 1) % 4 != 0; }
+static int fx_linear(const char *a, int il) { return fx_hybrid(a) && il < FX_LAYERS && (il + 1) % 4 != 0; }
 
 /* The value of logical weight `name` at flat index i, with its kind's magnitude. */
 static float fx_value(const char *name, int64_t i, int64_t fan_in) {
@@ -250,6 +252,21 @@ static int fx_write(const char *path, const fx_opts *o) {
     fx_plain(m, "output_norm.weight", 1, FX_D, 1, 1);
     if (!o->tied) fx_plain(m, "output.weight", 2, FX_D, FX_V, 1);
     for (int il = 0; il < FX_LAYERS; il++) fx_layer(m, o, il);
+    if (o->mtp && fx_hybrid(a)) {
+        /* The MTP block: a full-attention layer of the architecture, then the nextn tensors. */
+        char n[96];
+        fx_layer(m, o, FX_LAYERS);
+        snprintf(n, sizeof n, "blk.%d.nextn.eh_proj.weight", FX_LAYERS);
+        fx_plain(m, n, 2, 2 * FX_D, FX_D, 1);
+        snprintf(n, sizeof n, "blk.%d.nextn.enorm.weight", FX_LAYERS);
+        fx_plain(m, n, 1, FX_D, 1, 1);
+        snprintf(n, sizeof n, "blk.%d.nextn.hnorm.weight", FX_LAYERS);
+        fx_plain(m, n, 1, FX_D, 1, 1);
+        if (o->mtp == 2) {
+            snprintf(n, sizeof n, "blk.%d.nextn.shared_head_norm.weight", FX_LAYERS);
+            fx_plain(m, n, 1, FX_D, 1, 1);
+        }
+    }
 
     st_gguf_writer *w;
     if (st_gguf_writer_new(&w) != ST_OK) return 1;
@@ -270,7 +287,9 @@ static int fx_write(const char *path, const fx_opts *o) {
     }
     fx_set_u32(w, o, "context_length", 256);
     fx_set_u32(w, o, "embedding_length", FX_D);
-    fx_set_u32(w, o, "block_count", FX_LAYERS);
+    int mtp = o->mtp && fx_hybrid(a);
+    fx_set_u32(w, o, "block_count", FX_LAYERS + (mtp ? 1 : 0));
+    if (mtp) fx_set_u32(w, o, "nextn_predict_layers", 1);
     fx_set_u32(w, o, "feed_forward_length", FX_FF);
     fx_set_u32(w, o, "attention.head_count", FX_H);
     fx_set_u32(w, o, "attention.head_count_kv", FX_HKV);

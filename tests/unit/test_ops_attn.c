@@ -4,7 +4,10 @@
  *    a query at position p ignores cells after p; GQA head h reads kv head h / (H/H_kv);
  *  - random problems (odd head sizes, GQA 1/2/4, f32 and f16 caches, prefill and decode shapes,
  *    long contexts, a 4-thread pool where decode splits the cells) against a float64 softmax
- *    attention over the same cache contents, for the reference and each SIMD level. */
+ *    attention over the same cache contents, for the reference and each SIMD level;
+ *  - each row of a short chunk (a speculative verify's) gives bit for bit what the one-row call
+ *    for that row gives, also where decode splits the cells over threads (4 threads, long
+ *    contexts, cells counts either side of a split boundary). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -160,6 +163,20 @@ static void check_random(st_pool *pool, prob pr) {
                (long)pr.H, (long)pr.Hkv, (long)pr.hd, (long)pr.n_kv, pr.type, err);
     }
     st_cpu_limit(3);
+    /* each row alone, as decode would run it: bit for bit the chunk's row */
+    float *one = malloc(sizeof(float) * (size_t)ldo);
+    int same = 1;
+    for (int64_t t = 0; t < pr.T && pr.T <= 16; t++) {
+        st_attn_args a = { .q = q + t * ldq, .ldq_tok = ldq, .ldq_head = 2 * pr.hd, .k_cache = kc, .v_cache = vc,
+                           .kv_type = pr.type, .pos = pos + t, .n_tok = 1, .n_head = pr.H,
+                           .n_head_kv = pr.Hkv, .head_dim = pr.hd, .n_kv = pos[t] + 1, .scale = scale,
+                           .out = one, .ldo_tok = ldo };
+        st_op_attention(pool, &a);
+        same &= !memcmp(one, out + t * ldo, sizeof(float) * (size_t)(pr.H * pr.hd));
+    }
+    CHECKF(same, "T=%ld H=%ld Hkv=%ld n_kv=%ld: a chunk's row differs from the row alone", (long)pr.T, (long)pr.H,
+           (long)pr.Hkv, (long)pr.n_kv);
+    free(one);
     free(kv); free(kc); free(vc); free(q); free(pos); free(out); free(ref); free(s);
 }
 
@@ -192,6 +209,8 @@ int main(void) {
         { 1, 4, 1, 64, 5000, ST_TYPE_F32 },
         { 2, 8, 1, 128, 2000, ST_TYPE_F16 },
         { 1, 2, 1, 24, 1100, ST_TYPE_F16 },
+        { 4, 8, 2, 64, 2050, ST_TYPE_F16 },    /* verify chunks: rows either side of 2048 cells */
+        { 6, 4, 1, 64, 1026, ST_TYPE_F32 },    /* ... and of the first split at 1024 */
     };
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) check_random(pool, split[i]);
     st_pool_destroy(pool);

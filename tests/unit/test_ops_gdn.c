@@ -4,6 +4,9 @@
  *  - st_op_gdn_chunked against st_op_gdn_step for lengths 1, 63, 64, 65, 200 (around the chunk
  *    size), with a state carried in, outputs and final state;
  *  - splitting a sequence into calls gives the same result as one call;
+ *  - with state_steps, at every SIMD level: the plane of token t holds bit for bit the state one
+ *    call over tokens 0..t leaves, the outputs are the in-place ones, the entering state is left
+ *    as it was (a speculative verify's rollback, engine/spec.c);
  *  - the gates: beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a. */
 #include <math.h>
 #include <stdint.h>
@@ -171,6 +174,34 @@ static void test_gates(void) {
     CHECK(fabsf(beta[1][0] - 1.0f / (1.0f + expf(-3.0f))) < 1e-7f);
 }
 
+static void test_steps(st_pool *pool, int64_t T, int64_t n_k, int64_t n_v, int64_t d, int map) {
+    problem p = make(T, n_k, n_v, d, map);
+    const int64_t no = T * n_v * d, ns = n_v * d * d;
+    float *out = malloc(sizeof(float) * (size_t)no), *out1 = malloc(sizeof(float) * (size_t)no);
+    float *st = malloc(sizeof(float) * (size_t)ns), *st1 = malloc(sizeof(float) * (size_t)ns);
+    float *planes[16];
+    for (int64_t t = 0; t < T; t++) planes[t] = malloc(sizeof(float) * (size_t)ns);
+    for (int lvl = 0; lvl < 3; lvl++) {
+        st_cpu_limit(lvl == 0 ? 0 : lvl == 1 ? 1 : 3);
+        memcpy(st, p.state0, sizeof(float) * (size_t)ns);
+        st_gdn_args a = args(&p, st, out, 0, T);
+        a.state_steps = planes;
+        st_op_gdn_step(pool, &a);
+        CHECKF(!memcmp(st, p.state0, sizeof(float) * (size_t)ns), "steps lvl %d: the entering state changed", lvl);
+        for (int64_t t = 0; t < T; t++) {
+            memcpy(st1, p.state0, sizeof(float) * (size_t)ns);
+            st_gdn_args b = args(&p, st1, out1, 0, t + 1);
+            st_op_gdn_step(pool, &b);
+            CHECKF(!memcmp(st1, planes[t], sizeof(float) * (size_t)ns), "steps lvl %d d=%ld: plane %ld differs", lvl, (long)d, (long)t);
+        }
+        CHECKF(!memcmp(out, out1, sizeof(float) * (size_t)no), "steps lvl %d d=%ld: outputs differ", lvl, (long)d);
+    }
+    st_cpu_limit(3);
+    for (int64_t t = 0; t < T; t++) free(planes[t]);
+    free(out); free(out1); free(st); free(st1);
+    drop(&p);
+}
+
 int main(void) {
     st_pool *pool = NULL;
     if (st_pool_create(2, &pool) != ST_OK) return 1;
@@ -183,6 +214,9 @@ int main(void) {
     for (int i = 0; i < 5; i++) test_chunked_vs_step(pool, lens[i], 2, 4, 64, i % 2 ? ST_GDN_GROUPED : ST_GDN_TILED);
     test_chunked_vs_step(pool, 130, 1, 3, 40, ST_GDN_TILED);
     test_chunked_vs_step(pool, 70, 1, 2, 128, ST_GDN_GROUPED);
+    test_steps(pool, 4, 2, 4, 64, ST_GDN_TILED);
+    test_steps(pool, 5, 1, 2, 128, ST_GDN_GROUPED);
+    test_steps(pool, 3, 2, 6, 24, ST_GDN_GROUPED);
     st_pool_destroy(pool);
     return test_report("test_ops_gdn");
 }

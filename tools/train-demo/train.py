@@ -99,6 +99,17 @@ def rope_neox(x, cos, sin, n_rot):
     return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c, rest], dim=-1)
 
 
+def causal_attention(q, k, v):
+    """softmax(q k^T / sqrt(hd)) v over earlier positions: torch's fused kernel where it has one
+    (2.0 and later), else written out (Debian's torch 1.13, which train_mtp.py runs on)."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T = q.shape[-2]
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return torch.softmax(s.float(), -1).to(v.dtype) @ v
+
+
 class GatedAttention(nn.Module):
     def __init__(self, c: Config):
         super().__init__()
@@ -124,7 +135,7 @@ class GatedAttention(nn.Module):
         q = q.to(dt).transpose(1, 2)
         k = k.to(dt).transpose(1, 2).repeat_interleave(rep, dim=1)  # q head j uses kv head j // rep
         v = v.transpose(1, 2).repeat_interleave(rep, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # scale 1/sqrt(hd)
+        o = causal_attention(q, k, v)  # scale 1/sqrt(hd)
         o = o.transpose(1, 2).reshape(B, T, c.n_head * c.head_dim)
         o = o * torch.sigmoid(gate.reshape(B, T, -1).float()).to(o.dtype)
         return self.wo(o)

@@ -76,7 +76,10 @@ typedef struct attn_job {
     const st_attn_args *a;
     ops_attn_fn item;
     int64_t per_item;   /* query heads per item: r, or 1 when r is too large */
-    int64_t n_split;    /* parts the visible cells of each group are cut into (1 = no split) */
+    int64_t n_split;    /* parts the visible cells of each group are cut into (1 = no split): the
+                           most of any row when by_row */
+    int by_row;         /* each row takes its own count, row_split() */
+    int nth;
     int64_t n_items;    /* n_tok * (n_head / per_item) * n_split */
     st_pool *pool;      /* for the barrier before the merge of split parts */
     float *part;        /* n_items * per_item * (hd + 2) floats when n_split > 1 */
@@ -88,6 +91,23 @@ static int64_t visible(const st_attn_args *a, int64_t t) {
     return n_vis < 0 ? 0 : n_vis;
 }
 
+/* Below this many visible cells per part, splitting a group's cells over threads costs more in
+ * merging and in thread wake-ups than it saves. */
+#define ATTN_SPLIT_MIN_CELLS 512
+/* Chunks of up to this many rows split each row's cells as that row alone would be split (decode):
+ * the count depends on the row, never on the chunk, so a speculative verify chunk computes every
+ * row bit for bit as the one-row decode of it would. */
+#define ATTN_SPLIT_BY_ROW_MAX 16
+
+/* The parts row t's cells are cut into when by_row: what a one-row job would choose. */
+static int64_t row_split(const attn_job *j, int64_t t) {
+    const int64_t groups = j->a->n_head / j->per_item, vis = visible(j->a, t);
+    if (!j->by_row) return j->n_split;
+    if (groups >= j->nth || vis < 2 * ATTN_SPLIT_MIN_CELLS) return 1;
+    int64_t n = (j->nth + groups - 1) / groups;
+    return n > vis / ATTN_SPLIT_MIN_CELLS ? vis / ATTN_SPLIT_MIN_CELLS : n;
+}
+
 /* Combines the split parts of one (token, head): the softmax of the union is the parts' sums
  * rescaled to the largest running max. */
 static void attn_merge(const attn_job *j, int64_t t, int64_t h) {
@@ -96,13 +116,14 @@ static void attn_merge(const attn_job *j, int64_t t, int64_t h) {
     const int64_t hg = h / j->per_item, hh = h % j->per_item;
     const int64_t groups = a->n_head / j->per_item;
     float m = -INFINITY, l = 0.0f;
-    for (int64_t s = 0; s < j->n_split; s++) {
+    const int64_t n_t = row_split(j, t);
+    for (int64_t s = 0; s < n_t; s++) {
         const float *pp = j->part + (((t * groups + hg) * j->n_split + s) * j->per_item + hh) * stride;
         if (pp[1] > 0.0f && pp[0] > m) m = pp[0];
     }
     float *o = a->out + t * a->ldo_tok + h * hd;
     for (int64_t i = 0; i < hd; i++) o[i] = 0.0f;
-    for (int64_t s = 0; s < j->n_split; s++) {
+    for (int64_t s = 0; s < n_t; s++) {
         const float *pp = j->part + (((t * groups + hg) * j->n_split + s) * j->per_item + hh) * stride;
         if (!(pp[1] > 0.0f)) continue;
         const float c = expf(pp[0] - m);
@@ -123,9 +144,10 @@ static void attn_worker(void *ctx, int ith, int nth) {
     for (int64_t n = ith; n < j->n_items; n += nth) {
         const int64_t s = n % j->n_split, tg = n / j->n_split;
         const int64_t t = tg / groups, h0 = (tg % groups) * j->per_item;
-        const int64_t g = h0 / r, n_vis = visible(a, t);
+        const int64_t g = h0 / r, n_vis = visible(a, t), n_t = row_split(j, t);
+        if (s >= n_t) continue; /* this row has fewer parts: its spare items stay idle */
         long c0 = 0, c1 = (long)n_vis;
-        if (j->n_split > 1) st_split((long)n_vis, (int)s, (int)j->n_split, &c0, &c1);
+        if (n_t > 1) st_split((long)n_vis, (int)s, (int)n_t, &c0, &c1);
         ops_attn_item it = {
             .q = a->q + t * a->ldq_tok + h0 * a->ldq_head, .ldq_head = a->ldq_head,
             .r = j->per_item,
@@ -133,7 +155,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
             .v = (const char *)a->v_cache + (size_t)(g * a->head_dim) * esz,
             .row = row, .hd = a->head_dim, .c_begin = c0, .n_vis = c1, .scale = a->scale,
             .out = a->out + t * a->ldo_tok + h0 * a->head_dim,
-            .part = j->n_split > 1 ? j->part + n * j->per_item * (a->head_dim + 2) : NULL,
+            .part = n_t > 1 ? j->part + n * j->per_item * (a->head_dim + 2) : NULL,
         };
         j->item(&it, a->kv_type);
     }
@@ -141,7 +163,8 @@ static void attn_worker(void *ctx, int ith, int nth) {
     st_pool_barrier(j->pool);
     long m0, m1;
     st_split((long)(a->n_tok * a->n_head), ith, nth, &m0, &m1);
-    for (long m = m0; m < m1; m++) attn_merge(j, m / a->n_head, m % a->n_head);
+    for (long m = m0; m < m1; m++)
+        if (row_split(j, m / a->n_head) > 1) attn_merge(j, m / a->n_head, m % a->n_head);
 }
 
 ops_attn_fn ops_attn_item_pick(void) {
@@ -151,16 +174,13 @@ ops_attn_fn ops_attn_item_pick(void) {
     return ops_attn_item_ref;
 }
 
-/* Below this many visible cells per part, splitting a group's cells over threads costs more in
- * merging and in thread wake-ups than it saves. */
-#define ATTN_SPLIT_MIN_CELLS 512
 #define ATTN_SPLIT_STACK_FLOATS 8192
 
 void st_op_attention(st_pool *pool, const st_attn_args *a) {
     if (a->head_dim > ATTN_MAX_HD || a->n_head_kv <= 0 || a->n_head % a->n_head_kv) return;
     const int nth = pool ? st_pool_size(pool) : 1;
     const int64_t r = a->n_head / a->n_head_kv;
-    attn_job j = { a, ops_attn_item_pick(), r, 1, a->n_tok * a->n_head_kv, pool, NULL };
+    attn_job j = { a, ops_attn_item_pick(), r, 1, 0, nth, a->n_tok * a->n_head_kv, pool, NULL };
     if (r > ATTN_MAX_GROUP) {
         j.per_item = 1;
         j.n_items = a->n_tok * a->n_head;
@@ -169,17 +189,24 @@ void st_op_attention(st_pool *pool, const st_attn_args *a) {
      * into parts, one item each, and merge the parts' softmax states after a barrier. */
     float stack_part[ATTN_SPLIT_STACK_FLOATS];
     void *owned = NULL;
-    int64_t max_vis = 0;
+    int64_t max_vis = 0, n_split = 1;
     for (int64_t t = 0; t < a->n_tok; t++) max_vis = visible(a, t) > max_vis ? visible(a, t) : max_vis;
-    if (j.n_items < nth && max_vis >= 2 * ATTN_SPLIT_MIN_CELLS) {
-        int64_t n_split = (nth + j.n_items - 1) / j.n_items;
+    if (a->n_tok <= ATTN_SPLIT_BY_ROW_MAX) {
+        j.by_row = 1;
+        for (int64_t t = 0; t < a->n_tok; t++) n_split = row_split(&j, t) > n_split ? row_split(&j, t) : n_split;
+    } else if (j.n_items < nth && max_vis >= 2 * ATTN_SPLIT_MIN_CELLS) {
+        n_split = (nth + j.n_items - 1) / j.n_items;
         if (n_split > max_vis / ATTN_SPLIT_MIN_CELLS) n_split = max_vis / ATTN_SPLIT_MIN_CELLS;
+    }
+    if (n_split > 1) {
         const size_t floats = (size_t)(j.n_items * n_split * j.per_item * (a->head_dim + 2));
         float *part = floats <= ATTN_SPLIT_STACK_FLOATS ? stack_part : (float *)(owned = malloc(floats * sizeof(float)));
         if (part) {
             j.n_split = n_split;
             j.n_items *= n_split;
             j.part = part;
+        } else {
+            j.by_row = 0; /* no room for the parts: every row whole */
         }
     }
     ops_run(pool, j.n_items > 1, attn_worker, &j);

@@ -60,14 +60,24 @@ void ops_f32_to_f16_avx512(const float *src, uint16_t *dst, int64_t n);
 
 /* ---- Gated DeltaNet: one v-head over all tokens, per-token recurrence. S is [d][d] (row j =
  * value index, contiguous over key index i). q, k, v, o advance by their ld per token; g, beta
- * advance by n_v. ---- */
+ * advance by n_v. With steps, token t reads the state token t-1 left (S for t = 0) and writes its
+ * own into steps[t] + step_off, S untouched: the same stores as in place, to other addresses. ---- */
 typedef struct ops_gdn_head {
     const float *q, *k, *v, *g, *beta;
     int64_t ld_q, ld_k, ld_v, ld_gb, ld_out;
     float *S, *out;
+    float *const *steps;  /* NULL: S in place */
+    int64_t step_off;
     int64_t n_tok, d;
     float scale;
 } ops_gdn_head;
+/* The state token t reads and the one it writes. */
+static inline const float *ops_gdn_src(const ops_gdn_head *p, int64_t t) {
+    return !p->steps || t == 0 ? p->S : p->steps[t - 1] + p->step_off;
+}
+static inline float *ops_gdn_dst(const ops_gdn_head *p, int64_t t) {
+    return p->steps ? p->steps[t] + p->step_off : p->S;
+}
 typedef void (*ops_gdn_head_fn)(const ops_gdn_head *h);
 void ops_gdn_head_step_ref(const ops_gdn_head *h);
 void ops_gdn_head_step_avx512(const ops_gdn_head *h);

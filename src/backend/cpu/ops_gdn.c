@@ -40,9 +40,12 @@ void ops_gdn_head_step_ref(const ops_gdn_head *p) {
         const float *q = p->q + t * p->ld_q, *k = p->k + t * p->ld_k, *v = p->v + t * p->ld_v;
         const float eg = expf(p->g[t * p->ld_gb]), beta = p->beta[t * p->ld_gb];
         float *o = p->out + t * p->ld_out;
+        const float *src = ops_gdn_src(p, t);
+        float *dst = ops_gdn_dst(p, t);
         for (int64_t j = 0; j < d; j++) {
-            float *row = p->S + j * d;
-            for (int64_t i = 0; i < d; i++) row[i] *= eg;
+            float *row = dst + j * d;
+            const float *in = src + j * d;
+            for (int64_t i = 0; i < d; i++) row[i] = in[i] * eg;
             float kv = 0.0f;
             for (int64_t i = 0; i < d; i++) kv += row[i] * k[i];
             const float delta = (v[j] - kv) * beta;
@@ -65,6 +68,7 @@ static ops_gdn_head gdn_head(const st_gdn_args *a, int64_t h) {
         .g = a->g + h, .beta = a->beta + h,
         .ld_q = a->ld_q, .ld_k = a->ld_k, .ld_v = a->ld_v, .ld_gb = a->n_v, .ld_out = a->ld_out,
         .S = a->state + h * a->d * a->d, .out = a->out + h * a->d,
+        .steps = a->state_steps, .step_off = h * a->d * a->d,
         .n_tok = a->n_tok, .d = a->d, .scale = a->scale,
     };
     return p;
@@ -237,6 +241,6 @@ void st_op_gdn_chunked(st_pool *pool, const st_gdn_args *a, void *scratch) {
  * kernel keeps the state block in L1 and is bound by its stores. llama.cpp also runs the
  * sequential recurrence by default. The chunked form stays tested and callable. */
 void st_op_gdn(st_pool *pool, const st_gdn_args *a, void *scratch) {
-    (void)scratch;
+    (void)scratch; /* (the chunked form would also have to write the per-token states) */
     st_op_gdn_step(pool, a);
 }

@@ -19,16 +19,19 @@ void ops_gdn_head_step_avx2(const ops_gdn_head *p) {
         const float egs = expf(p->g[t * p->ld_gb]), beta = p->beta[t * p->ld_gb];
         const __m256 eg = _mm256_set1_ps(egs);
         float *o = p->out + t * p->ld_out;
+        const float *src = ops_gdn_src(p, t);
+        float *dst = ops_gdn_dst(p, t);
         for (int64_t j = 0; j < d; j++) {
-            float *row = p->S + j * d;
+            float *row = dst + j * d;
+            const float *in = src + j * d;
             __m256 acc = _mm256_setzero_ps();
             for (int64_t i = 0; i < d8; i += 8) {
-                __m256 r = _mm256_mul_ps(_mm256_loadu_ps(row + i), eg);
+                __m256 r = _mm256_mul_ps(_mm256_loadu_ps(in + i), eg);
                 _mm256_storeu_ps(row + i, r);
                 acc = _mm256_fmadd_ps(r, _mm256_loadu_ps(k + i), acc);
             }
             float kv = hsum8(acc);
-            for (int64_t i = d8; i < d; i++) { row[i] *= egs; kv += row[i] * k[i]; }
+            for (int64_t i = d8; i < d; i++) { row[i] = in[i] * egs; kv += row[i] * k[i]; }
             const float delta = (v[j] - kv) * beta;
             const __m256 dj = _mm256_set1_ps(delta);
             acc = _mm256_setzero_ps();

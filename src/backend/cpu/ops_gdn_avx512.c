@@ -24,13 +24,13 @@ static GDN_ALWAYS_INLINE __m512 row_dot(const float *row, const __m512 *kr, cons
 }
 
 /* Row j becomes e^g row + delta_j k, stored once; returns its partial products with q. */
-static GDN_ALWAYS_INLINE __m512 row_update_dot(float *row, const __m512 *kr, const __m512 *qr, __m512 eg,
-                                               float dj, const int D) {
+static GDN_ALWAYS_INLINE __m512 row_update_dot(const float *in, float *row, const __m512 *kr, const __m512 *qr,
+                                               __m512 eg, float dj, const int D) {
     const __m512 d = _mm512_set1_ps(dj);
     __m512 acc = _mm512_setzero_ps();
     OPS_UNROLL
     for (int i = 0; i < D / 16; i++) {
-        __m512 r = _mm512_fmadd_ps(kr[i], d, _mm512_mul_ps(_mm512_loadu_ps(row + 16 * i), eg));
+        __m512 r = _mm512_fmadd_ps(kr[i], d, _mm512_mul_ps(_mm512_loadu_ps(in + 16 * i), eg));
         _mm512_storeu_ps(row + 16 * i, r);
         acc = _mm512_fmadd_ps(r, qr[i], acc);
     }
@@ -42,7 +42,7 @@ static GDN_ALWAYS_INLINE __m512 row_update_dot(float *row, const __m512 *kr, con
  * token: the kernel is bound by stores, and this halves them. That reorders one multiplication
  * against the reference (e^g (row.k) for (e^g row).k), a rounding-level difference. Rows are
  * reduced 4 at a time (hsum4) as they are produced, so few partial vectors are live beside k, q. */
-static GDN_ALWAYS_INLINE void gdn_token_fixed(float *S, const float *q, const float *k,
+static GDN_ALWAYS_INLINE void gdn_token_fixed(const float *Sin, float *S, const float *q, const float *k,
                                               const float *v, __m512 eg, __m512 beta,
                                               __m512 vscale, float *o, const int D) {
     __m512 kr[8], qr[8];   /* D <= 128 */
@@ -52,11 +52,12 @@ static GDN_ALWAYS_INLINE void gdn_token_fixed(float *S, const float *q, const fl
         qr[i] = _mm512_loadu_ps(q + 16 * i);
     }
     for (int j0 = 0; j0 < D; j0 += 16) {
+        const float *in = Sin + j0 * D;
         float *rows = S + j0 * D;
         __m512 u[4];
         OPS_UNROLL
         for (int g = 0; g < 4; g++) {                      /* pass A: row.k, read only */
-            const float *r = rows + 4 * g * D;
+            const float *r = in + 4 * g * D;
             u[g] = hsum4(row_dot(r, kr, D), row_dot(r + D, kr, D), row_dot(r + 2 * D, kr, D),
                          row_dot(r + 3 * D, kr, D));
         }
@@ -67,16 +68,16 @@ static GDN_ALWAYS_INLINE void gdn_token_fixed(float *S, const float *q, const fl
         OPS_UNROLL
         for (int g = 0; g < 4; g++) {                      /* pass B: decay, += delta_j k, row.q */
             float *r = rows + 4 * g * D;
-            const float *dg = dl + 4 * g;
-            u[g] = hsum4(row_update_dot(r, kr, qr, eg, dg[0], D), row_update_dot(r + D, kr, qr, eg, dg[1], D),
-                         row_update_dot(r + 2 * D, kr, qr, eg, dg[2], D),
-                         row_update_dot(r + 3 * D, kr, qr, eg, dg[3], D));
+            const float *ri = in + 4 * g * D, *dg = dl + 4 * g;
+            u[g] = hsum4(row_update_dot(ri, r, kr, qr, eg, dg[0], D), row_update_dot(ri + D, r + D, kr, qr, eg, dg[1], D),
+                         row_update_dot(ri + 2 * D, r + 2 * D, kr, qr, eg, dg[2], D),
+                         row_update_dot(ri + 3 * D, r + 3 * D, kr, qr, eg, dg[3], D));
         }
         _mm512_storeu_ps(o + j0, _mm512_mul_ps(hsum_final(u[0], u[1], u[2], u[3]), vscale));
     }
 }
 
-static void gdn_token_any(float *S, const float *q, const float *k, const float *v, __m512 eg,
+static void gdn_token_any(const float *Sin, float *S, const float *q, const float *k, const float *v, __m512 eg,
                           __m512 beta, __m512 vscale, float *o, int64_t d) {
     for (int64_t j0 = 0; j0 < d; j0 += 16) {
         const int64_t nj = d - j0 < 16 ? d - j0 : 16;
@@ -84,10 +85,11 @@ static void gdn_token_any(float *S, const float *q, const float *k, const float 
         for (int64_t jj = 0; jj < 16; jj++) part[jj] = _mm512_setzero_ps();
         for (int64_t jj = 0; jj < nj; jj++) {
             float *row = S + (j0 + jj) * d;
+            const float *in = Sin + (j0 + jj) * d;
             __m512 acc = _mm512_setzero_ps();
             for (int64_t i = 0; i < d; i += 16) {
                 const __mmask16 m = tail_mask16(d - i);
-                __m512 r = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + i), eg);
+                __m512 r = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, in + i), eg);
                 _mm512_mask_storeu_ps(row + i, m, r);
                 acc = _mm512_fmadd_ps(r, _mm512_maskz_loadu_ps(m, k + i), acc);
             }
@@ -123,8 +125,10 @@ void ops_gdn_head_step_avx512(const ops_gdn_head *p) {
         const __m512 eg = _mm512_set1_ps(expf(p->g[t * p->ld_gb]));
         const __m512 beta = _mm512_set1_ps(p->beta[t * p->ld_gb]);
         float *o = p->out + t * p->ld_out;
-        if (d == 64) gdn_token_fixed(p->S, q, k, v, eg, beta, vscale, o, 64);
-        else if (d == 128) gdn_token_fixed(p->S, q, k, v, eg, beta, vscale, o, 128);
-        else gdn_token_any(p->S, q, k, v, eg, beta, vscale, o, d);
+        const float *src = ops_gdn_src(p, t);
+        float *dst = ops_gdn_dst(p, t);
+        if (d == 64) gdn_token_fixed(src, dst, q, k, v, eg, beta, vscale, o, 64);
+        else if (d == 128) gdn_token_fixed(src, dst, q, k, v, eg, beta, vscale, o, 128);
+        else gdn_token_any(src, dst, q, k, v, eg, beta, vscale, o, d);
     }
 }
