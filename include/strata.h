@@ -139,9 +139,9 @@ uint64_t st_session_scratch_bytes(const st_session *s);
  * always kept for st_session_logits(). */
 st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all);
 /* Feeds several sessions of one model in one forward (parallel slots): session k takes
- * tokens[k][0..n[k]), at most 256 sessions, each once. The weights all rows share (the FFN, the
- * experts, the head) are read once for all of them; attention, the recurrent step and the rest of
- * a sequence's state run on its own rows. Each session's logits are those of its sequence fed
+ * tokens[k][0..n[k]), at most 256 sessions, each once. The weights (projections, FFN, experts,
+ * head) are read once for all rows; attention over a sequence's KV cache and its recurrent steps
+ * run on its own rows. Each session's logits are those of its sequence fed
  * alone in the same pieces, bit for bit (its rows' arithmetic does not depend on the others).
  * The forward runs on lead's threads and workspace (lead, a session of the same model, may be one
  * of s or not; its state changes only if it is). Every check (ids, room) comes first; a failed

@@ -38,7 +38,7 @@ PEER=.peer
 SRC=$PEER/llama.cpp
 BUILD=$SRC/build
 BUNDLE=$PEER/node_modules/node-llama-cpp/llama/gitRelease.bundle
-TARGETS=(test-llama-archs llama-bench llama-completion llama-tokenize)
+TARGETS=(test-llama-archs llama-bench llama-completion llama-tokenize llama-server)
 JOBS=${JOBS:-$(nproc)}
 
 have_all() {
@@ -75,7 +75,7 @@ fi
 cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
   -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
   -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" \
-  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_MTMD=OFF >"$PEER/llama-build.log" 2>&1 ||
   { tail -30 "$PEER/llama-build.log"; exit 1; }
 cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}" >>"$PEER/llama-build.log" 2>&1 ||

@@ -95,9 +95,9 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
 
 /* The rows of several sequences in one forward (parallel slots): sequence k's n rows follow
  * sequence k-1's, each row at its sequence's next position, tagged by where it sits. Everything
- * that reads weights the rows share (projections of the FFN, the MoE's experts, the head) runs
- * over all rows at once; what reads a sequence's state (attention over its KV cache, the Gated
- * DeltaNet step, QSA, PLE) runs per sequence on its rows. Each row's arithmetic is that of its
+ * that reads weights (the mixers' projections, the FFN, the MoE's experts, the head) runs over
+ * all rows at once; what reads a sequence's state (the KV cache store and attention, the conv and
+ * the Gated DeltaNet step, QSA's indexer, the PLE layer) runs per sequence on its rows (fwd_seq). Each row's arithmetic is that of its
  * sequence fed alone in the same pieces (the dot kernels keep one accumulator per row), so a
  * reply does not depend on what runs beside it. */
 #define ST_FORWARD_MAX_SEQS 256
@@ -170,8 +170,14 @@ void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n); /* + sha
 typedef void (*fwd_mixer_fn)(st_fwd *f, int il, const float *h, float *out);
 void fwd_mixer_residual(st_fwd *f, int il, fwd_mixer_fn mixer);
 void fwd_ffn_residual(st_fwd *f, int il, int last_row);
-/* mixer(h, out) over all rows: at once for one sequence, else on each sequence's rows (rows of
- * width w_in in h, w_out in out) with its state and positions (residual.c). */
+/* The sequences of f's rows (1 without seqs), and sequence k as a chunk of its own: its state,
+ * rows and positions, *r0 its first row in f's buffers (residual.c). The mixers run everything
+ * row by row on all rows at once and only what reads a state (the KV cache, the conv and delta
+ * states) on each sequence's rows. */
+int fwd_n_seqs(const st_fwd *f);
+st_fwd fwd_seq(const st_fwd *f, int k, int64_t *r0);
+/* mixer(h, out) on each sequence's rows apart (rows of width w_in in h, w_out in out): for a
+ * block whose every step reads the state (qwen4exp's PLE layer) (residual.c). */
 void fwd_per_seq(st_fwd *f, int il, const float *h, int64_t w_in, float *out, int64_t w_out, fwd_mixer_fn mixer);
 /* The rows that need logits (the last of each sequence) moved to the front of a [n][w] buffer, in
  * order; returns how many (residual.c). */

@@ -63,7 +63,8 @@ void fwd_qwen4exp(st_fwd *f, int last_only) {
         /* R += mixer(HCmix(R)) */
         hc_mixer ma = {&L->hc_attn_norm, &L->hc_attn_down, &L->hc_attn_up, &L->hc_attn_inject};
         hc_mix(f, &ma, R, n, h, inj);
-        fwd_per_seq(f, il, h, d, y, d, hp->is_linear[il] ? fwd_gdn : fwd_attention);
+        if (hp->is_linear[il]) fwd_gdn(f, il, h, y);
+        else fwd_attention(f, il, h, y);
         if (last_only && il == hp->n_layer - 1) {
             /* only the rows that need logits go on */
             fwd_keep_last_rows(f, R, hcd);

@@ -4,8 +4,8 @@
  *                                           post_attention_norm on the hybrids
  * on x = WS_X through WS_H (the normed rows) and WS_T (the block's output). The layer stacks
  * (qwen3.c, qwen35.c) choose the mixer of each layer. With the rows of several sequences
- * (st_forward_seqs) the mixer runs on each sequence's rows with its state (fwd_per_seq), the FFN
- * on all rows at once. */
+ * (st_forward_seqs) every block runs on all rows at once, the mixers taking each sequence's rows
+ * apart only where they read its state (fwd_seq). */
 #include <string.h>
 
 #include "model/forward.h"
@@ -16,7 +16,7 @@ void fwd_mixer_residual(st_fwd *f, int il, fwd_mixer_fn mixer) {
     int64_t d = hp->n_embd, n = f->n;
     float *x = st_workspace_f32(f->ws, WS_X), *h = st_workspace_f32(f->ws, WS_H), *t = st_workspace_f32(f->ws, WS_T);
     st_op_rms_norm(f->pool, x, d, L->attn_norm.f32, h, d, n, d, hp->eps);
-    fwd_per_seq(f, il, h, d, t, d, mixer);
+    mixer(f, il, h, t);
     st_op_add(f->pool, x, d, t, d, x, d, n, d);
 }
 
@@ -33,20 +33,26 @@ void fwd_ffn_residual(st_fwd *f, int il, int last_row) {
     st_op_add(f->pool, x, d, t, d, x, d, rows, d);
 }
 
+int fwd_n_seqs(const st_fwd *f) { return f->seqs ? f->n_seqs : 1; }
+
+st_fwd fwd_seq(const st_fwd *f, int k, int64_t *r0) {
+    st_fwd g = *f;
+    *r0 = 0;
+    if (!f->seqs) return g;
+    *r0 = f->seq_row0[k];
+    g.s = f->seqs[k].s;
+    g.n = f->seqs[k].n;
+    g.pos0 = g.s->n_past;
+    g.pos = f->pos + *r0;
+    g.seqs = NULL;
+    g.n_seqs = 0;
+    return g;
+}
+
 void fwd_per_seq(st_fwd *f, int il, const float *h, int64_t w_in, float *out, int64_t w_out, fwd_mixer_fn mixer) {
-    if (!f->seqs) {
-        mixer(f, il, h, out);
-        return;
-    }
-    for (int k = 0; k < f->n_seqs; k++) {
-        int64_t r0 = f->seq_row0[k];
-        st_fwd g = *f;
-        g.s = f->seqs[k].s;
-        g.n = f->seqs[k].n;
-        g.pos0 = g.s->n_past;
-        g.pos = f->pos + r0;
-        g.seqs = NULL;
-        g.n_seqs = 0;
+    for (int k = 0; k < fwd_n_seqs(f); k++) {
+        int64_t r0;
+        st_fwd g = fwd_seq(f, k, &r0);
         mixer(&g, il, h + r0 * w_in, out + r0 * w_out);
     }
 }

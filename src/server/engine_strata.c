@@ -14,9 +14,8 @@
  * cache). They advance in steps: each request posts its next rows (a prompt piece, or the token it
  * just sampled) and the request that completes the set runs one forward for all of them
  * (st_session_feed_batch: the experts and the head read once for all rows), so a waiting
- * request's prompt pieces run beside the others' decode rows. A request that waits on its client
- * (on_piece), or leaves (done, cancelled, a client gone), stops counting at once, so a step never
- * waits for it. Each row's arithmetic is that of its sequence alone: the replies do not depend on
+ * request's prompt pieces run beside the others' decode rows. A request that ends (done,
+ * cancelled, its client gone) stops counting at once, so a step never waits for it. Each row's arithmetic is that of its sequence alone: the replies do not depend on
  * what runs beside them.
  *
  * The prompt pieces are at most the session's chunk, so that progress is reported and the cancel
@@ -222,16 +221,11 @@ static slot *take_slot(strata_engine *x, const int32_t *prompt, size_t n) {
     return best;
 }
 
-/* A request stops taking part in the steps (it left, or waits on its client): a step the others
- * wait for may now be complete (mu held). */
-static void step_away(strata_engine *x) {
-    x->active--;
-    if (x->posted && x->posted == x->active) run_step(x);
-}
-
+/* The request leaves its slot: a step the others wait for may now be complete (mu held). */
 static void leave(strata_engine *x, slot *sl) {
     sl->busy = 0;
-    step_away(x);
+    x->active--;
+    if (x->posted && x->posted == x->active) run_step(x);
 }
 
 /* One slot: the decoder this request asks for (made again only when its setting changes). */
@@ -330,20 +324,24 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
 
     for (;;) {
         if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; break; }
+        /* Sampling and the client's callback run beside the other requests' own: no step runs
+         * while this request is active and has not posted, so its logits stay (with one slot
+         * nothing else runs). A client that stops reading with a full channel (1 MiB) holds up the
+         * steps until it reads or goes. */
         int32_t tok;
+        if (!x->spec) pthread_mutex_unlock(&x->mu);
         st = st_sampler_sample(smp, logits_of(x, sl), &tok);
+        int eog = st == ST_OK && st_model_is_eog(x->model, tok), stop = 0;
+        if (st == ST_OK && !eog) {
+            st_sampler_accept(smp, tok);
+            usage->completion_tokens++;
+            size_t len = 0;
+            const char *piece = st_token_piece(x->model->tok, tok, 1, &len); /* with control tokens: <think> may be one */
+            stop = req->on_piece(req->ctx, piece ? piece : "", len, tok);
+        }
+        if (!x->spec) pthread_mutex_lock(&x->mu);
         if (st != ST_OK) break;
-        if (st_model_is_eog(x->model, tok)) { *finish = SV_FINISH_EOS; break; }
-        st_sampler_accept(smp, tok);
-        usage->completion_tokens++;
-        size_t len = 0;
-        const char *piece = st_token_piece(x->model->tok, tok, 1, &len); /* with control tokens: <think> may be one */
-        /* The client's callback may wait for a slow reader: the others' steps do not wait for it. */
-        step_away(x);
-        pthread_mutex_unlock(&x->mu);
-        int stop = req->on_piece(req->ctx, piece ? piece : "", len, tok);
-        pthread_mutex_lock(&x->mu);
-        x->active++;
+        if (eog) { *finish = SV_FINISH_EOS; break; }
         /* Every token is held, the last one too, so the next turn extends the whole reply. */
         int full = n_past_of(x, sl) + 1 >= n_ctx;
         if (!full && (st = feed_token(x, sl, tok)) != ST_OK) break;
