@@ -150,6 +150,11 @@ st_status st_session_feed_batch(st_session *lead, st_session *const *s, int n_se
                                 const int64_t *n);
 /* The last fed position's logits (n_vocab floats), valid until the next feed. */
 const float *st_session_logits(const st_session *s);
+/* An embedding of tokens: the session is reset, fed them, and out receives the last position's
+ * final hidden state (after the output norm: what the LM head reads), st_session_n_embd floats.
+ * The session then holds tokens. ST_ERR_UNSUPPORTED on a GPU session. */
+st_status st_session_embed(st_session *s, const int32_t *tokens, int64_t n, float *out);
+int32_t st_session_n_embd(const st_session *s);
 
 /* ---- Session state ------------------------------------------------------------------------- */
 /* A session remembers the ids it was fed, and its state stands for exactly those ids. It can go

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # peer-build.sh: builds llama.cpp (the peer) from the source shipped in the npm bundle, for the
 # conformance tests and side-by-side benchmarks: test-llama-archs (writes models no one here
-# wrote), llama-bench, llama-completion and llama-tokenize.
+# wrote), llama-bench, llama-completion, llama-tokenize, and llama-quantize with llama-imatrix
+# (files in every type llama.cpp writes, tests/conformance/quantize_peer.sh).
 #
 #   source: .peer/node_modules/node-llama-cpp/llama/gitRelease.bundle (tools/setup.sh installs it),
 #           cloned into .peer/llama.cpp if absent;
 #   build:  .peer/llama.cpp/build: Release, CPU only, -march=native with AMX off (issue 3's peer
 #           numbers were measured that way), no curl/OpenSSL, no server, no examples.
 #
-# Safe to run again: when the four binaries are there it only says so. To use a build made
+# Safe to run again: when the binaries are there it only says so. To use a build made
 # elsewhere, point STRATA_LLAMA_BUILD at it (a folder with bin/test-llama-archs ...); it is then
 # linked as .peer/llama.cpp/build so the tests find it. STRATA_LLAMA_SRC likewise for the source.
 # Measured: 650 s user + 95 s system CPU for a fresh clone and build (~6.5 min on 2 idle cores).
@@ -38,7 +39,7 @@ PEER=.peer
 SRC=$PEER/llama.cpp
 BUILD=$SRC/build
 BUNDLE=$PEER/node_modules/node-llama-cpp/llama/gitRelease.bundle
-TARGETS=(test-llama-archs llama-bench llama-completion llama-tokenize llama-server)
+TARGETS=(test-llama-archs llama-bench llama-completion llama-tokenize llama-quantize llama-imatrix llama-server)
 JOBS=${JOBS:-$(nproc)}
 
 have_all() {

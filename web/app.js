@@ -1,12 +1,18 @@
 // app.js: the Strata web app. Chat streams from POST /v1/chat/completions (SSE, parsed here:
-// reasoning_content goes into a folded "Thinking" block, tool calls are shown as such); Stop aborts
-// the request, which the server notices and cancels between tokens. Monitor polls /v1/status once a
-// second while it is shown. About shows the model, the server's settings and its addresses.
-// The whole conversation is sent on each turn; the server reuses the prefix it already holds.
+// reasoning_content goes into a folded "Thinking" block, the answer is rendered as Markdown by
+// markdown.js, tool calls are shown as such); Stop aborts the request, which the server notices
+// and cancels between tokens. Conversations are kept in this browser (localStorage: a list, new,
+// delete); the last reply can be regenerated and a message of yours edited (the conversation goes
+// on from there). Monitor samples /v1/status every second while the page is shown and plots the
+// last five minutes: decode and prompt speed, queue and slot. About shows the model, the server's
+// settings and its addresses. The whole conversation is sent on each turn; the server reuses the
+// prefix it already holds.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
-const state = { messages: [], controller: null, monitorTimer: null, status: null };
+const state = { messages: [], controller: null, monitorTimer: null, status: null, convs: [], current: null, samples: [] };
+const STORE = 'strata-conversations';
+const HISTORY_SECONDS = 300;
 
 function apiHeaders() {
   const h = { 'Content-Type': 'application/json' };
@@ -43,25 +49,171 @@ function scrollDown() {
   m.scrollTop = m.scrollHeight;
 }
 
-function addUserMessage(text) {
-  $('messages').append(el('div', 'msg user', text));
+// --- conversations, kept in this browser -------------------------------------------------------
+
+function loadConversations() {
+  try { state.convs = JSON.parse(localStorage.getItem(STORE) ?? '[]'); } catch { state.convs = []; }
+  if (!Array.isArray(state.convs)) state.convs = [];
+  const last = localStorage.getItem(STORE + '-current');
+  const conv = state.convs.find((c) => c.id === last) ?? state.convs[0];
+  openConversation(conv ? conv.id : null);
+}
+
+function saveConversations() {
+  try {
+    localStorage.setItem(STORE, JSON.stringify(state.convs));
+    if (state.current) localStorage.setItem(STORE + '-current', state.current);
+  } catch { /* full: the conversation still lives on the page */ }
+}
+
+function currentConversation() {
+  let c = state.convs.find((x) => x.id === state.current);
+  if (!c) {
+    c = { id: 'c' + Date.now().toString(36) + Math.random().toString(36).slice(2, 6), title: 'New chat', messages: [], updated: Date.now() };
+    state.convs.unshift(c);
+    state.current = c.id;
+  }
+  return c;
+}
+
+// The conversation's messages changed: keep them, title it after its first message, list it first.
+function storeMessages() {
+  const c = currentConversation();
+  c.messages = state.messages;
+  c.updated = Date.now();
+  const first = state.messages.find((m) => m.role === 'user');
+  c.title = first ? first.content.slice(0, 60) : 'New chat';
+  state.convs = [c, ...state.convs.filter((x) => x !== c)];
+  saveConversations();
+  renderConversationList();
+}
+
+function openConversation(id) {
+  state.controller?.abort();
+  state.current = id;
+  const c = state.convs.find((x) => x.id === id);
+  state.messages = c ? c.messages : [];
+  $('chat-status').textContent = '';
+  renderMessages();
+  renderConversationList();
+  if (id) localStorage.setItem(STORE + '-current', id);
+}
+
+function deleteConversation(id) {
+  state.convs = state.convs.filter((c) => c.id !== id);
+  saveConversations();
+  if (state.current === id) openConversation(state.convs[0]?.id ?? null);
+  else renderConversationList();
+}
+
+function renderConversationList() {
+  const items = state.convs.map((c) => {
+    const li = el('li', c.id === state.current ? 'conv active' : 'conv');
+    li.dataset.id = c.id;
+    const open = el('button', 'conv-title', c.title || 'New chat');
+    open.type = 'button';
+    open.addEventListener('click', () => openConversation(c.id));
+    const del = el('button', 'conv-delete', '×');
+    del.type = 'button';
+    del.title = 'Delete this conversation';
+    del.addEventListener('click', () => deleteConversation(c.id));
+    li.append(open, del);
+    return li;
+  });
+  $('conv-list').replaceChildren(...items);
+}
+
+// --- messages ----------------------------------------------------------------------------------
+
+function renderMessages() {
+  const nodes = [];
+  const lastAssistant = state.messages.map((m) => m.role).lastIndexOf('assistant');
+  state.messages.forEach((m, i) => {
+    if (m.role === 'user') nodes.push(userBubble(m, i));
+    else if (m.role === 'assistant') {
+      const v = assistantBubble();
+      fillAssistant(v, { content: m.content, reasoning_content: m.reasoning ?? '', tool_calls: m.tool_calls ?? [] });
+      if (m.reasoning) v.summary.textContent = 'Thought';
+      v.stats.textContent = m.stats ?? '';
+      if (i === lastAssistant && i === state.messages.length - 1) {
+        const again = el('button', 'regenerate', 'Regenerate');
+        again.type = 'button';
+        again.addEventListener('click', regenerate);
+        v.actions.append(again);
+      }
+      nodes.push(v.box);
+    }
+  });
+  $('messages').replaceChildren(...nodes);
   scrollDown();
 }
 
-function addAssistantMessage() {
-  const box = el('div', 'msg assistant streaming');
+function userBubble(m, index) {
+  const box = el('div', 'msg user');
+  box.append(el('div', 'content', m.content));
+  const edit = el('button', 'edit', 'Edit');
+  edit.type = 'button';
+  edit.addEventListener('click', () => editMessage(box, index));
+  const actions = el('div', 'actions');
+  actions.append(edit);
+  box.append(actions);
+  return box;
+}
+
+// Edits message index in place; saving sends it again, the conversation going on from there.
+function editMessage(box, index) {
+  if (state.controller) return;
+  const area = el('textarea', 'edit-text');
+  area.value = state.messages[index].content;
+  area.rows = 3;
+  const save = el('button', 'save', 'Send');
+  save.type = 'button';
+  const cancel = el('button', 'cancel', 'Cancel');
+  cancel.type = 'button';
+  cancel.addEventListener('click', renderMessages);
+  save.addEventListener('click', () => {
+    const text = area.value.trim();
+    if (!text) return;
+    state.messages = state.messages.slice(0, index);
+    send(text);
+  });
+  const actions = el('div', 'actions');
+  actions.append(save, cancel);
+  box.replaceChildren(area, actions);
+  area.focus();
+}
+
+function regenerate() {
+  if (state.controller) return;
+  if (state.messages.at(-1)?.role === 'assistant') state.messages.pop();
+  renderMessages();
+  generate();
+}
+
+function assistantBubble() {
+  const box = el('div', 'msg assistant');
   const thinking = el('details', 'thinking');
   thinking.hidden = true;
   const summary = el('summary', null, 'Thinking…');
   const thinkText = el('div', 'think-text');
   thinking.append(summary, thinkText);
-  const content = el('div', 'content');
+  const content = el('div', 'content markdown');
   const tools = el('div', 'tools');
   const stats = el('div', 'stats');
-  box.append(thinking, content, tools, stats);
-  $('messages').append(box);
-  scrollDown();
-  return { box, thinking, summary, thinkText, content, tools, stats };
+  const actions = el('div', 'actions');
+  box.append(thinking, content, tools, stats, actions);
+  return { box, thinking, summary, thinkText, content, tools, stats, actions };
+}
+
+function fillAssistant(view, reply) {
+  if (reply.reasoning_content) {
+    view.thinking.hidden = false;
+    view.thinkText.textContent = reply.reasoning_content;
+    if (reply.content || reply.tool_calls.length) view.summary.textContent = 'Thought';
+  }
+  view.content.replaceChildren(window.renderMarkdown(reply.content));
+  if (reply.tool_calls.length)
+    view.tools.replaceChildren(...reply.tool_calls.map((c) => el('div', 'tool-call', `${c.function.name}(${c.function.arguments})`)));
 }
 
 function numberField(id) {
@@ -73,7 +225,11 @@ function requestBody() {
   const messages = [];
   const system = $('system').value.trim();
   if (system) messages.push({ role: 'system', content: system });
-  messages.push(...state.messages);
+  messages.push(...state.messages.map((m) => {
+    const sent = { role: m.role, content: m.content };
+    if (m.tool_calls) sent.tool_calls = m.tool_calls;
+    return sent;
+  }));
   const body = {
     model: state.status?.model ?? 'default',
     messages,
@@ -117,8 +273,17 @@ async function readEvents(response, onEvent, onComment) {
 
 async function send(text) {
   state.messages.push({ role: 'user', content: text });
-  addUserMessage(text);
-  const view = addAssistantMessage();
+  storeMessages();
+  renderMessages();
+  await generate();
+}
+
+// A reply to the conversation as it stands, streamed into a new bubble.
+async function generate() {
+  const view = assistantBubble();
+  view.box.classList.add('streaming');
+  $('messages').append(view.box);
+  scrollDown();
   const reply = { role: 'assistant', content: '', reasoning_content: '', tool_calls: [] };
   const controller = new AbortController();
   state.controller = controller;
@@ -130,14 +295,7 @@ async function send(text) {
   // Tokens can arrive far faster than the screen refreshes: draw at most once a frame.
   const render = () => {
     frame = 0;
-    if (reply.reasoning_content) {
-      view.thinking.hidden = false;
-      view.thinkText.textContent = reply.reasoning_content;
-      if (reply.content || reply.tool_calls.length) view.summary.textContent = 'Thought';
-    }
-    view.content.textContent = reply.content;
-    if (reply.tool_calls.length)
-      view.tools.replaceChildren(...reply.tool_calls.map((c) => el('div', 'tool-call', `${c.function.name}(${c.function.arguments})`)));
+    fillAssistant(view, reply);
     scrollDown();
   };
   const schedule = () => { if (!frame) frame = requestAnimationFrame(render); };
@@ -201,9 +359,14 @@ async function send(text) {
   if (firstToken) parts.push(`first token after ${((firstToken - started) / 1000).toFixed(2)} s`);
   if (finish && finish !== 'stop') parts.push(finish);
   view.stats.textContent = parts.join(' · ');
-  const kept = { role: 'assistant', content: reply.content };
+  const kept = { role: 'assistant', content: reply.content, stats: view.stats.textContent };
+  if (reply.reasoning_content) kept.reasoning = reply.reasoning_content;
   if (reply.tool_calls.length) kept.tool_calls = reply.tool_calls;
-  if (reply.content || reply.tool_calls.length) state.messages.push(kept);
+  if (reply.content || reply.tool_calls.length) {
+    state.messages.push(kept);
+    storeMessages();
+  }
+  if (!view.box.classList.contains('error')) renderMessages();
 }
 
 // --- monitor and about ------------------------------------------------------------------------
@@ -234,6 +397,11 @@ async function refreshStatus() {
   }
   state.status = s;
   $('model-name').textContent = `${s.model} · ${s.context_length} tokens context`;
+  const now = Date.now();
+  state.samples.push({ t: now, decode: s.speed.decode_tokens_per_second, prompt: s.speed.prompt_tokens_per_second,
+    queue: s.queue.waiting, busy: s.busy ? 1 : 0 });
+  while (state.samples.length && state.samples[0].t < now - HISTORY_SECONDS * 1000) state.samples.shift();
+  if ($('view-monitor').classList.contains('active')) drawCharts();
 
   const p = s.prompt;
   const pct = p.total ? Math.round((100 * p.done) / p.total) : 0;
@@ -266,6 +434,53 @@ async function refreshStatus() {
   ]);
 }
 
+// Line charts of the samples over the last HISTORY_SECONDS, drawn on a canvas (no library).
+function drawChart(canvas, series, unit) {
+  const dpr = window.devicePixelRatio || 1;
+  const w = canvas.clientWidth, h = canvas.clientHeight;
+  canvas.width = w * dpr;
+  canvas.height = h * dpr;
+  const g = canvas.getContext('2d');
+  g.scale(dpr, dpr);
+  const css = getComputedStyle(document.documentElement);
+  const muted = css.getPropertyValue('--muted').trim(), line = css.getPropertyValue('--line').trim();
+  const now = Date.now(), span = HISTORY_SECONDS * 1000, pad = { l: 44, r: 8, t: 8, b: 18 };
+  let max = 1;
+  for (const sr of series) for (const p of state.samples) max = Math.max(max, p[sr.key] ?? 0);
+  const x = (t) => pad.l + ((t - (now - span)) / span) * (w - pad.l - pad.r);
+  const y = (v) => h - pad.b - (v / max) * (h - pad.t - pad.b);
+  g.strokeStyle = line;
+  g.fillStyle = muted;
+  g.font = '11px system-ui, sans-serif';
+  g.lineWidth = 1;
+  for (const f of [0, 0.5, 1]) {
+    g.beginPath();
+    g.moveTo(pad.l, y(max * f));
+    g.lineTo(w - pad.r, y(max * f));
+    g.stroke();
+    g.fillText((max * f).toFixed(max * f >= 10 ? 0 : 1), 4, y(max * f) + 4);
+  }
+  g.fillText(`-${HISTORY_SECONDS / 60} min`, pad.l, h - 4);
+  g.fillText('now ' + unit, w - pad.r - 60, h - 4);
+  for (const sr of series) {
+    g.strokeStyle = sr.color;
+    g.lineWidth = 2;
+    g.beginPath();
+    state.samples.forEach((p, i) => {
+      const v = p[sr.key] ?? 0;
+      if (i) g.lineTo(x(p.t), y(v)); else g.moveTo(x(p.t), y(v));
+    });
+    g.stroke();
+  }
+  canvas.dataset.samples = String(state.samples.length);
+  canvas.dataset.max = String(max);
+}
+
+function drawCharts() {
+  drawChart($('chart-speed'), [{ key: 'decode', color: '#2f5bd3' }, { key: 'prompt', color: '#d97706' }], 'tokens/s');
+  drawChart($('chart-queue'), [{ key: 'queue', color: '#7c3aed' }, { key: 'busy', color: '#059669' }], 'requests');
+}
+
 // --- wiring -----------------------------------------------------------------------------------
 
 function init() {
@@ -289,18 +504,17 @@ function init() {
     }
   });
   $('stop').addEventListener('click', () => state.controller?.abort());
-  $('clear').addEventListener('click', () => {
-    state.controller?.abort();
-    state.messages = [];
-    $('messages').replaceChildren();
-    $('chat-status').textContent = '';
-  });
+  $('clear').addEventListener('click', () => openConversation(null));
+  $('new-chat').addEventListener('click', () => openConversation(null));
   $('api-key').value = localStorage.getItem('strata-api-key') ?? '';
   $('api-key').addEventListener('change', () => {
     localStorage.setItem('strata-api-key', $('api-key').value);
     refreshStatus();
   });
+  loadConversations();
   refreshStatus();
+  // the Monitor's history: a sample a second while the page is shown
+  setInterval(() => { if (document.visibilityState === 'visible' && !state.monitorTimer) refreshStatus(); }, 1000);
 }
 
 init();

@@ -5,7 +5,8 @@
  * Builds the tokenizer (padded to 151,936 ids as Qwen3's GGUFs are), then times:
  *   - the per-model token table (st_json_vocab_new), once;
  *   - one full mask from scratch in typical states (inside a string, after a value, in a think
- *     block, ...), and the same mask again from the cache;
+ *     block, ...), and the same mask again from the cache; the same under a schema (a key, an
+ *     enum, a closed object) and in a forced tool call (its name, its arguments);
  *   - st_sampler_sample per token with no constraint, with one whose pick is allowed (the common
  *     case: one walk of one token), and with one whose pick is refused (mask + a second chain);
  *   - 400-token walks on random logits with and without the constraint;
@@ -22,6 +23,7 @@
 #include <string.h>
 #include "base/clock.h"
 #include "engine/json_grammar.h"
+#include "engine/json_schema.h"
 #include "engine/sampler.h"
 #include "gguf/gguf.h"
 #include "text/hf_tokenizer.h"
@@ -125,9 +127,9 @@ static const char *cell(const char *text) {
 }
 
 /* The tokens of text, so a constraint can be brought to the state after it. */
-static st_json_constraint *constraint_at(const st_json_vocab *v, const st_tokenizer *t, const char *text) {
+static st_json_constraint *constraint_at(const st_json_vocab *v, const st_json_schema *sc, const st_tokenizer *t, const char *text) {
     st_json_constraint *c = NULL;
-    if (st_json_constraint_new(v, NULL, 0, &c) != ST_OK) return NULL;
+    if (st_json_constraint_new_schema(v, sc, NULL, 0, &c) != ST_OK) return NULL;
     int32_t *ids = NULL;
     size_t n = 0;
     st_tokenize(t, text, strlen(text), 0, 1, &ids, &n);
@@ -140,6 +142,27 @@ static st_json_constraint *constraint_at(const st_json_vocab *v, const st_tokeni
         }
     free(ids);
     return c;
+}
+
+/* The best of 5 of a mask from scratch and of the same mask again (from the cache), in the
+ * state after text; returns how many tokens it allows (-1: text refused). */
+static int32_t time_mask(const st_json_vocab *v, const st_json_schema *sc, const st_tokenizer *t, const char *text, float *work,
+                         double *full, double *cached) {
+    int32_t allowed = 0;
+    *full = *cached = 1e9;
+    for (int rep = 0; rep < 5; rep++) {
+        st_json_constraint *c = constraint_at(v, sc, t, text);
+        if (!c) return -1;
+        double a = st_now();
+        allowed = st_json_constraint_mask(c, work);
+        double b = st_now();
+        st_json_constraint_mask(c, work);
+        double d = st_now();
+        if (b - a < *full) *full = b - a;
+        if (d - b < *cached) *cached = d - b;
+        st_json_constraint_free(c);
+    }
+    return allowed;
 }
 
 int main(int argc, char **argv) {
@@ -167,21 +190,37 @@ int main(int argc, char **argv) {
     const char *states[] = {"", "{", "{\"name", "{\"name\": \"Alice likes", "{\"a\": 12", "{\"a\": ", "{\"a\": [",
                             "{\"a\": \"x\", ", "<think>\nThe user wants", "{\"a\": {\"b\": [1, 2], \"c\": \"d\"}"};
     for (size_t i = 0; i < sizeof states / sizeof *states; i++) {
-        double full = 1e9, cached = 1e9;
-        int32_t allowed = 0;
-        for (int rep = 0; rep < 5; rep++) {
-            st_json_constraint *c = constraint_at(v, t, states[i]);
-            if (!c) return 1;
-            double a = st_now();
-            allowed = st_json_constraint_mask(c, work);
-            double b = st_now();
-            st_json_constraint_mask(c, work);
-            double d = st_now();
-            if (b - a < full) full = b - a;
-            if (d - b < cached) cached = d - b;
-            st_json_constraint_free(c);
-        }
+        double full, cached;
+        int32_t allowed = time_mask(v, NULL, t, states[i], work, &full, &cached);
+        if (allowed < 0) return 1;
         printf("| `%s` | %d | %.3f | %.3f |\n", cell(states[i]), allowed, full * 1e3, cached * 1e3);
+    }
+
+    /* with a schema (response_format json_schema), and a forced tool call */
+    static const char person[] =
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
+        "\"pet\":{\"enum\":[\"cat\",\"dog\",null]},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"
+        "\"required\":[\"name\",\"age\"],\"additionalProperties\":false}";
+    static const char tools[] =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":"
+        "{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"],\"additionalProperties\":false}}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}]";
+    st_json_schema *sc = NULL, *tc = NULL;
+    if (st_json_schema_compile(person, strlen(person), &sc) != ST_OK ||
+        st_json_schema_compile_tools(tools, strlen(tools), NULL, 0, &tc) != ST_OK) { fprintf(stderr, "%s\n", st_last_error()); return 1; }
+    printf("\nWith a schema: `%s`; tool calls of `get_weather(city)` and `get_time()`.\n\n"
+           "| state after | allowed | full mask (ms) | cached mask (ms) |\n|---|---|---|---|\n", person);
+    const char *sstates[] = {"", "{", "{\"na", "{\"name\": \"Alice likes", "{\"name\": \"A\", \"age\": 12",
+                             "{\"name\": \"A\", \"age\": 1, ", "{\"name\": \"A\", \"age\": 1, \"pet\": ",
+                             "{\"name\": \"A\", \"age\": 1, \"tags\": [\"x\", ", "<think>\nThe user wants",
+                             "\x01<tool_call>\n{\"name\": \"get_", "\x01<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par"};
+    for (size_t i = 0; i < sizeof sstates / sizeof *sstates; i++) {
+        int tool = sstates[i][0] == '\x01';
+        const char *text = sstates[i] + tool;
+        double full, cached;
+        int32_t allowed = time_mask(v, tool ? tc : sc, t, text, work, &full, &cached);
+        if (allowed < 0) return 1;
+        printf("| %s`%s` | %d | %.3f | %.3f |\n", tool ? "(tool call) " : "", cell(text), allowed, full * 1e3, cached * 1e3);
     }
 
     /* the peer: its grammar sampler on every candidate, in the same states */
@@ -281,6 +320,8 @@ int main(int argc, char **argv) {
     free(rows);
     free(logits);
     free(work);
+    st_json_schema_free(sc);
+    st_json_schema_free(tc);
     st_json_vocab_free(v);
     st_tokenizer_free(t);
     return 0;

@@ -20,7 +20,8 @@
  * ggml: the peer's libggml-base.so + the best libggml-cpu-<arch>.so the CPU can run, loaded with
  * dlopen; each row is computed by ggml_get_type_traits_cpu(type)->vec_dot after from_float
  * converted the activation, split across the same pool of threads as ours. Every figure is the
- * median over the repeats. The result table is markdown on stdout. */
+ * median over the repeats; where both read the same layout, ours and ggml's passes alternate and
+ * ours / ggml is the median of the pairs' ratios. The result table is markdown on stdout. */
 #include <dlfcn.h>
 #include <immintrin.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include "base/pool.h"
 #include "quant/dot.h"
 #include "quant/quant.h"
+#include "quant/random_iq.h"
 #include "quant/repack.h"
 #include "sample.h"
 
@@ -173,12 +175,61 @@ static void ggml_worker(void *ctx, int ith, int nth) {
  * concatenated rows), as a MoE decode step runs the selected experts of a layer. */
 typedef struct shape { const char *name; int64_t K, M; int batch; } shape;
 
-typedef struct result { double ours, ggml; int copies; double mib; } result;
+typedef struct result { double ours, ggml, ratio; int copies; double mib; } result;
+
+/* One pass of ours over every copy of the matrix (or batch of copies); returns GB/s. */
+typedef struct ours_pass {
+    st_pool *pool;
+    uint32_t type;
+    const char *W;
+    size_t bytes;
+    shape sh;
+    int copies, batch;
+    const float *x;
+    float *y;
+    void *scratch;
+    st_matmul_part *parts;
+} ours_pass;
+static double run_ours(const ours_pass *o) {
+    double t0 = st_now();
+    for (int c = 0; c < o->copies; c += o->batch) {
+        if (o->batch == 1) {
+            st_matmul(o->pool, o->type, o->sh.K, &(st_matmul_part){o->W + (size_t)c * o->bytes, o->sh.M, o->x, o->sh.K, 1, o->y, o->sh.M},
+                      o->scratch);
+            continue;
+        }
+        for (int e = 0; e < o->batch; e++)
+            o->parts[e] = (st_matmul_part){o->W + (size_t)(c + e) * o->bytes, o->sh.M, o->x, o->sh.K, 1, o->y + e * o->sh.M, o->sh.M};
+        st_matmul_batch(o->pool, o->type, o->sh.K, o->parts, o->batch, o->scratch);
+    }
+    return (double)o->bytes * o->copies / (st_now() - t0) / 1e9;
+}
+
+/* The same for ggml: its activation conversion, then vec_dot row by row on the same pool. */
+typedef struct ggml_pass {
+    st_pool *pool;
+    ggml_job job;
+    ggml_from_float_fn to_act;
+    const char *W;
+    size_t bytes;
+    int copies, batch;
+    const float *x;
+} ggml_pass;
+static double run_ggml(ggml_pass *g) {
+    double t0 = st_now();
+    for (int c = 0; c < g->copies; c += g->batch) {
+        if (g->to_act) g->to_act(g->x, (void *)g->job.xq, g->job.K);
+        else memcpy((void *)g->job.xq, g->x, sizeof(float) * (size_t)g->job.K);
+        g->job.W = g->W + (size_t)c * g->bytes;
+        st_pool_run(g->pool, ggml_worker, &g->job);
+    }
+    return (double)g->bytes * g->copies / (st_now() - t0) / 1e9;
+}
 
 static int use_repack;
 
 static result run_shape(st_pool *pool, const peer *pr, uint32_t type, shape sh, int repeats, double ws_mib) {
-    result res = {0, 0, 0, 0};
+    result res = {0, 0, 0, 0, 0};
     const st_type_info *t = st_type_get(type);
     size_t w_row = st_row_size(t, sh.K), bytes = w_row * (size_t)sh.M;
     int copies = (int)((ws_mib * 1048576.0 + (double)bytes - 1) / (double)bytes);
@@ -187,13 +238,15 @@ static result run_shape(st_pool *pool, const peer *pr, uint32_t type, shape sh, 
     if (sh.batch > 1) copies = (copies + sh.batch - 1) / sh.batch * sh.batch;
     res.copies = copies;
     res.mib = (double)bytes * copies / 1048576.0;
-    /* 64 distinct rows from the reference quantizer, repeated: the values do not change the speed */
+    /* 64 distinct rows from the reference quantizer (random blocks for the types without one),
+     * repeated: the values do not change the speed */
     const int64_t uniq = 64;
     char *rows = malloc(w_row * uniq);
     float *f = malloc(sizeof(float) * (size_t)sh.K);
     for (int64_t r = 0; r < uniq; r++) {
         for (int64_t i = 0; i < sh.K; i++) f[i] = frand();
-        st_quantize_row(type, f, rows + (size_t)r * w_row, sh.K);
+        if (!st_quantize_row(type, f, rows + (size_t)r * w_row, sh.K)) /* the grid i-quants: random blocks */
+            st_random_iq_blocks(type, 0.577f, &bench_rng, rows + (size_t)r * w_row, sh.K);
     }
     char *W = aligned_alloc(64, (bytes * (size_t)copies + 63) / 64 * 64);
     const uint32_t file_type = type;
@@ -211,44 +264,51 @@ static result run_shape(st_pool *pool, const peer *pr, uint32_t type, shape sh, 
     st_matmul_part parts[64];
     double *gbs = malloc(sizeof(double) * (size_t)repeats);
 
-    for (int r = -1; r < repeats; r++) { /* r = -1 warms up */
-        double t0 = st_now();
-        for (int c = 0; c < copies; c += batch) {
-            if (batch == 1) {
-                st_matmul(pool, type, sh.K, &(st_matmul_part){W + (size_t)c * bytes, sh.M, x, sh.K, 1, y, sh.M}, scratch);
-                continue;
-            }
-            for (int e = 0; e < batch; e++)
-                parts[e] = (st_matmul_part){W + (size_t)(c + e) * bytes, sh.M, x, sh.K, 1, y + e * sh.M, sh.M};
-            st_matmul_batch(pool, type, sh.K, parts, batch, scratch);
-        }
-        if (r >= 0) gbs[r] = (double)bytes * copies / (st_now() - t0) / 1e9;
-    }
-    res.ours = median(gbs, repeats);
-    if (rows_r) {
-        for (size_t r = 0; r < (size_t)sh.M * (size_t)copies; r++) memcpy(W + r * w_row, rows + (r % uniq) * w_row, w_row);
-        free(rows_r);
-        type = file_type;
-    }
-
-    const struct ggml_type_traits_cpu_abi *tr = pr->cpu ? pr->traits((int)type) : 0;
+    ours_pass op = {pool, type, W, bytes, sh, copies, batch, x, y, scratch, parts};
+    const struct ggml_type_traits_cpu_abi *tr = pr->cpu ? pr->traits((int)file_type) : 0;
+    ggml_pass gp = {0};
+    void *xq = NULL;
     if (tr && tr->vec_dot) {
-        size_t xq_bytes = pr->row_size(tr->vec_dot_type, sh.K);
-        void *xq = malloc(xq_bytes + 64);
-        ggml_job job = {tr, 0, w_row, sh.M * batch, sh.K, xq, y};
-        for (int r = -1; r < repeats; r++) {
-            double t0 = st_now();
-            for (int c = 0; c < copies; c += batch) {
-                if (tr->from_float) tr->from_float(x, xq, sh.K);
-                else memcpy(xq, x, sizeof(float) * (size_t)sh.K);
-                job.W = W + (size_t)c * bytes;
-                st_pool_run(pool, ggml_worker, &job);
-            }
-            if (r >= 0) gbs[r] = (double)bytes * copies / (st_now() - t0) / 1e9;
-        }
-        res.ggml = median(gbs, repeats);
-        free(xq);
+        /* the activation's converter is its vec_dot type's (as ggml's mul_mat does): the grid
+         * i-quants have no from_float of their own */
+        const struct ggml_type_traits_cpu_abi *tx = pr->traits(tr->vec_dot_type);
+        xq = malloc(pr->row_size(tr->vec_dot_type, sh.K) + 64);
+        gp = (ggml_pass){pool, {tr, 0, w_row, sh.M * batch, sh.K, xq, y}, tx && tx->from_float ? tx->from_float : tr->from_float,
+                         W, bytes, copies, batch, x};
     }
+    double *gg = malloc(sizeof(double) * (size_t)repeats), *ratio = malloc(sizeof(double) * (size_t)repeats);
+    if (!rows_r && gp.job.tr) {
+        /* the same weights for both: ours and ggml's passes alternate (which goes first too), so
+         * a drift of the machine's speed moves both; the ratio is the median of the pairs' */
+        for (int r = -1; r < repeats; r++) { /* r = -1 warms up */
+            double a, g;
+            if (r % 2) { a = run_ours(&op); g = run_ggml(&gp); }
+            else { g = run_ggml(&gp); a = run_ours(&op); }
+            if (r >= 0) { gbs[r] = a; gg[r] = g; ratio[r] = a / g; }
+        }
+        res.ours = median(gbs, repeats);
+        res.ggml = median(gg, repeats);
+        res.ratio = report_best ? res.ours / res.ggml : median(ratio, repeats); /* --best: best over best */
+    } else {
+        for (int r = -1; r < repeats; r++) {
+            double a = run_ours(&op);
+            if (r >= 0) gbs[r] = a;
+        }
+        res.ours = median(gbs, repeats);
+        if (rows_r) { /* ggml reads the file's layout */
+            for (size_t r = 0; r < (size_t)sh.M * (size_t)copies; r++) memcpy(W + r * w_row, rows + (r % uniq) * w_row, w_row);
+            free(rows_r);
+        }
+        if (gp.job.tr) {
+            for (int r = -1; r < repeats; r++) {
+                double g = run_ggml(&gp);
+                if (r >= 0) gg[r] = g;
+            }
+            res.ggml = median(gg, repeats);
+            res.ratio = res.ours / res.ggml;
+        }
+    }
+    free(xq); free(gg); free(ratio);
     free(rows); free(f); free(W); free(x); free(y); free(scratch); free(gbs);
     return res;
 }
@@ -323,14 +383,14 @@ int main(int argc, char **argv) {
             char g[32] = "-", ratio[32] = "-";
             if (r.ggml > 0) {
                 snprintf(g, sizeof g, "%.1f", r.ggml);
-                snprintf(ratio, sizeof ratio, "%.2fx", r.ours / r.ggml);
+                snprintf(ratio, sizeof ratio, "%.2fx", r.ratio);
             }
             printf("| %s | %s | %d | %.1f | %s | %s | %.0f%% | %s |\n", name, shapes[s].name, r.copies, r.ours, g, ratio,
                    100 * r.ours / bw, use_repack && st_repack_target(type) != type ? "AVX-512 repacked" : level_name(type));
             for (int ti = 0; ti < 3; ti++)
                 if (!strcmp(name, target_names[ti])) {
                     if (100 * r.ours / bw < target_worst_bw[ti]) target_worst_bw[ti] = 100 * r.ours / bw;
-                    if (r.ggml > 0 && r.ours / r.ggml < target_worst_ratio[ti]) target_worst_ratio[ti] = r.ours / r.ggml;
+                    if (r.ggml > 0 && r.ratio < target_worst_ratio[ti]) target_worst_ratio[ti] = r.ratio;
                 }
             fflush(stdout);
         }

@@ -4,7 +4,11 @@
  * time per call and per token. It exists to choose between the GDN forms and to see what share of
  * the prefill / decode budget the ops take; it asserts nothing.
  *
- *   bench_ops [--repeats R] [--threads N]   (N = the largest thread count tried, default 2) */
+ *   bench_ops [--repeats R] [--threads N] [--attn]   (N = the largest thread count tried, default 2)
+ *
+ * --attn: attention only, for prompt chunks of 512 after 0, 4096 and 16384 cached positions and
+ * for decode after 16384, with the attention FLOPs per second (4 hd per query head and visible
+ * cell: q.k and the weighted sum of v). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,9 +80,34 @@ static void run_gdn(void *p, st_pool *pool) {
     else st_op_gdn_step(pool, &c->a);
 }
 
-/* ---- attention ---- */
-typedef struct attn_ctx { st_attn_args a; } attn_ctx;
+/* ---- attention: the target's 8 q / 2 kv heads of 128, f16 cache, T tokens ending at cell n_kv ---- */
+typedef struct attn_ctx { st_attn_args a; double cells; } attn_ctx;
 static void run_attn(void *p, st_pool *pool) { st_op_attention(pool, &((attn_ctx *)p)->a); }
+
+static attn_ctx attn_case(int64_t T, int64_t n_kv) {
+    const int64_t H = 8, Hkv = 2, hd = 128, row = Hkv * hd;
+    float *src = rand_buf((size_t)(n_kv * row), 1.0f);
+    uint16_t *kc = malloc(2 * (size_t)(n_kv * row)), *vc = malloc(2 * (size_t)(n_kv * row));
+    st_op_kv_store(ST_TYPE_F16, kc, row, 0, src, row, n_kv);
+    st_op_kv_store(ST_TYPE_F16, vc, row, 0, src, row, n_kv);
+    free(src);
+    float *q = rand_buf((size_t)(T * H * 2 * hd), 1.0f), *out = malloc(sizeof(float) * (size_t)(T * H * hd));
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)T);
+    double cells = 0;
+    for (int64_t t = 0; t < T; t++) {
+        pos[t] = (int32_t)(n_kv - T + t);
+        cells += (double)pos[t] + 1;
+    }
+    return (attn_ctx){ { .q = q, .ldq_tok = H * 2 * hd, .ldq_head = 2 * hd, .k_cache = kc, .v_cache = vc,
+                         .kv_type = ST_TYPE_F16, .pos = pos, .n_tok = T, .n_head = H, .n_head_kv = Hkv,
+                         .head_dim = hd, .n_kv = n_kv, .scale = 1.0f / sqrtf((float)hd), .out = out,
+                         .ldo_tok = H * hd }, cells };
+}
+
+static void attn_case_free(attn_ctx *c) {
+    free((void *)c->a.q); free((void *)c->a.k_cache); free((void *)c->a.v_cache); free((void *)c->a.pos);
+    free(c->a.out);
+}
 
 /* ---- small ops ---- */
 typedef struct small_ctx { float *x, *y, *w, *state; int64_t T; int op; } small_ctx;
@@ -94,11 +123,30 @@ static void run_small(void *p, st_pool *pool) {
 
 static const char *level_name(int lvl) { return lvl == 0 ? "scalar" : lvl == 1 ? "avx2" : "avx512"; }
 
+/* Attention at depth: chunks of 512 and a decode row after n cached positions. */
+static void bench_attn_depth(st_pool *pool, int nth) {
+    const int64_t cases[5][2] = { { 512, 0 }, { 512, 4096 }, { 512, 16384 }, { 1, 16384 }, { 4096, 0 } };
+    for (int ci = 0; ci < 5; ci++) {
+        const int64_t T = cases[ci][0];
+        attn_ctx c = attn_case(T, cases[ci][1] + T);
+        for (int lvl = 1; lvl < 3; lvl++) {
+            st_cpu_limit(lvl == 2 ? 3 : lvl);
+            double cpu, t = median_time(run_attn, &c, pool, &cpu);
+            printf("| attention f16 | T=%ld after %ld | %s | %d | %.3f | %.3f | %.2f | %.1f GFLOP/s |\n", (long)T,
+                   (long)cases[ci][1], level_name(lvl), nth, t * 1e3, cpu * 1e3, t * 1e6 / (double)T,
+                   4.0 * 128 * 8 * c.cells / t / 1e9);
+        }
+        st_cpu_limit(3);
+        attn_case_free(&c);
+    }
+}
+
 int main(int argc, char **argv) {
-    int max_threads = 2;
+    int max_threads = 2, attn_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) max_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--attn")) attn_only = 1;
     }
     if (repeats < 1) repeats = 1;
     if (repeats > 64) repeats = 64;
@@ -111,6 +159,11 @@ int main(int argc, char **argv) {
         st_pool *pool = NULL;
         if (st_pool_create(nth, &pool) != ST_OK) return 1;
 
+        if (attn_only) {
+            bench_attn_depth(pool, nth);
+            st_pool_destroy(pool);
+            continue;
+        }
         /* GDN: 16 v-heads of 64, 8 k-heads; prefill 512 and decode 1 */
         const int64_t n_k = 8, n_v = 16, d = 64, C = 2 * n_k * d + n_v * d;
         const int64_t Ts[2] = { 512, 1 };
@@ -145,21 +198,10 @@ int main(int argc, char **argv) {
         }
 
         /* attention: prefill 512 from empty, decode at several context lengths */
-        const int64_t H = 8, Hkv = 2, hd = 128, row = Hkv * hd;
         const int64_t cases[4][2] = { { 512, 512 }, { 1, 512 }, { 1, 4096 }, { 1, 32768 } };
         for (int ci = 0; ci < 4; ci++) {
             const int64_t T = cases[ci][0], n_kv = cases[ci][1];
-            float *src = rand_buf((size_t)(n_kv * row), 1.0f);
-            uint16_t *kc = malloc(2 * (size_t)(n_kv * row)), *vc = malloc(2 * (size_t)(n_kv * row));
-            st_op_kv_store(ST_TYPE_F16, kc, row, 0, src, row, n_kv);
-            st_op_kv_store(ST_TYPE_F16, vc, row, 0, src, row, n_kv);
-            float *q = rand_buf((size_t)(T * H * 2 * hd), 1.0f), *out = malloc(sizeof(float) * (size_t)(T * H * hd));
-            int32_t *pos = malloc(sizeof(int32_t) * (size_t)T);
-            for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(n_kv - T + t);
-            attn_ctx c = { { .q = q, .ldq_tok = H * 2 * hd, .ldq_head = 2 * hd, .k_cache = kc, .v_cache = vc,
-                             .kv_type = ST_TYPE_F16, .pos = pos, .n_tok = T, .n_head = H, .n_head_kv = Hkv,
-                             .head_dim = hd, .n_kv = n_kv, .scale = 1.0f / sqrtf((float)hd), .out = out,
-                             .ldo_tok = H * hd } };
+            attn_ctx c = attn_case(T, n_kv);
             for (int lvl = 0; lvl < 3; lvl++) {
                 if (lvl == 0 && n_kv > 4096) continue;
                 st_cpu_limit(lvl == 2 ? 3 : lvl);
@@ -168,7 +210,7 @@ int main(int argc, char **argv) {
                        level_name(lvl), nth, t * 1e3, cpu * 1e3, t * 1e6 / (double)T);
             }
             st_cpu_limit(3);
-            free(src); free(kc); free(vc); free(q); free(out); free(pos);
+            attn_case_free(&c);
         }
 
         /* small ops at prefill 512 */

@@ -4,8 +4,11 @@
 # in these files whatever the flags.
 set_property(SOURCE
   ${CMAKE_SOURCE_DIR}/src/quant/fp16.c
+  ${CMAKE_SOURCE_DIR}/src/quant/ref_iq.c
   ${CMAKE_SOURCE_DIR}/src/quant/quant.c
   ${CMAKE_SOURCE_DIR}/src/quant/ref_legacy.c
   ${CMAKE_SOURCE_DIR}/src/quant/ref_k.c
   ${CMAKE_SOURCE_DIR}/src/quant/ref_iq4.c
+  ${CMAKE_SOURCE_DIR}/src/quant/ref_lowbit.c
+  ${CMAKE_SOURCE_DIR}/src/quant/ref_fp4.c
   APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off)

@@ -1,7 +1,8 @@
-/* mmap.c: read-only file mappings. */
+/* mmap.c: read-only file mappings, and copying out of them without holding both. */
 #include "base/mmap.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -41,4 +42,23 @@ void st_unmap_file(st_mapping *m) {
     if (m->data) munmap((void *)m->data, m->size);
     m->data = NULL;
     m->size = 0;
+}
+
+#define COPY_PIECE ((size_t)2 << 20)
+
+void st_copy_from_mapping(void *dst, const void *src, size_t n, void (*progress)(void *ctx, size_t copied), void *ctx) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    size_t reported = 0;
+    for (size_t done = 0, k = 0; done < n; done += COPY_PIECE, k++) {
+        const size_t len = n - done < COPY_PIECE ? n - done : COPY_PIECE;
+        memcpy((char *)dst + done, (const char *)src + done, len);
+        /* whole pages only: the partial pages at either end may hold bytes someone else reads */
+        const uintptr_t lo = ((uintptr_t)src + done + page - 1) & ~(page - 1);
+        const uintptr_t hi = ((uintptr_t)src + done + len) & ~(page - 1);
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        if (progress && k % 64 == 63) {
+            progress(ctx, done + len - reported);
+            reported = done + len;
+        }
+    }
 }

@@ -1,12 +1,16 @@
-/* cmd_bench.c: `strata bench [-m MODEL] [-p 512] [-n 128] [-r 3] [-t THREADS] [--json]`; with
+/* cmd_bench.c: `strata bench [-m MODEL] [-p 512] [-n 128] [-d 0] [-r 3] [-t THREADS] [--json]`; with
  * --spec mtp|ngram, speculative against plain decoding instead (bench_spec.c).
  *
- * Prompt speed: a fresh sequence fed P token ids through the prompt chain (chunks of --prefill).
- * Decode speed: a fresh sequence fed N tokens one at a time (as llama-bench's tg test). Each is
+ * Prompt speed: P token ids fed through the prompt chain (chunks of --prefill). Decode speed: N
+ * tokens fed one at a time (as llama-bench's tg test). Both start from a sequence that holds D
+ * tokens (as llama-bench's -d): the D ids are fed once, a checkpoint taken there, and each run
+ * cuts back to it (for an attention-only model the cut just forgets the later cells). Each test is
  * repeated R times after one warm-up; the median is reported. Then the distance to the physical
  * limit: decode reads st_model_decode_bytes() of weights per token (every dense weight, k/E of
  * the experts), so bytes/token x tokens/s over the read bandwidth measured here, in the same
- * command and with the same threads, is decode's share of the memory bandwidth. */
+ * command and with the same threads, is decode's share of the memory bandwidth. The probe runs
+ * before, between and after the tests, 5 passes each, and its median is the figure: on a shared
+ * machine single passes swing by 2x. */
 #include <immintrin.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -20,7 +24,7 @@
 #include "strata.h"
 
 typedef struct bench_flags {
-    int n_prompt, n_gen, reps, json;
+    int n_prompt, n_gen, n_depth, reps, json;
     const char *prompts;
 } bench_flags;
 
@@ -29,6 +33,8 @@ static const cli_flag bench_own[] = {
     {"-p", NULL, "P", CLI_INT, OWN(n_prompt), 0, 1 << 20, NULL, NULL, "prompt tokens (default 512; 0 = skip)", 0},
     {"-n", NULL, "N", CLI_INT, OWN(n_gen), 0, 1 << 20, NULL, NULL,
      "decoded tokens (default 128; 0 = skip); with --spec, at most N per prompt\n(default 256)", 0},
+    {"-d", NULL, "D", CLI_INT, OWN(n_depth), 0, 1 << 22, NULL, NULL,
+     "tokens already in the sequence before each prompt and decode test (default 0)", 0},
     {"-r", NULL, "R", CLI_INT, OWN(reps), 1, 100, NULL, NULL, "repeats (default 3)", 0},
     {"--json", NULL, NULL, CLI_SWITCH, OWN(json), 1, 0, NULL, NULL, "one JSON object on stdout instead of the table", 0},
     {"--prompts", NULL, "FILE", CLI_STRING, OWN(prompts), 0, 0, NULL, NULL,
@@ -37,7 +43,7 @@ static const cli_flag bench_own[] = {
 };
 
 static const cli_command bench_command = {
-    "bench", "[-m MODEL] [-p 512] [-n 128] [-r 3] [options]",
+    "bench", "[-m MODEL] [-p 512] [-n 128] [-d 0] [-r 3] [options]",
     "Prints prompt (pp) and decode (tg) tokens/s, the median of R runs after a warm-up, and\n"
     "decode's share of the memory read bandwidth measured in the same command (on a GPU, the GPU\n"
     "memory's). The context is what the longer test needs, or --ctx if larger.\n"
@@ -88,25 +94,38 @@ static void probe_worker(void *ctx, int ith, int nth) {
     job->sink[ith % 64] += st_cpu()->avx2 ? read_avx2(p, n) : read_plain(p, n);
 }
 
-/* Best of 5 passes over 256 MiB (far past any last-level cache), in GB/s. */
-static double probe_bandwidth(st_pool *pool) {
+#define PROBE_PASSES 5
+#define PROBE_ROUNDS 3
+
+/* PROBE_PASSES passes over 256 MiB (far past any last-level cache) into gbs[], in GB/s. */
+static void probe_bandwidth(st_pool *pool, double *gbs) {
     probe_job job = {.size = (size_t)256 << 20};
     char *buf = aligned_alloc(4096, job.size);
-    if (!buf) return 0;
+    for (int r = 0; r < PROBE_PASSES; r++) gbs[r] = 0;
+    if (!buf) return;
     memset(buf, 1, job.size);
     job.buf = buf;
-    double best = 0;
-    for (int r = 0; r < 5; r++) {
+    for (int r = 0; r < PROBE_PASSES; r++) {
         double t0 = st_now();
         st_pool_run(pool, probe_worker, &job);
-        double gbs = (double)job.size / (st_now() - t0) / 1e9;
-        if (gbs > best) best = gbs;
+        gbs[r] = (double)job.size / (st_now() - t0) / 1e9;
     }
     free(buf);
-    return best;
 }
 
 /* ---- the measurements ---- */
+
+/* The process's resident peak so far (VmHWM), in bytes; 0 where /proc does not say. */
+static double peak_rss(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    double kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lf kB", &kib) == 1) break;
+    fclose(f);
+    return kib * 1024;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -118,18 +137,36 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Tokens/s of a prompt of n ids in a fresh sequence. */
-static int time_prompt(st_session *s, const int32_t *ids, int n, double *tps) {
+/* Back to the first depth positions (fed and checkpointed once by fill_depth). */
+static int to_depth(st_session *s, int depth) {
+    int64_t kept = 0;
+    if (depth == 0) st_session_reset(s);
+    else if (st_session_cut(s, depth, &kept) != ST_OK || kept != depth) return cli_fail("bench: back to the depth");
+    return 0;
+}
+
+static int fill_depth(st_session *s, const int32_t *ids, int depth, double *tps) {
     st_session_reset(s);
+    *tps = 0;
+    if (!depth) return 0;
+    double t0 = st_now();
+    if (st_session_feed(s, ids, depth, NULL) != ST_OK || st_session_checkpoint(s) != ST_OK) return cli_fail("bench: depth");
+    *tps = depth / (st_now() - t0);
+    return 0;
+}
+
+/* Tokens/s of a prompt of n ids after depth positions. */
+static int time_prompt(st_session *s, int depth, const int32_t *ids, int n, double *tps) {
+    if (to_depth(s, depth)) return 1;
     double t0 = st_now();
     if (st_session_feed(s, ids, n, NULL) != ST_OK) return cli_fail("bench: prompt");
     *tps = n / (st_now() - t0);
     return 0;
 }
 
-/* Tokens/s of n single-token steps in a fresh sequence. */
-static int time_decode(st_session *s, const int32_t *ids, int n, double *tps) {
-    st_session_reset(s);
+/* Tokens/s of n single-token steps after depth positions. */
+static int time_decode(st_session *s, int depth, const int32_t *ids, int n, double *tps) {
+    if (to_depth(s, depth)) return 1;
     double t0 = st_now();
     for (int i = 0; i < n; i++)
         if (st_session_feed(s, ids + i, 1, NULL) != ST_OK) return cli_fail("bench: decode");
@@ -146,10 +183,11 @@ int cmd_bench(int argc, char **argv) {
     if (prc >= 0) return prc;
     int spec = o.spec.mode == ST_SPEC_MTP || o.spec.mode == ST_SPEC_NGRAM;
     if (bf.n_gen < 0) bf.n_gen = spec ? 256 : 128;
-    int n_prompt = bf.n_prompt, n_gen = bf.n_gen, reps = bf.reps, json = bf.json;
+    int n_prompt = bf.n_prompt, n_gen = bf.n_gen, depth = bf.n_depth, reps = bf.reps, json = bf.json;
     st_session_params sp = o.session;
     st_model *m;
     if (cli_load_model("bench", &o, &m)) return 1;
+    double load_rss = peak_rss();   /* before the session, the probe's buffer and the tests */
     if (spec) {
         cli_bench_spec_opts so = {.session = sp, .sampler = o.sampling, .spec = o.spec, .prompts = bf.prompts,
                                   .n_gen = n_gen > 0 ? n_gen : 1, .reps = reps, .json = json};
@@ -158,7 +196,7 @@ int cmd_bench(int argc, char **argv) {
         return r;
     }
     int rc = 1;
-    int total = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
+    int total = depth + (n_prompt > n_gen ? n_prompt : n_gen) + 1;
     if (sp.n_ctx < total) sp.n_ctx = total;
     st_session *s = NULL;
     st_pool *probe_pool = NULL;
@@ -171,52 +209,73 @@ int cmd_bench(int argc, char **argv) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         ids[i] = (int32_t)(x % (uint64_t)st_model_n_vocab(m));
     }
-    if (st_session_new(m, &sp, &s) != ST_OK) {
+    if (st_session_new(m, &sp, &s) != ST_OK || st_pool_create(sp.n_threads, &probe_pool) != ST_OK) {
         cli_fail("bench");
         goto done;
     }
+    int on_gpu = strcmp(st_model_device(m), "cpu") != 0;
+    double probe[PROBE_ROUNDS * PROBE_PASSES];
+    if (!on_gpu) probe_bandwidth(probe_pool, probe);
+    const int32_t *test_ids = ids + depth;
+    double fill_tps;
+    if (fill_depth(s, ids, depth, &fill_tps)) goto done;
     /* Warm-up: grows the workspace and touches every weight once. */
     double ignore;
-    if (n_prompt && time_prompt(s, ids, n_prompt, &ignore)) goto done;
-    if (n_gen && time_decode(s, ids, n_gen < 8 ? n_gen : 8, &ignore)) goto done;
+    if (n_prompt && time_prompt(s, depth, test_ids, n_prompt, &ignore)) goto done;
+    if (n_gen && time_decode(s, depth, test_ids, n_gen < 8 ? n_gen : 8, &ignore)) goto done;
     for (int r = 0; r < reps; r++) {
-        if (n_prompt && time_prompt(s, ids, n_prompt, &pp[r])) goto done;
-        if (n_gen && time_decode(s, ids, n_gen, &tg[r])) goto done;
+        if (n_prompt && time_prompt(s, depth, test_ids, n_prompt, &pp[r])) goto done;
+        if (n_gen && time_decode(s, depth, test_ids, n_gen, &tg[r])) goto done;
+        if (!on_gpu && r == reps / 2) probe_bandwidth(probe_pool, probe + PROBE_PASSES);
     }
     double pp_med = n_prompt ? median(pp, reps) : 0, tg_med = n_gen ? median(tg, reps) : 0;
 
-    if (st_pool_create(sp.n_threads, &probe_pool) != ST_OK) {
-        cli_fail("bench");
-        goto done;
-    }
     int threads = st_pool_size(probe_pool);
-    int on_gpu = strcmp(st_model_device(m), "cpu") != 0;
-    double bw = on_gpu ? st_model_device_bandwidth(m) : probe_bandwidth(probe_pool);
-    double bytes = (double)st_model_decode_bytes(m);
+    double bw, bw_lo = 0, bw_hi = 0;
+    if (on_gpu) {
+        bw = st_model_device_bandwidth(m);
+    } else {
+        probe_bandwidth(probe_pool, probe + 2 * PROBE_PASSES);
+        bw = median(probe, PROBE_ROUNDS * PROBE_PASSES);   /* sorts probe */
+        bw_lo = probe[0];
+        bw_hi = probe[PROBE_ROUNDS * PROBE_PASSES - 1];
+    }
+    /* Decode also reads the KV rows of every held position: at depth they are a real share. */
+    double kv_bytes = (double)(st_model_ctx_fit(m, sp.kv_f32).cell_bytes - sizeof(int32_t)) * (depth + 0.5 * n_gen);
+    double bytes = (double)st_model_decode_bytes(m) + kv_bytes;
     double share = bw > 0 ? bytes * tg_med / (bw * 1e9) : 0;
     char cpu[256];
     st_cpu_describe(cpu, sizeof cpu);
     if (json) {
         printf("{\"model\": \"%s\", \"arch\": \"%s\", \"threads\": %d, \"prefill\": %d, \"repeats\": %d, "
+               "\"depth\": %d, \"depth_fill_tok_s\": %.2f, "
                "\"pp\": {\"tokens\": %d, \"tok_s\": %.2f}, \"tg\": {\"tokens\": %d, \"tok_s\": %.2f}, "
                "\"weight_bytes\": %llu, \"decode_bytes_per_token\": %.0f, \"read_bandwidth_gb_s\": %.2f, "
-               "\"decode_bandwidth_share\": %.4f, \"scratch_bytes\": %llu, \"state_bytes\": %llu, \"cpu\": \"%s\", "
-               "\"device\": \"%s\"}\n",
-               o.model, st_model_arch(m), threads, sp.n_prefill, reps, n_prompt, pp_med, n_gen, tg_med,
-               (unsigned long long)st_model_weight_bytes(m), bytes, bw, share,
-               (unsigned long long)st_session_scratch_bytes(s), (unsigned long long)st_session_state_bytes(s), cpu,
-               st_model_device(m));
+               "\"read_bandwidth_range_gb_s\": [%.2f, %.2f], "
+               "\"decode_bandwidth_share\": %.4f, \"scratch_bytes\": %llu, \"state_bytes\": %llu, "
+               "\"load_peak_rss_bytes\": %.0f, \"cpu\": \"%s\", \"device\": \"%s\"}\n",
+               o.model, st_model_arch(m), threads, sp.n_prefill, reps, depth, fill_tps, n_prompt, pp_med, n_gen, tg_med,
+               (unsigned long long)st_model_weight_bytes(m), bytes, bw, bw_lo, bw_hi, share,
+               (unsigned long long)st_session_scratch_bytes(s), (unsigned long long)st_session_state_bytes(s), load_rss,
+               cpu, st_model_device(m));
     } else {
+        double wb = (double)st_model_weight_bytes(m);
         printf("model    %s (%s), %.2f GiB of weights, %d threads, median of %d\n", o.model, st_model_arch(m),
-               (double)st_model_weight_bytes(m) / (1 << 30), threads, reps);
-        if (n_prompt) printf("pp%-6d %8.2f tok/s\n", n_prompt, pp_med);
-        if (n_gen) printf("tg%-6d %8.2f tok/s\n", n_gen, tg_med);
+               wb / (1 << 30), threads, reps);
+        if (load_rss > 0)
+            printf("memory   resident peak after the load %.2f GiB (%.2fx the weights)\n", load_rss / (1 << 30),
+                   wb > 0 ? load_rss / wb : 0);
+        if (depth) printf("depth    %d tokens before each test (filled at %.2f tok/s)\n", depth, fill_tps);
+        const char *at = depth ? " @ depth" : "";
+        if (n_prompt) printf("pp%-6d %8.2f tok/s%s\n", n_prompt, pp_med, at);
+        if (n_gen) printf("tg%-6d %8.2f tok/s%s\n", n_gen, tg_med, at);
         if (on_gpu)
             printf("device   %s\ndecode reads %.1f MiB/token; GPU memory read bandwidth %.0f GB/s (probe); decode uses %.1f%% of it\n",
                    st_model_device(m), bytes / (1 << 20), bw, 100 * share);
         else
-            printf("decode reads %.1f MiB/token; read bandwidth %.2f GB/s (probe, %d threads); decode uses %.1f%% of it\n",
-                   bytes / (1 << 20), bw, threads, 100 * share);
+            printf("decode reads %.1f MiB/token (%.1f of them KV cache); read bandwidth %.2f GB/s (median of %d probe passes, %.1f-%.1f, %d threads); "
+                   "decode uses %.1f%% of it\n",
+                   bytes / (1 << 20), kv_bytes / (1 << 20), bw, PROBE_ROUNDS * PROBE_PASSES, bw_lo, bw_hi, threads, 100 * share);
         if (on_gpu && strstr(st_model_device_plan(m), "host memory")) {
             /* tiers: the bus the experts in host memory are read over */
             double mapped = 0, copy = 0;

@@ -1,7 +1,12 @@
 /* cmd_serve.c: `strata serve`: the OpenAI- and Anthropic-compatible HTTP server and web app.
- * Parses options (the model's and the session's as for `strata run`, and the server's own), opens
- * the engine (the model, or the echo stand-in for tests), starts the server,
- * prints where it listens, and runs until SIGINT/SIGTERM. */
+ * Parses options (the model's, the session's and sampling as for `strata run`, and the server's
+ * own), opens the engine (the model, or the echo stand-in for tests), starts the server, prints
+ * where it listens and a line per request, and runs until SIGINT/SIGTERM (then drains).
+ *
+ * The sampling flags are the defaults of requests that send no sampling fields; a flag not given
+ * leaves the model's recommendation (GGUF general.sampling.*) or else `strata run`'s default, so
+ * the parser's defaults are replaced by marks first, to see which flags were given. */
+#include <math.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,6 +27,9 @@ typedef struct serve_flags {
     sv_config cfg;
     const char *engine;
     int64_t max_body;
+    const char *template_file;
+    int no_webui;
+    int log_format; /* 0 text, 1 json */
     int64_t cache_mib;   /* -1: st_prompt_cache_default_bytes */
     int parallel;
 } serve_flags;
@@ -49,6 +57,17 @@ static const cli_flag serve_own[] = {
      "quarter of the memory available at start, at most 8192)", 0},
     {"--engine", NULL, "KIND", CLI_STRING, OWN(engine), 0, 0, NULL, NULL,
      "strata (default) or echo: the deterministic stand-in of the server's tests", 0},
+    {"--alias", NULL, "NAME", CLI_STRING, OWN(cfg.alias), 0, 0, NULL, NULL,
+     "the model's id in /v1/models and in replies (default: the model's name)", 0},
+    {"--chat-template-file", NULL, "FILE", CLI_STRING, OWN(template_file), 0, 0, NULL, NULL,
+     "render chats as this template does (Qwen3's or Qwen 3.5's ChatML forms)\nin place of the model's own", 0},
+    {"--no-webui", NULL, NULL, CLI_SWITCH, OWN(no_webui), 1, 0, NULL, NULL, "do not serve the web app at /", 0},
+    {"--embeddings", NULL, NULL, CLI_SWITCH, OWN(cfg.embeddings), 1, 0, NULL, NULL,
+     "answer /v1/embeddings (the model's pooled hidden state; it uses the one\nsession, so the held conversation is read afresh after it)", 0},
+    {"--timeout", NULL, "SECONDS", CLI_INT, OWN(cfg.timeout_s), 1, 86400, NULL, NULL,
+     "close a connection that reads or writes nothing this long (default 600)", 0},
+    {"--log-format", NULL, "FORMAT", CLI_CHOICE, OWN(log_format), 0, 0, "text|json", NULL,
+     "one line per request on stderr, as text (default) or JSON: id, endpoint,\nstatus, prompt tokens, cached, generated, time to first token, total", 0},
     {NULL},
 };
 
@@ -58,7 +77,39 @@ static const cli_command serve_command = {
     "--spec sets the server's speculative decoding; a request may ask for its own with\n"
     "\"speculative.type\": \"mtp\"|\"ngram\"|\"none\" and \"speculative.n_max\": N. Drafts made and\n"
     "accepted are in usage.completion_tokens_details, \"timings\" and /metrics.",
-    CLI_MODEL | CLI_SESSION | CLI_SPEC, serve_own, 0};
+    CLI_MODEL | CLI_SESSION | CLI_SAMPLING | CLI_SPEC, serve_own, 0};
+
+static void log_line(void *ctx, const char *line) {
+    fprintf(stderr, ctx ? "%s\n" : "strata serve: %s\n", line);
+}
+
+/* The sampling flags given, as request defaults (the marks left by the others are skipped). */
+static void sampling_defaults(const st_sampler_params *p, sv_config *cfg) {
+    cfg->sampling_set = 0;
+    if (!isnan(p->temperature)) { cfg->sampling.temperature = p->temperature; cfg->sampling_set |= SV_SET_TEMPERATURE; }
+    if (!isnan(p->top_p)) { cfg->sampling.top_p = p->top_p; cfg->sampling_set |= SV_SET_TOP_P; }
+    if (p->top_k != INT32_MIN) { cfg->sampling.top_k = p->top_k; cfg->sampling_set |= SV_SET_TOP_K; }
+    if (!isnan(p->min_p)) { cfg->sampling.min_p = p->min_p; cfg->sampling_set |= SV_SET_MIN_P; }
+    if (p->seed != UINT64_MAX) { cfg->sampling.seed = p->seed; cfg->sampling.has_seed = 1; cfg->sampling_set |= SV_SET_SEED; }
+    if (!isnan(p->repeat_penalty)) { cfg->sampling.repeat_penalty = p->repeat_penalty; cfg->sampling_set |= SV_SET_REPEAT_PENALTY; }
+}
+
+/* The whole file, NUL-terminated (NULL after saying why on stderr). */
+static char *read_template(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    long n = -1;
+    if (f && !fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET) && (text = malloc((size_t)n + 1)) &&
+        fread(text, 1, (size_t)n, f) == (size_t)n) {
+        text[n] = 0;
+    } else {
+        fprintf(stderr, "strata serve: --chat-template-file %s: cannot read it\n", path);
+        free(text);
+        text = NULL;
+    }
+    if (f) fclose(f);
+    return text;
+}
 
 int cmd_serve(int argc, char **argv) {
     cli_options o;
@@ -67,10 +118,18 @@ int cmd_serve(int argc, char **argv) {
     sv_config_defaults(&sf.cfg);
     sf.max_body = (int64_t)sf.cfg.max_body;
     sf.cfg.api_key = getenv("STRATA_API_KEY");
+    o.sampling.temperature = o.sampling.top_p = o.sampling.min_p = o.sampling.repeat_penalty = NAN;
+    o.sampling.top_k = INT32_MIN;
+    o.sampling.seed = UINT64_MAX;
     int prc = cli_parse(&serve_command, argc, argv, &o, &sf);
     if (prc >= 0) return prc;
     sv_config cfg = sf.cfg;
     cfg.max_body = (size_t)sf.max_body;
+    sampling_defaults(&o.sampling, &cfg);
+    cfg.webui = !sf.no_webui;
+    cfg.log = log_line;
+    cfg.log_json = sf.log_format == 1;
+    cfg.log_ctx = cfg.log_json ? (void *)"json" : NULL; /* JSON lines go out bare */
     if (cfg.api_key && !*cfg.api_key) cfg.api_key = NULL;
     const char *engine_kind = sf.engine;
     sv_engine *engine = NULL;
@@ -82,9 +141,13 @@ int cmd_serve(int argc, char **argv) {
         st_model_params mp = st_model_default_params();
         mp.device = o.device;
         mp.copy_weights = o.copy_weights;
-        sv_strata_options so = {.spec = &o.spec, .parallel = sf.parallel,
+        mp.gpu_mem_gib = o.gpu_mem;
+        char *tmpl = sf.template_file ? read_template(sf.template_file) : NULL;
+        if (sf.template_file && !tmpl) return 2;
+        sv_strata_options so = {.spec = &o.spec, .parallel = sf.parallel, .chat_template = tmpl,
                                 .cache_bytes = sf.cache_mib < 0 ? st_prompt_cache_default_bytes() : (uint64_t)sf.cache_mib << 20};
         st = sv_engine_strata_open(o.model, &mp, &o.session, &so, &engine);
+        free(tmpl);
     } else {
         fprintf(stderr, "strata serve: --engine must be strata or echo, not %s\n", engine_kind);
         return 2;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -19,22 +20,24 @@ static void synth_usage(FILE *f) {
             "  --arch      qwen35moe | qwen35 | qwen3next | qwen3moe | qwen3 | qwen4exp\n"
             "  --preset    tiny (tests) | small (issue 3's 2.0 B speed shape) | a3b (Qwen3.5-35B-A3B's shape)\n"
             "              | flash (qwen4exp only: Qwen3.8-Flash-Next's widths in 4 layers, a 1 GiB PLE table)\n"
-            "  --type      f32 | f16 | q8_0 | q4_k (the matrices' type; norms, routers, conv and SSM vectors stay f32)\n"
+            "  --type      any weight type, by ggml's name: f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, iq4_xs, tq1_0,\n"
+            "              mxfp4, q1_0, ... (the matrices' type; norms, routers, conv and SSM vectors stay f32)\n"
             "  --tokenizer a Hugging Face tokenizer.json; without it a small built-in byte-level BPE is written\n"
             "  --seed      the random seed (default 1): the same seed gives the same bytes\n"
             "  -t          threads (default: one per core)\n"
-            "  --random-blocks  q4_k only: draw the matrices' blocks directly (same spread, centred) instead of\n"
-            "              quantizing normal deviates; about 50x faster, for speed runs on the a3b shape\n"
+            "  --random-blocks  draw the matrices' blocks directly (same spread, centred) where the type has a\n"
+            "              block generator (q4_k: about 50x faster than quantizing normal deviates, for speed\n"
+            "              runs on the a3b shape)\n"
             "  --qsa-budget, --qsa-ratio  qwen4exp: the QSA budget B (indexer.top_k) and block ratio r of the\n"
             "              full-attention layers instead of the preset's (tiny: 16 and 3; flash: 2048 and 4)\n");
 }
 
+/* A type by its ggml name, any case ("q4_K", "q4_k", "Q4_K"). */
 static int parse_type(const char *s, uint32_t *type) {
-    static const struct { const char *name; uint32_t type; } types[] = {
-        {"f32", ST_TYPE_F32}, {"f16", ST_TYPE_F16}, {"q8_0", ST_TYPE_Q8_0}, {"q4_k", ST_TYPE_Q4_K}, {"q4_K", ST_TYPE_Q4_K},
-    };
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        if (!strcmp(s, types[i].name)) { *type = types[i].type; return 1; }
+    for (uint32_t t = 0; t < ST_TYPE_COUNT; t++) {
+        const st_type_info *ti = st_type_get(t);
+        if (ti && !strcasecmp(s, ti->name)) { *type = t; return 1; }
+    }
     return 0;
 }
 
@@ -67,7 +70,7 @@ int cmd_synth(int argc, char **argv) {
         return 2;
     }
     if (!parse_type(type_name, &o.type)) {
-        fprintf(stderr, "strata synth: unknown --type '%s' (f32, f16, q8_0, q4_k)\n", type_name);
+        fprintf(stderr, "strata synth: unknown --type '%s' (a ggml type name: f32, q8_0, q4_k, ...)\n", type_name);
         return 2;
     }
     double t0 = st_now();

@@ -96,9 +96,9 @@ typedef struct synth_options {
     uint64_t seed;
     int n_threads;          /* <= 0: one per core */
     int progress;           /* draw a progress line (on a terminal) */
-    int random_blocks;      /* q4_k: draw each block's scales and 4-bit levels directly (same spread,
-                               zero mean) instead of quantizing normal deviates: ~50x faster, for
-                               speed runs on big shapes (a3b) */
+    int random_blocks;      /* draw the matrices' blocks directly (same spread, zero mean) where the
+                               type has a block generator (quant/random.h; q4_K: ~50x faster than
+                               quantizing normal deviates, for speed runs on big shapes) */
     int64_t qsa_budget, qsa_ratio;  /* qwen4exp: > 0 overrides the preset's QSA budget B / ratio r
                                        (keys only; the tensors do not depend on them) */
 } synth_options;

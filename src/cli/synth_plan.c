@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "cli/synth.h"
+#include "quant/random.h"
 #include "quant/types.h"
 
 const char *const synth_archs[] = {"qwen35moe", "qwen35", "qwen3next", "qwen3moe", "qwen3", "qwen4exp", NULL};
@@ -113,8 +114,13 @@ static uint32_t fallback_type(uint32_t type, int64_t ne0) {
     case ST_TYPE_Q4_K: type = ST_TYPE_Q5_0; break;
     case ST_TYPE_Q5_K: type = ST_TYPE_Q5_1; break;
     case ST_TYPE_Q6_K: type = ST_TYPE_Q8_0; break;
-    case ST_TYPE_Q2_K: case ST_TYPE_Q3_K: type = ST_TYPE_Q4_0; break;
-    case ST_TYPE_IQ4_XS: type = ST_TYPE_IQ4_NL; break;
+    case ST_TYPE_Q2_K: case ST_TYPE_Q3_K: case ST_TYPE_Q2_0: case ST_TYPE_TQ1_0: case ST_TYPE_TQ2_0:
+        type = ST_TYPE_Q4_0;
+        break;
+    case ST_TYPE_IQ1_S: case ST_TYPE_IQ1_M: case ST_TYPE_IQ2_XXS: case ST_TYPE_IQ2_XS: case ST_TYPE_IQ2_S:
+    case ST_TYPE_IQ3_XXS: case ST_TYPE_IQ3_S: case ST_TYPE_IQ4_XS:
+        type = ST_TYPE_IQ4_NL;
+        break;
     default: type = ST_TYPE_F16;
     }
     return ne0 % st_type_get(type)->block_size == 0 ? type : ST_TYPE_F16;
@@ -375,8 +381,10 @@ static st_status set_hparams(const char *arch, const char *preset, int64_t n_voc
 
 st_status synth_plan_build(const char *arch, const char *preset, uint32_t type, int64_t n_vocab, synth_plan *out) {
     memset(out, 0, sizeof *out);
-    if (type != ST_TYPE_F32 && type != ST_TYPE_F16 && type != ST_TYPE_Q8_0 && type != ST_TYPE_Q4_K)
-        return st_fail(ST_ERR_INVALID, "synth: type %u is not one of f32, f16, q8_0, q4_k", type);
+    const st_type_info *ti = st_type_get(type);
+    if (!ti || !(ti->computable || st_random_has_blocks(type)))
+        return st_fail(ST_ERR_INVALID, "synth: type %s cannot be written (no quantizer or block generator)",
+                       ti ? ti->name : "?");
     ST_TRY(set_hparams(arch, preset, n_vocab, &out->hp));
     out->type = type;
     plan_builder pb = {out, type}, *b = &pb;

@@ -7,6 +7,9 @@
  * quantized (st_quantize_row) into the tensor's buffer. So the bytes depend only on the seed, and
  * memory stays bounded by the largest tensor in its file type plus one f32 row per thread.
  *
+ * Matrices come from st_random_row (quant/random.h): normal deviates quantized with the reference
+ * quantizers, or with --random-blocks (and for a type without a quantizer) blocks drawn directly.
+ *
  * The reference Q4_K quantizer sets the pace: about 15 M parameters per CPU-second (measured:
  * `small` qwen35moe, 2.01 B parameters, took 132 CPU-s), so `a3b` (34.3 B, 18 GiB) takes about 38
  * CPU-minutes, 19 minutes on 2 cores; F32/F16/Q8_0 are several times faster.
@@ -23,6 +26,7 @@
 #include "base/pool.h"
 #include "cli/synth.h"
 #include "quant/quant.h"
+#include "quant/random.h"
 #include "quant/types.h"
 
 #if defined(__has_include)
@@ -32,81 +36,37 @@
 #endif
 #endif
 
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t name_hash(const char *s) {
     uint64_t h = 0xcbf29ce484222325ull;    /* FNV-1a */
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
     return h;
 }
 
-/* Approximately N(0, 1): the sum of four uniform 16-bit integers, centred and scaled. */
-static float normal(uint64_t *state) {
-    uint64_t r = splitmix64(state);
-    int64_t sum = (int64_t)(r & 0xffff) + (int64_t)((r >> 16) & 0xffff) + (int64_t)((r >> 32) & 0xffff) + (int64_t)(r >> 48);
-    static const float inv_std = (float)(1.0 / 37837.22723);    /* sqrt((2^32 - 1) / 3) */
-    return (float)(sum - 2 * 65535) * inv_std;      /* the sum's mean is 4 * 65535 / 2 */
+static float uniform01(uint64_t *state) { return (float)(st_random_next(state) >> 40) * (1.0f / 16777216.0f); }
+
+static uint64_t row_state(uint64_t tensor_seed, int64_t row) {
+    uint64_t state = tensor_seed ^ (uint64_t)row * 0xD1B54A32D192ED03ull;
+    st_random_next(&state);
+    return state;
 }
 
-static float uniform01(uint64_t *state) { return (float)(splitmix64(state) >> 40) * (1.0f / 16777216.0f); }
-
-static void draw_row(const synth_tensor *t, uint64_t tensor_seed, int64_t row, float *x) {
-    uint64_t state = tensor_seed ^ (uint64_t)row * 0xD1B54A32D192ED03ull;
-    splitmix64(&state);
+/* The f32 values of the vector inits (norm gains, ssm_a, dt bias). */
+static void draw_row(const synth_tensor *t, uint64_t *state, float *x) {
     int64_t n = t->ne[0];
     switch (t->init) {
-    case SYNTH_INIT_NORMAL:
-        for (int64_t i = 0; i < n; i++) x[i] = t->std * normal(&state);
-        break;
+    case SYNTH_INIT_NORMAL: case SYNTH_INIT_HEAD: break;   /* matrices: st_random_row */
     case SYNTH_INIT_NORM_GAIN:
-        for (int64_t i = 0; i < n; i++) x[i] = 1.0f + t->std * normal(&state);
+        for (int64_t i = 0; i < n; i++) x[i] = 1.0f + t->std * st_random_normal(state);
         break;
     case SYNTH_INIT_SSM_A:
-        for (int64_t i = 0; i < n; i++) x[i] = -expf(uniform01(&state) * logf(16.0f));
+        for (int64_t i = 0; i < n; i++) x[i] = -expf(uniform01(state) * logf(16.0f));
         break;
-    case SYNTH_INIT_HEAD: {
-        float scale = t->std * expf(SYNTH_HEAD_SPREAD * normal(&state));
-        for (int64_t i = 0; i < n; i++) x[i] = scale * normal(&state);
-        break;
-    }
     case SYNTH_INIT_DT_BIAS:
         for (int64_t i = 0; i < n; i++) {
-            float dt = expf(logf(1e-3f) + uniform01(&state) * (logf(1e-1f) - logf(1e-3f)));
+            float dt = expf(logf(1e-3f) + uniform01(state) * (logf(1e-1f) - logf(1e-3f)));
             x[i] = dt + logf(-expm1f(-dt));     /* softplus^-1(dt) = log(e^dt - 1) */
         }
         break;
-    }
-}
-
-/* --random-blocks: a q4_K row drawn as blocks. Level step s = std / 4.61 (16 uniform levels have
- * std 4.61 s); each sub-block's scale sc and min m are one random 6-bit value in [24, 40], with
- * d = s / 32 and dmin = 7.5 s / 32, so the sub-block's values d*sc*q - dmin*m are centred on 0. */
-static void draw_q4_k_row(const synth_tensor *t, uint64_t tensor_seed, int64_t row, uint8_t *dst) {
-    uint64_t state = tensor_seed ^ (uint64_t)row * 0xD1B54A32D192ED03ull;
-    splitmix64(&state);
-    float step = t->std / 4.61f;
-    uint16_t d = st_fp32_to_fp16(step / 32.0f), dmin = st_fp32_to_fp16(7.5f * step / 32.0f);
-    for (int64_t b = 0; b < t->ne[0] / 256; b++) {
-        block_q4_K *q = (block_q4_K *)dst + b;
-        q->d = d;
-        q->dmin = dmin;
-        uint64_t r = splitmix64(&state);
-        uint8_t sc[8];
-        for (int j = 0; j < 8; j++) sc[j] = (uint8_t)(24 + ((r >> (5 * j)) % 17));
-        for (int j = 0; j < 4; j++) {   /* ggml's 6-bit packing, with m = sc */
-            q->scales[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
-            q->scales[j + 4] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
-            q->scales[j + 8] = (uint8_t)((sc[j + 4] & 0xF) | ((sc[j + 4] & 0xF) << 4));
-        }
-        for (int i = 0; i < 128; i += 8) {
-            uint64_t v = splitmix64(&state);
-            memcpy(q->qs + i, &v, 8);
-        }
     }
 }
 
@@ -129,29 +89,33 @@ static void fill_rows(void *ctx, int ith, int nth) {
     int64_t n = j->t->ne[0];
     for (long r = begin; r < end; r++) {
         uint8_t *dst = j->out + (size_t)r * j->row_bytes;
-        if (j->random_blocks && j->t->type == ST_TYPE_Q4_K && j->t->init == SYNTH_INIT_NORMAL) {
-            draw_q4_k_row(j->t, j->tensor_seed, r, dst);
+        uint64_t state = row_state(j->tensor_seed, r);
+        if (j->t->init == SYNTH_INIT_NORMAL || j->t->init == SYNTH_INIT_HEAD) {
+            /* the head's rows each get their own scale: a heavy upper tail of logits */
+            float std = j->t->init == SYNTH_INIT_HEAD ? j->t->std * expf(SYNTH_HEAD_SPREAD * st_random_normal(&state)) : j->t->std;
+            int blocks = j->random_blocks && j->t->init == SYNTH_INIT_NORMAL;
+            if (!st_random_row(j->t->type, std, blocks, &state, dst, n, x)) j->failed = 1;
             continue;
         }
-        draw_row(j->t, j->tensor_seed, r, x);
-        if (j->t->type == ST_TYPE_F32) {
-            memcpy(dst, x, (size_t)n * sizeof(float));
-        } else if (j->t->type == ST_TYPE_F16) {
-            uint16_t *h = (uint16_t *)dst;
-            for (int64_t i = 0; i < n; i++) h[i] = st_fp32_to_fp16(x[i]);
-        } else if (!st_quantize_row(j->t->type, x, dst, n)) {
-            j->failed = 1;
-        }
+        draw_row(j->t, &state, x);
+        if (!st_quantize_row(j->t->type, x, dst, n)) j->failed = 1;
     }
 }
 
+/* general.file_type: llama.cpp's LLAMA_FTYPE_MOSTLY_* for "every matrix in this type" (the
+ * K-quants as their _S mixes, the plainest). 1024 (guessed) for a type llama.cpp names no file
+ * type after. */
 static uint32_t file_type_of(uint32_t type) {
-    switch (type) {
-    case ST_TYPE_F32: return 0;   /* LLAMA_FTYPE_ALL_F32 */
-    case ST_TYPE_F16: return 1;   /* MOSTLY_F16 */
-    case ST_TYPE_Q8_0: return 7;  /* MOSTLY_Q8_0 */
-    default: return 14;           /* MOSTLY_Q4_K_S: every matrix Q4_K */
-    }
+    static const uint32_t ftype[ST_TYPE_COUNT] = {
+        [ST_TYPE_F32] = 0,      [ST_TYPE_F16] = 1,      [ST_TYPE_Q4_0] = 2,     [ST_TYPE_Q4_1] = 3,
+        [ST_TYPE_Q8_0] = 7,     [ST_TYPE_Q5_0] = 8,     [ST_TYPE_Q5_1] = 9,     [ST_TYPE_Q2_K] = 21,
+        [ST_TYPE_Q3_K] = 11,    [ST_TYPE_Q4_K] = 14,    [ST_TYPE_Q5_K] = 16,    [ST_TYPE_Q6_K] = 18,
+        [ST_TYPE_IQ2_XXS] = 19, [ST_TYPE_IQ2_XS] = 20,  [ST_TYPE_IQ3_XXS] = 23, [ST_TYPE_IQ1_S] = 24,
+        [ST_TYPE_IQ4_NL] = 25,  [ST_TYPE_IQ3_S] = 26,   [ST_TYPE_IQ2_S] = 28,   [ST_TYPE_IQ4_XS] = 30,
+        [ST_TYPE_IQ1_M] = 31,   [ST_TYPE_BF16] = 32,    [ST_TYPE_TQ1_0] = 36,   [ST_TYPE_TQ2_0] = 37,
+        [ST_TYPE_MXFP4] = 38,   [ST_TYPE_NVFP4] = 39,   [ST_TYPE_Q1_0] = 40,    [ST_TYPE_Q2_0] = 41,
+    };
+    return type < ST_TYPE_COUNT && (type == ST_TYPE_F32 || ftype[type]) ? ftype[type] : 1024;
 }
 
 static st_status write_hparams(st_gguf_writer *w, const synth_hparams *hp) {

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/json_grammar.h"
+#include "engine/json_schema.h"
 #include "text/tokenizer.h"
 
 enum mode {
@@ -324,12 +325,307 @@ int st_json_close_cost(const st_json_state *s) {
     }
 }
 
+/* ---- the schema layer ----
+ *
+ * With a schema (json_schema.h) the core automaton still reads every byte; around it, a frame per
+ * open container names the schema node it must meet and the properties already seen, `pend` the
+ * node the next value must meet, and a candidate (the first name or enum text, in sorted order,
+ * that the bytes so far begin) with how many bytes matched. A value's first byte is checked
+ * against the node's types; a key's bytes against the property names (for a closed object, only
+ * the unseen ones); '}' against required; ',' in a closed object needs an unseen property left;
+ * an enum value is matched as its compact text, and ends where no text goes on. Every state kept
+ * can still be finished, so a mask is never empty: names and texts are prefixes of something
+ * allowed, and the compiler refused what nothing can meet.
+ *
+ * Tool-call mode wraps that in the call's fixed text: `<tool_call>\n{"name": "`, a tool's name,
+ * `", "arguments": `, the arguments object on that tool's node, `}\n</tool_call>`, then the end
+ * (or, with parallel calls, `\n<tool_call>\n{"name": "` again). */
+
+#define NO_CAND 0xFFFF
+enum { M_ENUM = 64 }; /* a core mode only the schema layer reads: an enum value's text */
+enum phase { P_ANSWER, P_PRE, P_OPEN, P_NAME, P_MID, P_ARGS, P_CLOSE, P_END, P_NEXT };
+static const char lit_open[] = "<tool_call>\n{\"name\": \"", lit_mid[] = ", \"arguments\": ",
+                  lit_close[] = "}\n</tool_call>", lit_next[] = "\n<tool_call>\n{\"name\": \"";
+
+typedef struct xstate {
+    st_json_state c;
+    uint8_t phase;  /* enum phase; P_ANSWER: the whole reply is the schema's object */
+    uint8_t pad;
+    uint16_t tool;  /* the call's tool, once its name is read */
+    uint16_t pend;  /* the node the next value must meet */
+    uint16_t cur;   /* the node of the number or enum value being read */
+    uint16_t cand;  /* key, enum or tool name candidate; NO_CAND: a key no property begins */
+    uint16_t klen;  /* bytes of it matched; in a fixed text, bytes of the text */
+    uint16_t pad2[2];
+    uint16_t node[ST_JSON_SCHEMA_DEPTH + 1]; /* by depth: the container's node */
+    uint64_t seen[ST_JSON_SCHEMA_DEPTH + 1]; /* by depth: properties seen (bit = sorted index) */
+} xstate;
+
+static int is_number_mode(unsigned m) { return m >= M_NUM_MINUS && m <= M_NUM_EXP; }
+static int in_string(unsigned m) { return m >= M_STR && m <= M_STR_LOW_U; }
+
+static const st_json_sprop *prop_of(const st_json_schema *sc, const st_json_snode *t, uint32_t i) {
+    return &sc->props[t->first_prop + i];
+}
+
+/* The first of n sorted names (from index `from`, which begins the bytes read so far, k of them)
+ * that goes on with byte c, skipping those `skip` has a bit for; n when none. The names and their
+ * lengths are read with strides, from an array of structs or from two arrays. */
+typedef struct name_list {
+    const char *name0; /* &first name pointer */
+    const char *len0;  /* &first length (uint32_t) */
+    size_t name_stride, len_stride;
+    uint32_t n;
+} name_list;
+
+static const char *nl_name(const name_list *l, uint32_t i) { return *(const char *const *)(l->name0 + (size_t)i * l->name_stride); }
+static uint32_t nl_len(const name_list *l, uint32_t i) { return *(const uint32_t *)(l->len0 + (size_t)i * l->len_stride); }
+
+static uint32_t next_candidate(const name_list *l, uint32_t from, uint32_t k, unsigned c, uint64_t skip) {
+    for (uint32_t i = from; i < l->n; i++) {
+        if (k && (nl_len(l, i) < k || memcmp(nl_name(l, i), nl_name(l, from), k))) break;
+        if (nl_len(l, i) > k && (unsigned char)nl_name(l, i)[k] == c && !(i < 64 && ((skip >> i) & 1))) return i;
+    }
+    return l->n;
+}
+
+static name_list props_of(const st_json_schema *sc, const st_json_snode *t) {
+    const st_json_sprop *p = &sc->props[t->first_prop];
+    return (name_list){(const char *)&p->name, (const char *)&p->len, sizeof *p, sizeof *p, t->n_props};
+}
+
+static name_list enums_of(const st_json_schema *sc, const st_json_snode *v) {
+    return (name_list){(const char *)&sc->enums[v->first_enum], (const char *)&sc->enum_len[v->first_enum], sizeof *sc->enums,
+                       sizeof *sc->enum_len, v->n_enum};
+}
+
+static name_list tools_of(const st_json_schema *sc) {
+    return (name_list){(const char *)&sc->tools->name, (const char *)&sc->tools->len, sizeof *sc->tools, sizeof *sc->tools, sc->n_tools};
+}
+
+static uint64_t all_props(const st_json_snode *t) { return t->n_props == 64 ? ~0ull : (1ull << t->n_props) - 1; }
+
+static int xstep(const st_json_schema *sc, xstate *x, unsigned c);
+
+/* ',', '}' or ']' after a value (or whitespace), with the container's rules. */
+static int x_after(const st_json_schema *sc, xstate *x, unsigned c) {
+    uint8_t d = x->c.depth;
+    const st_json_snode *t = &sc->nodes[x->node[d]];
+    if (c == ',' && d) {
+        if (top_is_array(&x->c)) x->pend = t->items;
+        else if (t->closed && (x->seen[d] & all_props(t)) == all_props(t)) return 0;
+    }
+    if (c == '}' && (x->seen[d] & t->required) != t->required) return 0;
+    if (!step(&x->c, c)) return 0;
+    if (c == '}' || c == ']') { x->node[d] = 0; x->seen[d] = 0; }
+    return 1;
+}
+
+static int x_value_start(const st_json_schema *sc, xstate *x, unsigned c) {
+    const st_json_snode *v = &sc->nodes[x->pend];
+    if (v->n_enum) {
+        name_list texts = enums_of(sc, v);
+        uint32_t i = next_candidate(&texts, 0, 0, c, 0);
+        if (i == v->n_enum) return 0;
+        x->c.mode = M_ENUM;
+        x->c.ws = 0;
+        x->cur = x->pend;
+        x->pend = 0;
+        x->cand = (uint16_t)i;
+        x->klen = 1;
+        return 1;
+    }
+    int need = c == '{' ? ST_JT_OBJECT : c == '[' ? ST_JT_ARRAY : c == '"' ? ST_JT_STRING : c == '-' || is_digit(c) ? ST_JT_NUMBER | ST_JT_INTEGER
+             : c == 't' || c == 'f' ? ST_JT_BOOL : c == 'n' ? ST_JT_NULL : 0;
+    if (!(v->types & need) || !step(&x->c, c)) return 0;
+    if (c == '{' || c == '[') {
+        if (x->c.depth > ST_JSON_SCHEMA_DEPTH) return 0;
+        x->node[x->c.depth] = x->pend;
+        x->seen[x->c.depth] = 0;
+        x->pend = c == '[' ? v->items : 0;
+    } else {
+        x->cur = x->pend;
+        x->pend = 0;
+    }
+    return 1;
+}
+
+/* A byte of a key (the core is in a string with F_KEY). */
+static int x_key_byte(const st_json_schema *sc, xstate *x, unsigned c) {
+    uint8_t d = x->c.depth;
+    const st_json_snode *t = &sc->nodes[x->node[d]];
+    if (x->cand == NO_CAND) { /* a key no property begins: any string, its value meets extra */
+        if (!step(&x->c, c)) return 0;
+        if (x->c.mode == M_COLON) { x->pend = t->extra; x->cand = 0; x->klen = 0; }
+        return 1;
+    }
+    if (c == '\\') return 0;
+    if (c == '"') {
+        const st_json_sprop *p = prop_of(sc, t, x->cand);
+        int exact = p->len == x->klen;
+        if (exact && ((x->seen[d] >> x->cand) & 1)) return 0; /* each key once */
+        if (!exact && t->closed) return 0;
+        if (!step(&x->c, c)) return 0;
+        if (exact) { x->seen[d] |= 1ull << x->cand; x->pend = p->node; }
+        else x->pend = t->extra;
+        x->cand = 0;
+        x->klen = 0;
+        return 1;
+    }
+    name_list names = props_of(sc, t);
+    uint32_t i = next_candidate(&names, x->cand, x->klen, c, t->closed ? x->seen[d] : 0);
+    if (!step(&x->c, c)) return 0;
+    if (i == t->n_props) {
+        if (t->closed) return 0;
+        x->cand = NO_CAND;
+        x->klen = 0;
+        return 1;
+    }
+    x->cand = (uint16_t)i;
+    x->klen++;
+    return 1;
+}
+
+static int x_enum_byte(const st_json_schema *sc, xstate *x, unsigned c) {
+    const st_json_snode *v = &sc->nodes[x->cur];
+    name_list texts = enums_of(sc, v);
+    uint32_t i = next_candidate(&texts, x->cand, x->klen, c, 0);
+    if (i < v->n_enum) {
+        x->cand = (uint16_t)i;
+        x->klen++;
+        return 1;
+    }
+    if (nl_len(&texts, x->cand) != x->klen) return 0;
+    x->c.mode = M_AFTER; /* an enum value is never the top level */
+    x->cur = x->cand = x->klen = 0;
+    return x_after(sc, x, c);
+}
+
+/* One byte of the schema's JSON value (the core plus the schema's rules). */
+static int x_json_byte(const st_json_schema *sc, xstate *x, unsigned c) {
+    unsigned m = x->c.mode;
+    if (m == M_ENUM) return x_enum_byte(sc, x, c);
+    if (in_string(m)) {
+        if (x->c.flags & F_KEY) return x_key_byte(sc, x, c);
+        return step(&x->c, c);
+    }
+    if (is_number_mode(m)) {
+        st_json_state t = x->c;
+        if (!step(&t, c)) return 0;
+        if (is_number_mode(t.mode)) {
+            if (!(sc->nodes[x->cur].types & ST_JT_NUMBER) && (t.mode == M_NUM_DOT || t.mode == M_NUM_E)) return 0;
+            x->c = t;
+            return 1;
+        }
+        x->c.mode = M_AFTER; /* the byte ends the number: read it as what follows a value */
+        x->cur = 0;
+        return x_after(sc, x, c);
+    }
+    if (is_ws(c) || m == M_COLON || m == M_DONE || m == M_THINK_OPEN || m == M_THINK || m == M_LIT) return step(&x->c, c);
+    if (m == M_PRE && c == '<') return step(&x->c, c);
+    if (m == M_AFTER) return x_after(sc, x, c);
+    if (m == M_OBJ_FIRST || m == M_KEY) {
+        const st_json_snode *t = &sc->nodes[x->node[x->c.depth]];
+        if (c == '}') return x_after(sc, x, c);
+        if (c != '"' || !step(&x->c, c)) return 0;
+        uint64_t skip = t->closed ? x->seen[x->c.depth] : 0;
+        if (t->closed && (skip & all_props(t)) == all_props(t)) return 0;
+        /* the first candidate: the first name (unseen, for a closed object) */
+        uint32_t i = 0;
+        while (i < t->n_props && ((skip >> i) & 1)) i++;
+        x->cand = t->n_props ? (uint16_t)i : NO_CAND;
+        x->klen = 0;
+        return 1;
+    }
+    if (m == M_ARR_FIRST && c == ']') return x_after(sc, x, c);
+    return x_value_start(sc, x, c); /* M_PRE, M_VALUE, M_ARR_FIRST */
+}
+
+/* A byte of a fixed text; at its end, the next phase. */
+static int x_literal(xstate *x, const char *lit, size_t n, unsigned c, int next) {
+    if (c != (unsigned char)lit[x->klen]) return 0;
+    if (++x->klen == n) { x->phase = (uint8_t)next; x->klen = 0; }
+    return 1;
+}
+
+static int xstep(const st_json_schema *sc, xstate *x, unsigned c) {
+    switch (x->phase) {
+    case P_ANSWER: return x_json_byte(sc, x, c);
+    case P_PRE:
+        if (is_ws(c)) return x->klen++ < 8;
+        x->phase = P_OPEN;
+        x->klen = 0;
+        return x_literal(x, lit_open, sizeof lit_open - 1, c, P_NAME);
+    case P_OPEN: return x_literal(x, lit_open, sizeof lit_open - 1, c, P_NAME);
+    case P_NEXT: return x_literal(x, lit_next, sizeof lit_next - 1, c, P_NAME);
+    case P_NAME: {
+        const st_json_stool *t = sc->tools;
+        if (c == '"') {
+            if (t[x->cand].len != x->klen) return 0;
+            x->tool = x->cand;
+            x->cand = x->klen = 0;
+            x->phase = P_MID;
+            return 1;
+        }
+        name_list names = tools_of(sc);
+        uint32_t i = next_candidate(&names, x->cand, x->klen, c, 0);
+        if (i == sc->n_tools) return 0;
+        x->cand = (uint16_t)i;
+        x->klen++;
+        return 1;
+    }
+    case P_MID:
+        if (!x_literal(x, lit_mid, sizeof lit_mid - 1, c, P_ARGS)) return 0;
+        if (x->phase == P_ARGS) {
+            st_json_init(&x->c);
+            x->c.mode = M_VALUE; /* the arguments object, no think block before it */
+            x->pend = sc->tools[x->tool].args;
+        }
+        return 1;
+    case P_ARGS:
+        if (!x_json_byte(sc, x, c)) return 0;
+        if (x->c.mode == M_DONE) { /* the call's '}' follows at once */
+            st_json_init(&x->c);
+            x->pend = 0;
+            x->phase = P_CLOSE;
+        }
+        return 1;
+    case P_CLOSE: return x_literal(x, lit_close, sizeof lit_close - 1, c, P_END);
+    case P_END:
+        if (!sc->parallel) return 0;
+        x->phase = P_NEXT;
+        x->klen = 0;
+        return x_literal(x, lit_next, sizeof lit_next - 1, c, P_NAME);
+    }
+    return 0;
+}
+
+static void xinit(const st_json_schema *sc, xstate *x) {
+    memset(x, 0, sizeof *x);
+    st_json_init(&x->c);
+    if (sc->n_tools) x->phase = P_PRE;
+    else x->pend = sc->root;
+}
+
+static int xcomplete(const st_json_schema *sc, const xstate *x) {
+    return sc->n_tools ? x->phase == P_END : x->c.mode == M_DONE;
+}
+
+static int xfeed(const st_json_schema *sc, xstate *x, const char *bytes, size_t n) {
+    xstate t = *x;
+    for (size_t i = 0; i < n; i++)
+        if (!xstep(sc, &t, (unsigned char)bytes[i])) return 0;
+    *x = t;
+    return 1;
+}
+
 /* ---- the vocabulary ---- */
 
 enum kind {
     K_TEXT,    /* normal and byte tokens: their bytes go through the automaton */
     K_THINK,   /* a control or user-defined token whose text is <think> or </think> */
     K_EOG,     /* end of generation: allowed only once the object is closed */
+    K_TAG,     /* a control or user-defined token whose text is <tool_call> or </tool_call> */
     K_NEVER,   /* other special tokens, empty tokens, ids past the tokenizer */
 };
 
@@ -478,13 +774,14 @@ st_status st_json_vocab_new(const st_tokenizer *tok, int32_t n_vocab, st_json_vo
         if (id < n_tok && st_tokenizer_is_eog(tok, id)) k = K_EOG;
         else if (p && len && (type == ST_TOKEN_NORMAL || type == ST_TOKEN_BYTE || type == ST_TOKEN_UNDEFINED)) k = K_TEXT;
         else if (p && ((len == 7 && !memcmp(p, think_open, 7)) || (len == 8 && !memcmp(p, think_close, 8)))) k = K_THINK;
+        else if (p && ((len == 11 && !memcmp(p, "<tool_call>", 11)) || (len == 12 && !memcmp(p, "</tool_call>", 12)))) k = K_TAG;
         v->kind[id] = (uint8_t)k;
         v->bytes[id] = p ? p : "";
         v->len[id] = (uint32_t)len;
         if (len > v->max_len) v->max_len = (uint32_t)len;
         if (k == K_TEXT && plain_string(p, len)) bit_set(v->str_loop, id);
         if (k == K_TEXT && !memchr(p, '<', len)) bit_set(v->think_loop, id);
-        if (k == K_THINK || k == K_EOG) v->special[v->n_special++] = id;
+        if (k == K_THINK || k == K_EOG || k == K_TAG) v->special[v->n_special++] = id;
     }
     if (!list_build_all(&v->all, v) || !list_filter(&v->str_rest, &v->all, v, keep_str_rest) ||
         !list_filter(&v->think_rest, &v->all, v, keep_think_rest)) {
@@ -501,6 +798,7 @@ st_status st_json_vocab_new(const st_tokenizer *tok, int32_t n_vocab, st_json_vo
 
 typedef struct mask_entry {
     st_json_state key;
+    xstate xkey; /* with a schema */
     uint64_t *allowed;
     int32_t n_allowed;
     int valid;
@@ -511,9 +809,32 @@ struct st_json_constraint {
     st_json_state s;
     st_json_state *path; /* a walk's states after each byte of the current token (max_len + 1) */
     int64_t left;  /* tokens the reply may still have, or -1: no bound */
+    const st_json_schema *sc; /* NULL: any object (s); else x */
+    xstate x;
+    xstate *xpath; /* the walk's states with a schema (max_len + 1) */
     mask_entry cache[MASK_CACHE];
     int next_evict;
 };
+
+/* ---- the constraint with a schema ---- */
+
+/* Whether a token may follow x; on 1, *after is the state after it. */
+static int xtoken_step(const st_json_vocab *v, const st_json_schema *sc, const xstate *x, int32_t id, xstate *after) {
+    if (id < 0 || id >= v->n) return 0;
+    switch (v->kind[id]) {
+    case K_EOG: return xcomplete(sc, x);
+    case K_NEVER: return 0;
+    case K_THINK:
+        if (x->phase != P_ANSWER || (x->c.mode != M_PRE && x->c.mode != M_THINK)) return 0;
+        break;
+    case K_TAG:
+        if (x->phase == P_ANSWER || x->phase == P_ARGS) return 0;
+        break;
+    default: break;
+    }
+    *after = *x;
+    return xfeed(sc, after, v->bytes[id], v->len[id]);
+}
 
 /* Whether a token may follow state s; on 1, *after is the state after it. limit: the most the
  * closing cost may be after it (INT32_MAX: no bound). */
@@ -522,7 +843,7 @@ static int token_step(const st_json_vocab *v, const st_json_state *s, int32_t id
     *after = *s;
     switch (v->kind[id]) {
     case K_EOG: return st_json_complete(s);
-    case K_NEVER: return 0;
+    case K_NEVER: case K_TAG: return 0;
     case K_THINK: /* a tag, never text inside the answer */
         if (s->mode != M_PRE && s->mode != M_THINK) return 0;
         break;
@@ -541,11 +862,22 @@ static int32_t close_limit(const st_json_constraint *c) {
 }
 
 int st_json_constraint_allows(const st_json_constraint *c, int32_t token) {
+    if (c->sc) {
+        xstate after;
+        return xtoken_step(c->v, c->sc, &c->x, token, &after);
+    }
     st_json_state after;
     return token_step(c->v, &c->s, token, close_limit(c), &after);
 }
 
 st_status st_json_constraint_accept(st_json_constraint *c, int32_t token) {
+    if (c->sc) {
+        xstate after;
+        if (!xtoken_step(c->v, c->sc, &c->x, token, &after))
+            return st_fail(ST_ERR_INVALID, "json constraint: token %d cannot continue what the schema allows here", token);
+        c->x = after;
+        return ST_OK;
+    }
     st_json_state after;
     if (!token_step(c->v, &c->s, token, close_limit(c), &after))
         return st_fail(ST_ERR_INVALID, "json constraint: token %d cannot continue the JSON object here", token);
@@ -554,32 +886,49 @@ st_status st_json_constraint_accept(st_json_constraint *c, int32_t token) {
     return ST_OK;
 }
 
-void st_json_constraint_set_budget(st_json_constraint *c, int64_t tokens) { c->left = tokens < 0 ? -1 : tokens; }
+/* A schema's reply is not kept closable within a budget: cut by max_tokens, it is unfinished (as
+ * OpenAI's structured outputs are, with finish_reason "length"). */
+void st_json_constraint_set_budget(st_json_constraint *c, int64_t tokens) { c->left = tokens < 0 || c->sc ? -1 : tokens; }
 
-int st_json_constraint_complete(const st_json_constraint *c) { return st_json_complete(&c->s); }
-const st_json_state *st_json_constraint_state(const st_json_constraint *c) { return &c->s; }
+int st_json_constraint_complete(const st_json_constraint *c) { return c->sc ? xcomplete(c->sc, &c->x) : st_json_complete(&c->s); }
+const st_json_state *st_json_constraint_state(const st_json_constraint *c) { return c->sc ? &c->x.c : &c->s; }
+
+/* How a walk moves either automaton's state: its size, one byte, and whether the state after a
+ * whole token passes (the budget's limit; NULL: always). Walks are written once, below, and
+ * specialised for each automaton by inlining with these constants. */
+typedef struct walker {
+    size_t size;
+    int (*advance)(const void *ctx, void *state, unsigned c);
+    int (*passes)(const void *state, int32_t limit);
+    const void *ctx;
+} walker;
+
+static int plain_advance(const void *ctx, void *state, unsigned c) { (void)ctx; return step(state, c); }
+static int plain_passes(const void *state, int32_t limit) { return limit == INT32_MAX || st_json_close_cost(state) <= limit; }
+static int schema_advance(const void *ctx, void *state, unsigned c) { return xstep(ctx, state, c); }
 
 /* The tokens of w allowed in state s under limit, set in allowed; returns how many. A token that
  * shares its first k bytes with the one before starts from the state after them, and a refused
  * prefix skips every token that starts with it. path: room for max_len + 1 states. */
-static int32_t walk(const st_json_vocab *v, const walk_list *w, const st_json_state *s, int32_t limit, uint64_t *allowed,
-                    st_json_state *path) {
+static inline __attribute__((always_inline)) int32_t walk_with(const walker wk, const st_json_vocab *v, const walk_list *w,
+                                                               const void *s, int32_t limit, uint64_t *allowed, unsigned char *path) {
+    _Alignas(8) unsigned char st[sizeof(xstate)];
     int32_t n_ok = 0;
     uint32_t depth = 0; /* path[0..depth] hold for the token walked last */
-    path[0] = *s;
+    memcpy(path, s, wk.size);
     for (int32_t i = 0; i < w->n;) {
         int32_t id = w->ids[i];
         const unsigned char *b = (const unsigned char *)v->bytes[id];
         uint32_t len = v->len[id], k = w->lcp[i] < depth ? w->lcp[i] : depth;
-        st_json_state st = path[k];
+        memcpy(st, path + (size_t)k * wk.size, wk.size);
         int ok = 1;
         for (; k < len; k++) {
-            if (!step(&st, b[k])) { ok = 0; break; }
-            path[k + 1] = st;
+            if (!wk.advance(wk.ctx, st, b[k])) { ok = 0; break; }
+            memcpy(path + (size_t)(k + 1) * wk.size, st, wk.size);
         }
         depth = k;
         if (ok) {
-            if (limit == INT32_MAX || st_json_close_cost(&st) <= limit) { bit_set(allowed, id); n_ok++; }
+            if (!wk.passes || wk.passes(st, limit)) { bit_set(allowed, id); n_ok++; }
             i++;
         } else if (k == 0) {
             i = w->run_end[i];
@@ -591,6 +940,25 @@ static int32_t walk(const st_json_vocab *v, const walk_list *w, const st_json_st
     return n_ok;
 }
 
+static int32_t walk(const st_json_vocab *v, const walk_list *w, const st_json_state *s, int32_t limit, uint64_t *allowed,
+                    st_json_state *path) {
+    return walk_with((walker){sizeof *s, plain_advance, plain_passes, NULL}, v, w, s, limit, allowed, (unsigned char *)path);
+}
+
+static int32_t xwalk(const st_json_vocab *v, const st_json_schema *sc, const walk_list *w, const xstate *x, uint64_t *allowed,
+                     xstate *path) {
+    return walk_with((walker){sizeof *x, schema_advance, NULL, sc}, v, w, x, INT32_MAX, allowed, (unsigned char *)path);
+}
+
+/* A precomputed set (str_loop, think_loop) as the start of a mask; returns its size. */
+static int32_t take_set(const st_json_vocab *v, const uint64_t *set, uint64_t *allowed) {
+    size_t words = bitset_words(v->n);
+    int32_t n = 0;
+    memcpy(allowed, set, words * sizeof *allowed);
+    for (size_t w = 0; w < words; w++) n += __builtin_popcountll(set[w]);
+    return n;
+}
+
 /* The set of tokens allowed in state s under limit, into a zeroed bitset; returns its size. */
 static int32_t compute_mask(const st_json_vocab *v, const st_json_state *s, int32_t limit, uint64_t *allowed, st_json_state *path) {
     int32_t n = 0;
@@ -599,11 +967,7 @@ static int32_t compute_mask(const st_json_vocab *v, const st_json_state *s, int3
     if (s->mode == M_STR) { loop = v->str_loop; list = &v->str_rest; }
     else if (s->mode == M_THINK && s->sub == 0) { loop = v->think_loop; list = &v->think_rest; }
     /* the loop tokens keep the state, so the limit takes all of them or none */
-    if (loop && (limit == INT32_MAX || st_json_close_cost(s) <= limit)) {
-        size_t words = bitset_words(v->n);
-        memcpy(allowed, loop, words * sizeof *allowed);
-        for (size_t w = 0; w < words; w++) n += __builtin_popcountll(loop[w]);
-    }
+    if (loop && (limit == INT32_MAX || st_json_close_cost(s) <= limit)) n += take_set(v, loop, allowed);
     n += walk(v, list, s, limit, allowed, path);
     st_json_state after;
     for (int32_t i = 0; i < v->n_special; i++)
@@ -631,8 +995,37 @@ static mask_entry *cached_mask(st_json_constraint *c) {
     return e;
 }
 
+/* The allowed tokens of x into a zeroed bitset; returns how many (the walk as for the plain
+ * automaton, with the same precomputed sets where the schema leaves the state alone). */
+static int32_t xcompute_mask(const st_json_vocab *v, const st_json_schema *sc, const xstate *x, uint64_t *allowed, xstate *path) {
+    int32_t n = 0;
+    const walk_list *w = &v->all;
+    const uint64_t *loop = NULL;
+    int free_text = x->phase == P_ANSWER || x->phase == P_ARGS;
+    if (free_text && x->c.mode == M_STR && (!(x->c.flags & F_KEY) || x->cand == NO_CAND)) { loop = v->str_loop; w = &v->str_rest; }
+    else if (x->phase == P_ANSWER && x->c.mode == M_THINK && x->c.sub == 0) { loop = v->think_loop; w = &v->think_rest; }
+    if (loop) n += take_set(v, loop, allowed);
+    n += xwalk(v, sc, w, x, allowed, path);
+    xstate after;
+    for (int32_t i = 0; i < v->n_special; i++)
+        if (xtoken_step(v, sc, x, v->special[i], &after)) { bit_set(allowed, v->special[i]); n++; }
+    return n;
+}
+
+static mask_entry *xcached_mask(st_json_constraint *c) {
+    for (int i = 0; i < MASK_CACHE; i++)
+        if (c->cache[i].valid && !memcmp(&c->cache[i].xkey, &c->x, sizeof c->x)) return &c->cache[i];
+    mask_entry *e = &c->cache[c->next_evict];
+    c->next_evict = (c->next_evict + 1) % MASK_CACHE;
+    memset(e->allowed, 0, bitset_words(c->v->n) * sizeof *e->allowed);
+    e->xkey = c->x;
+    e->n_allowed = xcompute_mask(c->v, c->sc, &c->x, e->allowed, c->xpath);
+    e->valid = 1;
+    return e;
+}
+
 int32_t st_json_constraint_mask(st_json_constraint *c, float *logits) {
-    const mask_entry *e = cached_mask(c);
+    const mask_entry *e = c->sc ? xcached_mask(c) : cached_mask(c);
     for (int32_t w = 0; w < (int32_t)bitset_words(c->v->n); w++) {
         uint64_t bits = e->allowed[w];
         if (bits == ~0ull) continue;
@@ -652,6 +1045,7 @@ void st_json_constraint_free(st_json_constraint *c) {
     if (!c) return;
     for (int i = 0; i < MASK_CACHE; i++) free(c->cache[i].allowed);
     free(c->path);
+    free(c->xpath);
     free(c);
 }
 
@@ -669,14 +1063,72 @@ static int reply_start(const st_json_vocab *v, const int32_t *prompt, size_t n, 
     return 1;
 }
 
+/* What the prompt already wrote of the reply: the bytes after the role line that follows the last
+ * <|im_start|> (none without one), malloc'd (NULL only when out of memory). */
+static char *reply_opening(const st_json_vocab *v, const int32_t *prompt, size_t n_prompt, size_t *n) {
+    size_t from = 0, cap = 64;
+    char *b = malloc(cap);
+    *n = 0;
+    if (!b || !prompt || !reply_start(v, prompt, n_prompt, &from)) return b;
+    int in_role = 1; /* "assistant\n" is the role line, not the reply */
+    for (size_t i = from; i < n_prompt; i++) {
+        int32_t id = prompt[i];
+        const char *p = id >= 0 && id < v->n ? v->bytes[id] : "";
+        size_t len = id >= 0 && id < v->n ? v->len[id] : 0;
+        if (in_role) {
+            const char *nl = memchr(p, '\n', len);
+            if (!nl) continue;
+            in_role = 0;
+            len -= (size_t)(nl + 1 - p);
+            p = nl + 1;
+        }
+        if (*n + len > cap) {
+            while (*n + len > cap) cap *= 2;
+            char *q = realloc(b, cap);
+            if (!q) { free(b); return NULL; }
+            b = q;
+        }
+        memcpy(b + *n, p, len);
+        *n += len;
+    }
+    return b;
+}
+
+/* Feeds the prompt's opening of the reply to the constraint. A tool call is forced with thinking
+ * off, so the empty think block a template writes before it is not part of the call. */
+static st_status feed_opening(st_json_constraint *c, const int32_t *prompt, size_t n_prompt) {
+    size_t n = 0;
+    char *b = reply_opening(c->v, prompt, n_prompt, &n);
+    if (!b) return st_fail(ST_ERR_NOMEM, "json constraint: out of memory");
+    const char *p = b;
+    if (c->sc && c->sc->n_tools) {
+        const char *end = n >= 8 ? memmem(b, n, think_close, 8) : NULL;
+        if (end) p = end + 8;
+    }
+    size_t len = n - (size_t)(p - b);
+    int ok = c->sc ? xfeed(c->sc, &c->x, p, len) : st_json_feed(&c->s, p, len);
+    st_status st = ok ? ST_OK : st_fail(ST_ERR_INVALID, "json constraint: the reply the prompt opens ('%.*s') is not the start of %s",
+                                        (int)(len < 40 ? len : 40), p, !c->sc ? "a JSON object" : c->sc->n_tools ? "the tool call" : "what the schema allows");
+    free(b);
+    return st;
+}
+
 st_status st_json_constraint_new(const st_json_vocab *v, const int32_t *prompt, size_t n_prompt, st_json_constraint **out) {
+    return st_json_constraint_new_schema(v, NULL, prompt, n_prompt, out);
+}
+
+st_status st_json_constraint_new_schema(const st_json_vocab *v, const st_json_schema *schema, const int32_t *prompt, size_t n_prompt,
+                                        st_json_constraint **out) {
     *out = NULL;
     st_json_constraint *c = calloc(1, sizeof *c);
     if (!c) return st_fail(ST_ERR_NOMEM, "json constraint: out of memory");
     c->v = v;
     c->left = -1;
+    c->sc = schema;
     st_json_init(&c->s);
-    if (!(c->path = malloc(sizeof *c->path * ((size_t)v->max_len + 1)))) {
+    if (schema) xinit(schema, &c->x);
+    if (!(c->path = malloc(sizeof *c->path * ((size_t)v->max_len + 1))) ||
+        (schema && !(c->xpath = malloc(sizeof *c->xpath * ((size_t)v->max_len + 1))))) {
         st_json_constraint_free(c);
         return st_fail(ST_ERR_NOMEM, "json constraint: out of memory");
     }
@@ -685,26 +1137,10 @@ st_status st_json_constraint_new(const st_json_vocab *v, const int32_t *prompt, 
             st_json_constraint_free(c);
             return st_fail(ST_ERR_NOMEM, "json constraint: out of memory for masks of %d tokens", v->n);
         }
-    size_t from = 0;
-    if (prompt && reply_start(v, prompt, n_prompt, &from)) {
-        int in_role = 1; /* "assistant\n" is the role line, not the reply */
-        for (size_t i = from; i < n_prompt; i++) {
-            int32_t id = prompt[i];
-            const char *p = id >= 0 && id < v->n ? v->bytes[id] : "";
-            size_t len = id >= 0 && id < v->n ? v->len[id] : 0;
-            if (in_role) {
-                const char *nl = memchr(p, '\n', len);
-                if (!nl) continue;
-                in_role = 0;
-                len -= (size_t)(nl + 1 - p);
-                p = nl + 1;
-            }
-            if (!st_json_feed(&c->s, p, len)) {
-                st_json_constraint_free(c);
-                return st_fail(ST_ERR_INVALID, "json constraint: the reply the prompt opens (token %zu, id %d) is not the start of a JSON object",
-                               i, id);
-            }
-        }
+    st_status st = feed_opening(c, prompt, n_prompt);
+    if (st != ST_OK) {
+        st_json_constraint_free(c);
+        return st;
     }
     *out = c;
     return ST_OK;

@@ -67,6 +67,11 @@ typedef struct st_json_constraint st_json_constraint;
  * block and "{". With no <|im_start|> in the prompt the reply starts empty. ST_ERR_INVALID when
  * that text is not a valid start. */
 st_status st_json_constraint_new(const st_json_vocab *v, const int32_t *prompt, size_t n_prompt, st_json_constraint **out);
+/* The same with a schema (json_schema.h; NULL: any object): the reply must be the schema's object,
+ * or in tool-call mode the call. The schema must outlive the constraint. No budget applies. */
+typedef struct st_json_schema st_json_schema;
+st_status st_json_constraint_new_schema(const st_json_vocab *v, const st_json_schema *schema, const int32_t *prompt, size_t n_prompt,
+                                        st_json_constraint **out);
 void st_json_constraint_free(st_json_constraint *c);
 /* Whether token may come next. */
 int st_json_constraint_allows(const st_json_constraint *c, int32_t token);

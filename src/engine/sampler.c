@@ -363,10 +363,15 @@ st_status st_sampler_sample(st_sampler *s, const float *logits, int32_t *token) 
 }
 
 st_status st_sampler_constrain_json(st_sampler *s, const st_json_vocab *v, const int32_t *prompt, size_t n_prompt, int64_t max_tokens) {
+    return st_sampler_constrain_schema(s, v, NULL, prompt, n_prompt, max_tokens);
+}
+
+st_status st_sampler_constrain_schema(st_sampler *s, const st_json_vocab *v, const st_json_schema *schema, const int32_t *prompt,
+                                      size_t n_prompt, int64_t max_tokens) {
     if (st_json_vocab_size(v) != s->n_vocab)
         return st_fail(ST_ERR_INVALID, "sampler: a JSON vocabulary of %d tokens for a sampler of %d", st_json_vocab_size(v), s->n_vocab);
     st_json_constraint *c = NULL;
-    ST_TRY(st_json_constraint_new(v, prompt, n_prompt, &c));
+    ST_TRY(st_json_constraint_new_schema(v, schema, prompt, n_prompt, &c));
     st_json_constraint_set_budget(c, max_tokens > 0 ? max_tokens : -1);
     st_json_constraint_free(s->json);
     s->json = c;

@@ -58,6 +58,12 @@ st_status st_sampler_sample(st_sampler *s, const float *logits, int32_t *token);
  * by the limit is still one complete object (when the limit leaves room to close it at all).
  * Call it after accepting the prompt's tokens: from here on accept advances the constraint. */
 st_status st_sampler_constrain_json(st_sampler *s, const st_json_vocab *v, const int32_t *prompt, size_t n_prompt, int64_t max_tokens);
+/* The same with a schema (engine/json_schema.h): the reply is the schema's object, or a tool call
+ * (tool-call mode); max_tokens does not bind it (a reply cut short is unfinished). The schema
+ * must outlive the sampler's use of it. */
+typedef struct st_json_schema st_json_schema;
+st_status st_sampler_constrain_schema(st_sampler *s, const st_json_vocab *v, const st_json_schema *schema, const int32_t *prompt,
+                                      size_t n_prompt, int64_t max_tokens);
 /* Whether the constrained reply is a complete object; how many picks the constraint refused (each
  * cost one mask of the vocabulary). */
 int st_sampler_json_complete(const st_sampler *s);

@@ -248,7 +248,8 @@ static st_status check_feed(const st_session *s, const int32_t *tokens, int64_t 
     return ST_OK;
 }
 
-st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all) {
+/* st_session_feed, and with hidden the last position's final hidden state (st_session_embed). */
+static st_status feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all, float *hidden) {
     int64_t V = s->m->hp.n_vocab;
     ST_TRY(check_feed(s, tokens, n));
     /* Held once fed (n_past counts them); a failed feed resets, so none is held half-fed. */
@@ -268,7 +269,8 @@ st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float
         /* Between chunks: the previous chunk has completed, so growing cannot free a buffer in use. */
         st_status st = st_workspace_reserve(&s->ws, rows);
         st_chunk c = {.tokens = tokens + off, .n = rows, .logits_all = logits_all != NULL,
-                      .logits = logits_all ? logits_all + off * V : NULL, .ld_logits = V};
+                      .logits = logits_all ? logits_all + off * V : NULL, .ld_logits = V,
+                      .hidden = off + rows == n ? hidden : NULL};
         if (st == ST_OK) st = st_forward(s->m, &s->state, &s->ws, s->pool, &c);
         if (st != ST_OK) {
             /* Never leave a half-fed sequence behind. */
@@ -280,6 +282,18 @@ st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float
         memcpy(st_workspace_get(&s->ws, WS_LOGITS), logits_all + (n - 1) * V, (size_t)V * sizeof(float));
     return ST_OK;
 }
+
+st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all) {
+    return feed(s, tokens, n, logits_all, NULL);
+}
+
+st_status st_session_embed(st_session *s, const int32_t *tokens, int64_t n, float *out) {
+    if (s->dev) return st_fail(ST_ERR_UNSUPPORTED, "embeddings are computed on the CPU only (this session is on a GPU)");
+    st_session_reset(s);
+    return feed(s, tokens, n, NULL, out);
+}
+
+int32_t st_session_n_embd(const st_session *s) { return (int32_t)s->m->hp.n_embd; }
 
 #define FEED_BATCH_MAX ST_FORWARD_MAX_SEQS
 

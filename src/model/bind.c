@@ -63,7 +63,7 @@ static st_status f32_view(struct st_model *m, st_tensor *t) {
     const st_type_info *ti = st_type_get(t->type);
     int64_t n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     if (!ti || !ti->computable || n % ti->block_size)
-        return st_fail(ST_ERR_UNSUPPORTED, "tensor '%s': type %s cannot be read as f32", t->name, ti && ti->name ? ti->name : "?");
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: type %s is not supported", t->name, ti && ti->name ? ti->name : "unknown");
     float *copy;
     ST_TRY(owned_floats(m, n, t->name, &copy));
     if (!st_dequantize_row(t->type, t->data, copy, n))
@@ -94,8 +94,8 @@ static st_status bind_tensor(struct st_model *m, st_tensor *t, int flags, int64_
     }
     const st_type_info *ti = st_type_get(g->type);
     if (!ti || !ti->computable)
-        return st_fail(ST_ERR_UNSUPPORTED, "%s: tensor '%s' has type %s, which Strata cannot compute with",
-                       st_gguf_path(m->gguf), name, ti && ti->name ? ti->name : "unknown");
+        return st_fail(ST_ERR_UNSUPPORTED, "%s: %s: type %s is not supported", st_gguf_path(m->gguf), name,
+                       ti && ti->name ? ti->name : "unknown");
     t->name = g->name;
     t->type = g->type;
     memcpy(t->ne, g->ne, sizeof t->ne);

@@ -68,6 +68,7 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
      * logits = W_out h for the rows that need logits */
     if (c->logits_all) layers_and_head(&f, last_only, n_out, h, 0, n, dst, ld);
     else layers_and_head(&f, last_only, n_out, h, n_out - 1, 1, dst, ld);
+    if (c->hidden) memcpy(c->hidden, h + (n_out - 1) * d, (size_t)d * sizeof *h);
     s->n_past += n;
     return ST_OK;
 }

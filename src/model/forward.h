@@ -55,6 +55,7 @@ typedef struct st_chunk {
     float *h_out;              /* NULL, or [n][d]: every row's output-normed hidden state (the
                                   MTP head's input, MODELS.md §7) */
     int keep_steps;            /* keep each row's recurrent state (n <= state n_steps) */
+    float *hidden;             /* or NULL: the last row's final hidden state (what the LM head reads), n_embd floats */
 } st_chunk;
 
 /* After a keep_steps chunk of rows starting at position pos0: the state after row k of it, as if

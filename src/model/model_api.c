@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "base/log.h"
+#include "base/mmap.h"
 #include "model/device.h"
 #include "model/model.h"
 #include "quant/repack.h"
@@ -176,22 +177,15 @@ static int copy_weights_auto(const struct st_model *m) {
 /* copy_weights: the whole data section into one anonymous buffer (huge pages where the kernel
  * gives them), every bound pointer moved. Streaming weights from anonymous huge-page memory is
  * about twice as fast per core as from the file mapping on the machines measured
- * (bench/results/2026-11-29-cpu-qwen35moe-small.md). The mapping's pages are then dropped from
- * this process; the page cache keeps them only as long as the kernel likes. */
-/* Copies [src, src+n) to dst in 2 MiB steps, counting progress against `total`. */
-static void copy_range(char *dst, const char *src, size_t n, size_t *done, size_t total, int progress) {
-    size_t align = 2u << 20;
-    for (size_t k = 0; k < n; k += align) {
-        memcpy(dst + k, src + k, n - k < align ? n - k : align);
-        *done += n - k < align ? n - k : align;
-        if (progress && (*done / align) % 64 == 0) st_progress("copying weights", (double)*done, (double)total);
-    }
-}
-
-/* Drops this process's pages of [p, p+n) of the file mapping (the page cache may keep them). */
-static void drop_pages(const char *p, size_t n) {
-    uintptr_t page = 4096, lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+ * (bench/results/2026-11-29-cpu-qwen35moe-small.md). The mapping's pages are dropped from this
+ * process piece by piece as they are copied (st_copy_from_mapping), so the resident peak at load is
+ * the copy plus 2 MiB, not twice the weights; the page cache keeps them only as long as the kernel
+ * likes. */
+typedef struct copy_count { size_t done, total; } copy_count;
+static void copy_progress(void *ctx, size_t copied) {
+    copy_count *c = ctx;
+    c->done += copied;
+    st_progress("copying weights", (double)c->done, (double)c->total);
 }
 
 static st_status copy_weights(struct st_model *m, int progress) {
@@ -203,20 +197,20 @@ static st_status copy_weights(struct st_model *m, int progress) {
         c.hole = m->ple_table.data;
         c.hole_size = (size_t)m->ple_table_bytes;
     }
-    size_t align = 2u << 20, kept = size - c.hole_size, done = 0;
+    size_t align = 2u << 20, kept = size - c.hole_size;
     char *copy = aligned_alloc(align, (kept + align - 1) / align * align + align);
     if (!copy) return st_fail(ST_ERR_NOMEM, "copy_weights: out of memory for %zu bytes of tensor data", kept);
     madvise(copy, (kept + align - 1) / align * align, MADV_HUGEPAGE);
     size_t head = c.hole_size ? (size_t)(c.hole - c.base) : size;
-    copy_range(copy, c.base, head, &done, kept, progress);
-    if (c.hole_size) copy_range(copy + head, c.hole + c.hole_size, size - head - c.hole_size, &done, kept, progress);
+    copy_count count = {0, kept};
+    void (*report)(void *, size_t) = progress ? copy_progress : NULL;
+    st_copy_from_mapping(copy, c.base, head, report, &count);
+    if (c.hole_size) st_copy_from_mapping(copy + head, c.hole + c.hole_size, size - head - c.hole_size, report, &count);
     if (progress) st_progress_end();
     c.copy = copy;
     for (int64_t i = 0; i < st_model_n_tensor_slots(m); i++) rebase_tensor(st_model_tensor_slot(m, i), &c);
     m->weights_copy = copy;
     repack_weights(m, copy, kept);
-    drop_pages(c.base, head);
-    if (c.hole_size) drop_pages(c.hole + c.hole_size, size - head - c.hole_size);
     return ST_OK;
 }
 

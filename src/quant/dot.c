@@ -11,13 +11,16 @@
 
 uint32_t st_dot_act_type(uint32_t type) {
     switch (type) {
+    case ST_TYPE_IQ2_XXS: case ST_TYPE_IQ2_XS: case ST_TYPE_IQ2_S: case ST_TYPE_IQ3_XXS: case ST_TYPE_IQ3_S:
+    case ST_TYPE_IQ1_S: case ST_TYPE_IQ1_M: return ST_TYPE_Q8_K; /* the grid i-quants (dot_iq.h) */
     case ST_TYPE_F32: return ST_TYPE_F32;
     case ST_TYPE_F16: return ST_TYPE_F16;
     case ST_TYPE_BF16: return ST_TYPE_BF16;
-    case ST_TYPE_Q4_0: case ST_TYPE_Q5_0: case ST_TYPE_Q8_0: case ST_TYPE_IQ4_NL: return ST_TYPE_Q8_0;
+    case ST_TYPE_Q4_0: case ST_TYPE_Q5_0: case ST_TYPE_Q8_0: case ST_TYPE_IQ4_NL:
+    case ST_TYPE_Q1_0: case ST_TYPE_Q2_0: case ST_TYPE_MXFP4: case ST_TYPE_NVFP4: return ST_TYPE_Q8_0;
     case ST_TYPE_Q4_1: case ST_TYPE_Q5_1: return ST_TYPE_Q8_1;
     case ST_TYPE_Q2_K: case ST_TYPE_Q3_K: case ST_TYPE_Q4_K: case ST_TYPE_Q5_K: case ST_TYPE_Q6_K:
-    case ST_TYPE_IQ4_XS: case ST_TYPE_Q4_K_R: return ST_TYPE_Q8_K;
+    case ST_TYPE_IQ4_XS: case ST_TYPE_Q4_K_R: case ST_TYPE_TQ1_0: case ST_TYPE_TQ2_0: return ST_TYPE_Q8_K;
     default: return ST_TYPE_COUNT;
     }
 }

@@ -2,9 +2,9 @@
  * product on the CPU.
  *
  * Each weight type is multiplied against the activation in that type's "vec_dot form" (ggml's
- * choice, so results match the peer's): Q8_0 blocks for Q4_0, Q5_0, Q8_0 and IQ4_NL; Q8_1 blocks
- * (which carry the block sum) for Q4_1 and Q5_1; Q8_K blocks for the K-quants and IQ4_XS; f16
- * for F16, bf16 for BF16 and plain f32 for F32.
+ * choice, so results match the peer's): Q8_0 blocks for Q4_0, Q5_0, Q8_0, IQ4_NL, Q1_0, Q2_0,
+ * MXFP4 and NVFP4; Q8_1 blocks (which carry the block sum) for Q4_1 and Q5_1; Q8_K blocks for the
+ * K-quants, IQ4_XS, TQ1_0 and TQ2_0; f16 for F16, bf16 for BF16 and plain f32 for F32.
  *
  * One kernel call takes ONE weight row and up to ST_DOT_MAX_NX activation rows, so a matrix
  * product over a prompt chunk reads each weight block once per group of rows, not once per row:
@@ -14,7 +14,9 @@
  * Variants: a scalar reference (dot_ref.c, integer sums exactly as the block formats define them),
  * AVX2 (dot_avx2.c) and AVX-512 with VNNI (dot_avx512.c). st_dot_kernel() picks the best one for
  * st_cpu() at the moment of the call (st_cpu_limit() in tests forces a lower one). The functions
- * below also take the internal ids of the load-time repacked layouts (repack.h: ST_TYPE_Q4_K_R). */
+ * below also take the internal ids of the load-time repacked layouts (repack.h: ST_TYPE_Q4_K_R).
+ * The grid i-quants (IQ1_S .. IQ3_S) go against Q8_K too; their kernels are in dot_iq*.c
+ * (dot_iq.h), entered in the same tables. */
 #ifndef ST_QUANT_DOT_H
 #define ST_QUANT_DOT_H
 

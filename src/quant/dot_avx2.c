@@ -4,10 +4,13 @@
  * Same plan as dot_avx512.c with 32-byte registers: a weight block is unpacked once into
  * unsigned bytes in element order; each activation row goes through vpmaddubsw (u8 x s8 -> i16
  * pairs) and vpmaddwd against the sub-block scale; offsets and minimums use the Q8_K block sums.
- * Every computable type has a kernel here. */
+ * Every computable type has a kernel here or, for the grid i-quants, in dot_iq_avx2.c. */
 #include "quant/dot.h"
+#include "quant/dot_iq.h"
 
 #include <immintrin.h>
+#include "quant/fp4_simd.h"
+#include "quant/ref.h"
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
@@ -218,40 +221,42 @@ INLINE __m256i fifth_bits(const uint8_t *qh) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-enum { KIND_Q4_1, KIND_Q5_0, KIND_Q5_1, KIND_IQ4_NL };
+enum { KIND_Q4_1, KIND_Q5_0, KIND_Q5_1, KIND_IQ4_NL, KIND_MXFP4 };
 
 INLINE void small_nx(int kind, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
     const size_t bs = kind == KIND_Q4_1 ? sizeof(block_q4_1) : kind == KIND_Q5_0 ? sizeof(block_q5_0)
-                    : kind == KIND_Q5_1 ? sizeof(block_q5_1) : sizeof(block_iq4_nl);
+                    : kind == KIND_Q5_1 ? sizeof(block_q5_1) : kind == KIND_MXFP4 ? sizeof(block_mxfp4)
+                    : sizeof(block_iq4_nl);
     const int q81 = kind == KIND_Q4_1 || kind == KIND_Q5_1;
     const size_t xbs = q81 ? sizeof(block_q8_1) : sizeof(block_q8_0), xoff = q81 ? 4 : 2;
     const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi8(16);
-    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_levels));
+    const __m256i lut = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(kind == KIND_MXFP4 ? st_fp4_levels : iq4nl_levels)));
     __m256 acc[ST_DOT_MAX_NX];
     float extra[ST_DOT_MAX_NX];
     UNROLL for (int j = 0; j < nx; j++) { acc[j] = _mm256_setzero_ps(); extra[j] = 0; }
     for (int64_t b = 0; b < k / 32; b++) {
         const uint8_t *blk = (const uint8_t *)wv + (size_t)b * bs;
         if (b % 2 == 0) prefetch_ahead(blk, 2 * bs);
-        uint16_t dh, mh = 0;
-        memcpy(&dh, blk, 2);
+        uint16_t dh = 0, mh = 0;
+        if (kind != KIND_MXFP4) memcpy(&dh, blk, 2);
         if (q81) memcpy(&mh, blk + 2, 2);
         __m256i u, lev = _mm256_setzero_si256();
         switch (kind) {
         case KIND_Q4_1: u = nibbles_1x16(blk + 4); break;
         case KIND_Q5_0: u = _mm256_or_si256(nibbles_1x16(blk + 6), fifth_bits(blk + 2)); break;
         case KIND_Q5_1: u = _mm256_or_si256(nibbles_1x16(blk + 8), fifth_bits(blk + 4)); break;
-        default:
-            lev = _mm256_shuffle_epi8(lut, nibbles_1x16(blk + 2));
+        default: /* IQ4_NL: d then 16 bytes; MXFP4: e then 16 bytes */
+            lev = _mm256_shuffle_epi8(lut, nibbles_1x16(blk + (kind == KIND_MXFP4 ? 1 : 2)));
             u = _mm256_sign_epi8(lev, lev);
             break;
         }
-        float d = h2f(dh), m = h2f(mh);
+        float d = kind == KIND_MXFP4 ? st_e8m0_to_fp32_half(blk[0]) : h2f(dh), m = h2f(mh);
         UNROLL for (int j = 0; j < nx; j++) {
             const char *xb = (const char *)row(xv, xs, j) + (size_t)b * xbs;
             __m256i a = _mm256_loadu_si256((const __m256i *)(xb + xoff));
             __m256i p;
-            if (kind == KIND_IQ4_NL) p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(a, lev));
+            if (kind == KIND_IQ4_NL || kind == KIND_MXFP4) p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(a, lev));
             else if (kind == KIND_Q5_0) p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(sixteen, a));
             else p = _mm256_maddubs_epi16(u, a);
             uint16_t dx, sx;
@@ -269,6 +274,8 @@ INLINE void q4_1_nx(int64_t k, const void *w, const void *x, size_t xs, const in
 INLINE void q5_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q5_0, k, w, x, xs, nx, out); }
 INLINE void q5_1_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q5_1, k, w, x, xs, nx, out); }
 INLINE void iq4_nl_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_IQ4_NL, k, w, x, xs, nx, out); }
+INLINE void mxfp4_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_MXFP4, k, w, x, xs, nx, out); }
+DOT_BY_NX(mxfp4)
 DOT_BY_NX(q4_1)
 DOT_BY_NX(q5_0)
 DOT_BY_NX(q5_1)
@@ -374,6 +381,192 @@ INLINE void iq4_xs_nx(int64_t k, const void *wv, const void *xv, size_t xs, cons
 }
 DOT_BY_NX(iq4_xs)
 
+/* ---- NVFP4 against Q8_0: a block is two activation blocks; sub-block s (16 elements, bytes
+ * 8s..8s+7: element j in the low nibble, j + 8 in the high one) has its own UE4M3 scale ---- */
+
+INLINE void nvfp4_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_nvfp4 *w = wv;
+    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F);
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)st_fp4_levels));
+    __m256 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < k / 64; b++) {
+        if (b % 2 == 0) prefetch_ahead(&w[b], 2 * sizeof w[b]);
+        /* lanes: bytes 0-7, 16-23 | 8-15, 24-31; per lane, the low and high nibbles of one
+         * qword are the 16 elements of one sub-block in order */
+        __m256i q = _mm256_permute4x64_epi64(_mm256_loadu_si256((const __m256i *)w[b].qs), 0xD8);
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        /* [sub-block 0 | 1] and [2 | 3]: the two activation blocks */
+        __m256i lev[2] = {_mm256_shuffle_epi8(lut, _mm256_unpacklo_epi64(lo, hi)),
+                          _mm256_shuffle_epi8(lut, _mm256_unpackhi_epi64(lo, hi))};
+        __m256i u[2] = {_mm256_sign_epi8(lev[0], lev[0]), _mm256_sign_epi8(lev[1], lev[1])};
+        uint32_t codes;
+        memcpy(&codes, w[b].d, 4);
+        __m128 sw = st_ue4m3x4_half(codes);
+        __m256 sw01 = _mm256_setr_m128(_mm_shuffle_ps(sw, sw, 0x00), _mm_shuffle_ps(sw, sw, 0x55));
+        __m256 sw23 = _mm256_setr_m128(_mm_shuffle_ps(sw, sw, 0xAA), _mm_shuffle_ps(sw, sw, 0xFF));
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + 2 * b;
+            UNROLL for (int g = 0; g < 2; g++) {
+                __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb[g].qs), lev[g]);
+                __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u[g], a), ones);
+                __m256 s = _mm256_mul_ps(g ? sw23 : sw01, _mm256_set1_ps(h2f(xb[g].d)));
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[j]);
+            }
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
+}
+DOT_BY_NX(nvfp4)
+
+/* ---- Q1_0 against Q8_0: 32 signs per activation block move onto the activation bytes ---- */
+
+INLINE void q1_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_q1_0 *w = wv;
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    /* byte j of the 32-bit mask to bytes 8j..8j+7, then one bit of it per byte */
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < k / 128; b++) {
+        if (b % 4 == 0) prefetch_ahead(&w[b], 4 * sizeof w[b]);
+        __m256i sgn[4]; /* +1 where the bit is set, -1 where clear */
+        UNROLL for (int g = 0; g < 4; g++) {
+            __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)load_u32(w[b].qs + 4 * g)), spread);
+            __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), _mm256_setzero_si256());
+            sgn[g] = _mm256_or_si256(clear, ones8);
+        }
+        float d = h2f(w[b].d);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + 4 * b;
+            UNROLL for (int g = 0; g < 4; g++) {
+                __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb[g].qs), sgn[g]);
+                __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones16);
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * h2f(xb[g].d)), acc[j]);
+            }
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
+}
+DOT_BY_NX(q1_0)
+
+/* ---- Q2_0 against Q8_0: element j is bits 2(j%4) of byte j/4; sum (q - 1) a = sum q a - sum a ---- */
+
+INLINE void q2_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_q2_0 *w = wv;
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1), m3 = _mm256_set1_epi8(3);
+    __m256 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < k / 64; b++) {
+        if (b % 4 == 0) prefetch_ahead(&w[b], 4 * sizeof w[b]);
+        /* bytes 0-7 in lane 0, 8-15 in lane 1; the four bit pairs as planes, then interleaved
+         * back to element order: plane s of byte i is element 4i + s */
+        __m256i q = _mm256_permute4x64_epi64(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)w[b].qs)), 0x50);
+        __m256i p0 = _mm256_and_si256(q, m3), p1 = _mm256_and_si256(_mm256_srli_epi16(q, 2), m3);
+        __m256i p2 = _mm256_and_si256(_mm256_srli_epi16(q, 4), m3), p3 = _mm256_and_si256(_mm256_srli_epi16(q, 6), m3);
+        __m256i e01 = _mm256_unpacklo_epi8(p0, p1), e23 = _mm256_unpacklo_epi8(p2, p3);
+        __m256i lo = _mm256_unpacklo_epi16(e01, e23), hi = _mm256_unpackhi_epi16(e01, e23);
+        /* lo: [elements 0-15 | 32-47], hi: [16-31 | 48-63] */
+        __m256i u[2] = {_mm256_permute2x128_si256(lo, hi, 0x20), _mm256_permute2x128_si256(lo, hi, 0x31)};
+        float d = h2f(w[b].d);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + 2 * b;
+            UNROLL for (int g = 0; g < 2; g++) {
+                __m256i a = _mm256_loadu_si256((const __m256i *)xb[g].qs);
+                __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u[g], a), _mm256_maddubs_epi16(ones8, a));
+                p = _mm256_madd_epi16(p, ones16);
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * h2f(xb[g].d)), acc[j]);
+            }
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
+}
+DOT_BY_NX(q2_0)
+
+/* ---- TQ1_0 / TQ2_0 against Q8_K: weights unpack to q in 0..2 in element order (8 ymm), and
+ * sum (q - 1) a = sum q a - sum a, the last from the Q8_K block sums. The i16 sums of vpmaddubsw
+ * stay small (|q a| pairs <= 508, eight of them per lane), so they add up before widening. ---- */
+
+/* trit n of a packed byte is floor(3 t / 256) for t = (q 3^n) mod 256: 0, 1 or 2 by thresholds */
+INLINE __m256i trits(__m256i t) {
+    __m256i ge1 = _mm256_cmpeq_epi8(_mm256_max_epu8(t, _mm256_set1_epi8(86)), t);
+    __m256i ge2 = _mm256_cmpeq_epi8(_mm256_max_epu8(t, _mm256_set1_epi8((char)171)), t);
+    return _mm256_sub_epi8(_mm256_setzero_si256(), _mm256_add_epi8(ge1, ge2));
+}
+INLINE __m256i times3(__m256i t) { return _mm256_add_epi8(t, _mm256_add_epi8(t, t)); }
+
+INLINE void tq1_0_unpack(const block_tq1_0 *w, __m256i u[8]) {
+    /* bytes 0-31: element 32n + m is trit n of byte m */
+    __m256i t = _mm256_loadu_si256((const __m256i *)w->qs);
+    UNROLL for (int n = 0; n < 5; n++) {
+        u[n] = trits(t);
+        t = times3(t);
+    }
+    /* lane 0: bytes 32-47 (element 160 + 16n + m is trit n of byte 32 + m); lane 1: qh[j]
+     * repeated in dword n already multiplied by 3^n (element 240 + 4n + j is its trit n) */
+    __m128i h = _mm_set1_epi32((int)load_u32(w->qh));
+    __m128i h3 = _mm_add_epi8(h, _mm_add_epi8(h, h)), h9 = _mm_add_epi8(h3, _mm_add_epi8(h3, h3));
+    __m128i h27 = _mm_add_epi8(h9, _mm_add_epi8(h9, h9));
+    h = _mm_blend_epi32(_mm_blend_epi32(h, h3, 0x2), _mm_blend_epi32(h9, h27, 0x8), 0xC);
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w->qs + 32))), h, 1);
+    __m256i t0 = trits(v);
+    v = times3(v);
+    __m256i t1 = trits(v);
+    v = times3(v);
+    __m256i t2 = trits(v);
+    v = times3(v);
+    __m256i t3 = trits(v);
+    __m256i t4 = trits(times3(v));
+    u[5] = _mm256_permute2x128_si256(t0, t1, 0x20);   /* elements 160-191 */
+    u[6] = _mm256_permute2x128_si256(t2, t3, 0x20);   /* 192-223 */
+    u[7] = _mm256_permute2x128_si256(t4, t0, 0x30);   /* 224-239 | 240-255 */
+}
+
+INLINE void tq2_0_unpack(const block_tq2_0 *w, __m256i u[8]) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    UNROLL for (int h = 0; h < 2; h++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * h));
+        UNROLL for (int l = 0; l < 4; l++) u[4 * h + l] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * l), m3);
+    }
+}
+
+INLINE void tq_nx(int one, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const size_t bs = one ? sizeof(block_tq1_0) : sizeof(block_tq2_0);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        const uint8_t *blk = (const uint8_t *)wv + (size_t)b * bs;
+        prefetch_ahead(blk, bs);
+        __m256i u[8];
+        uint16_t dh;
+        if (one) {
+            tq1_0_unpack((const block_tq1_0 *)blk, u);
+            dh = ((const block_tq1_0 *)blk)->d;
+        } else {
+            tq2_0_unpack((const block_tq2_0 *)blk, u);
+            dh = ((const block_tq2_0 *)blk)->d;
+        }
+        float d = h2f(dh);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m256i s16 = _mm256_setzero_si256();
+            UNROLL for (int t = 0; t < 8; t++)
+                s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * t))));
+            __m256i bsums = _mm256_loadu_si256((const __m256i *)xb->bsums);
+            __m256i isum = _mm256_madd_epi16(_mm256_sub_epi16(s16, bsums), ones16);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xb->d), acc[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
+}
+INLINE void tq1_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { tq_nx(1, k, w, x, xs, nx, out); }
+INLINE void tq2_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { tq_nx(0, k, w, x, xs, nx, out); }
+DOT_BY_NX(tq1_0)
+DOT_BY_NX(tq2_0)
+
 /* ---- float types: 8 elements per step, the tail one by one ---- */
 
 INLINE __m256 load8_f32(const void *p) { return _mm256_loadu_ps(p); }
@@ -411,19 +604,54 @@ INLINE float one_bf16(const void *p, int64_t i) {
             out[j] = s;                                                                            \
         }                                                                                          \
     }
-FLOAT_KERNEL(f32, 4)
-FLOAT_KERNEL(f16, 2)
 FLOAT_KERNEL(bf16, 2)
+
+/* F32 and F16 in llama.cpp's AVX2 order (ggml_vec_dot_f32 / _f16), so that a product such as the
+ * MoE router's gives its bits: four accumulators of 8 lanes over 32-element steps, added as
+ * (a0 + a2) + (a1 + a3), the halves folded, two horizontal adds; the k % 32 rest one by one. */
+INLINE float ggml_reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+    __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    __m128 t1 = _mm_hadd_ps(t0, t0);
+    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+#define FLOAT_KERNEL_GGML(name, esize)                                                             \
+    INLINE void name##_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) { \
+        const char *w = wv;                                                                        \
+        __m256 acc[ST_DOT_MAX_NX][4];                                                              \
+        UNROLL for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = _mm256_setzero_ps(); \
+        const int64_t np = k & ~(int64_t)31;                                                       \
+        for (int64_t i = 0; i < np; i += 32) {                                                     \
+            if (i % 64 == 0) prefetch_ahead(w + i * esize, 64 * esize);                            \
+            __m256 wc[4];                                                                          \
+            UNROLL for (int c = 0; c < 4; c++) wc[c] = load8_##name(w + (i + 8 * c) * esize);       \
+            UNROLL for (int j = 0; j < nx; j++) {                                                  \
+                const char *x = (const char *)row(xv, xs, j);                                      \
+                UNROLL for (int c = 0; c < 4; c++)                                                 \
+                    acc[j][c] = _mm256_fmadd_ps(wc[c], load8_##name(x + (i + 8 * c) * esize), acc[j][c]); \
+            }                                                                                      \
+        }                                                                                          \
+        UNROLL for (int j = 0; j < nx; j++) {                                                      \
+            float s = ggml_reduce4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);                    \
+            for (int64_t t = np; t < k; t++) s += one_##name(w, t) * one_##name(row(xv, xs, j), t); \
+            out[j] = s;                                                                            \
+        }                                                                                          \
+    }
+FLOAT_KERNEL_GGML(f32, 4)
+FLOAT_KERNEL_GGML(f16, 2)
 DOT_BY_NX(f32)
 DOT_BY_NX(f16)
 DOT_BY_NX(bf16)
 
 const st_dot_fn st_dot_avx2[ST_TYPE_COUNT] = {
+    ST_DOT_IQ_ENTRIES(avx2), /* the grid i-quants: dot_iq*.c */
     [ST_TYPE_F32] = avx2_f32,     [ST_TYPE_F16] = avx2_f16,       [ST_TYPE_BF16] = avx2_bf16,
     [ST_TYPE_Q4_0] = avx2_q4_0,   [ST_TYPE_Q4_1] = avx2_q4_1,     [ST_TYPE_Q5_0] = avx2_q5_0,
     [ST_TYPE_Q5_1] = avx2_q5_1,   [ST_TYPE_Q8_0] = avx2_q8_0,     [ST_TYPE_Q2_K] = avx2_q2_K,
     [ST_TYPE_Q3_K] = avx2_q3_K,   [ST_TYPE_Q4_K] = avx2_q4_K,     [ST_TYPE_Q5_K] = avx2_q5_K,
     [ST_TYPE_Q6_K] = avx2_q6_K,   [ST_TYPE_IQ4_NL] = avx2_iq4_nl, [ST_TYPE_IQ4_XS] = avx2_iq4_xs,
+    [ST_TYPE_Q1_0] = avx2_q1_0,   [ST_TYPE_Q2_0] = avx2_q2_0,     [ST_TYPE_MXFP4] = avx2_mxfp4,
+    [ST_TYPE_NVFP4] = avx2_nvfp4, [ST_TYPE_TQ1_0] = avx2_tq1_0,   [ST_TYPE_TQ2_0] = avx2_tq2_0,
 };
 
 /* ---- activation converters ---- */

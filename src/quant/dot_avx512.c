@@ -11,9 +11,12 @@
  * block sums. The per-row work sits in loops over j < nx with nx a compile-time constant after
  * inlining (see DOT_BY_NX), so a prompt chunk pays the unpacking once per 4 rows. */
 #include "quant/dot.h"
+#include "quant/dot_iq.h"
 
 #include <immintrin.h>
 #include <string.h>
+#include "quant/fp4_simd.h"
+#include "quant/ref.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 8")
@@ -149,9 +152,9 @@ INLINE uint32_t load_u32(const void *p) {
 }
 
 /* Generic body for the 32-element types whose weights unpack to unsigned bytes u with
- * value = d * (u - offset) [+ m]: Q4_0 (offset 8), Q5_0 (16), IQ4_NL (levels + 128, offset 128),
- * Q4_1 / Q5_1 (offset 0, minimum m times Q8_1's s). */
-enum { KIND_Q4_0, KIND_Q5_0, KIND_IQ4_NL, KIND_Q4_1, KIND_Q5_1 };
+ * value = d * (u - offset) [+ m]: Q4_0 (offset 8), Q5_0 (16), IQ4_NL and MXFP4 (levels + 128,
+ * offset 128), Q4_1 / Q5_1 (offset 0, minimum m times Q8_1's s). */
+enum { KIND_Q4_0, KIND_Q5_0, KIND_IQ4_NL, KIND_Q4_1, KIND_Q5_1, KIND_MXFP4 };
 
 INLINE __m512i unpack_small2(int kind, const void *wv, int64_t b) {
     switch (kind) {
@@ -160,6 +163,12 @@ INLINE __m512i unpack_small2(int kind, const void *wv, int64_t b) {
     case KIND_IQ4_NL: {
         const block_iq4_nl *w = wv;
         const __m512i lut = _mm512_broadcast_i32x4(_mm_add_epi8(_mm_loadu_si128((const __m128i *)iq4nl_levels),
+                                                                _mm_set1_epi8((char)0x80)));
+        return _mm512_shuffle_epi8(lut, nibbles_2x16(w[b].qs, w[b + 1].qs));
+    }
+    case KIND_MXFP4: {
+        const block_mxfp4 *w = wv;
+        const __m512i lut = _mm512_broadcast_i32x4(_mm_add_epi8(_mm_loadu_si128((const __m128i *)st_fp4_levels),
                                                                 _mm_set1_epi8((char)0x80)));
         return _mm512_shuffle_epi8(lut, nibbles_2x16(w[b].qs, w[b + 1].qs));
     }
@@ -185,6 +194,12 @@ INLINE __m256i unpack_small1(int kind, const void *wv, int64_t b) {
                                                                      _mm_set1_epi8((char)0x80)));
         return _mm256_shuffle_epi8(lut, nibbles_1x16(w[b].qs));
     }
+    case KIND_MXFP4: {
+        const block_mxfp4 *w = wv;
+        const __m256i lut = _mm256_broadcastsi128_si256(_mm_add_epi8(_mm_loadu_si128((const __m128i *)st_fp4_levels),
+                                                                     _mm_set1_epi8((char)0x80)));
+        return _mm256_shuffle_epi8(lut, nibbles_1x16(w[b].qs));
+    }
     case KIND_Q5_0: {
         const block_q5_0 *w = wv;
         return _mm256_or_si256(nibbles_1x16(w[b].qs), _mm256_maskz_mov_epi8(load_u32(w[b].qh), _mm256_set1_epi8(0x10)));
@@ -201,16 +216,19 @@ INLINE size_t small_block_size(int kind) {
     case KIND_Q4_1: return sizeof(block_q4_1);
     case KIND_IQ4_NL: return sizeof(block_iq4_nl);
     case KIND_Q5_0: return sizeof(block_q5_0);
+    case KIND_MXFP4: return sizeof(block_mxfp4);
     default: return sizeof(block_q5_1);
     }
 }
 INLINE int small_offset(int kind) {
-    return kind == KIND_Q4_0 ? 8 : kind == KIND_Q5_0 ? 16 : kind == KIND_IQ4_NL ? 128 : 0;
+    return kind == KIND_Q4_0 ? 8 : kind == KIND_Q5_0 ? 16 : kind == KIND_IQ4_NL || kind == KIND_MXFP4 ? 128 : 0;
 }
-/* Every block struct starts with d (and Q4_1 / Q5_1 continue with m). */
-INLINE float small_d(const void *wv, size_t bs, int64_t b) {
+/* Every block struct starts with d (and Q4_1 / Q5_1 continue with m), except MXFP4's exponent. */
+INLINE float small_d(int kind, const void *wv, size_t bs, int64_t b) {
+    const char *blk = (const char *)wv + (size_t)b * bs;
+    if (kind == KIND_MXFP4) return st_e8m0_to_fp32_half((uint8_t)blk[0]);
     uint16_t h;
-    memcpy(&h, (const char *)wv + (size_t)b * bs, 2);
+    memcpy(&h, blk, 2);
     return h2f(h);
 }
 INLINE float small_m(const void *wv, size_t bs, int64_t b) {
@@ -234,7 +252,7 @@ INLINE void small_nx(int kind, int64_t k, const void *wv, const void *xv, size_t
     for (; b + 1 < nb; b += 2) {
         prefetch_ahead((const char *)wv + (size_t)b * bs, 2 * bs);
         __m512i u = unpack_small2(kind, wv, b);
-        float d0 = small_d(wv, bs, b), d1 = small_d(wv, bs, b + 1);
+        float d0 = small_d(kind, wv, bs, b), d1 = small_d(kind, wv, bs, b + 1);
         float m0 = q81 ? small_m(wv, bs, b) : 0, m1 = q81 ? small_m(wv, bs, b + 1) : 0;
         UNROLL for (int j = 0; j < nx; j++) {
             const char *x0 = (const char *)row(xv, xs, j) + (size_t)b * xbs, *x1 = x0 + xbs;
@@ -256,7 +274,7 @@ INLINE void small_nx(int kind, int64_t k, const void *wv, const void *xv, size_t
     }
     if (b < nb) {
         __m256i u = unpack_small1(kind, wv, b);
-        float d0 = small_d(wv, bs, b), m0 = q81 ? small_m(wv, bs, b) : 0;
+        float d0 = small_d(kind, wv, bs, b), m0 = q81 ? small_m(wv, bs, b) : 0;
         UNROLL for (int j = 0; j < nx; j++) {
             const char *x0 = (const char *)row(xv, xs, j) + (size_t)b * xbs;
             __m256i a = _mm256_loadu_si256((const __m256i *)(x0 + xoff));
@@ -278,6 +296,8 @@ INLINE void q4_1_nx(int64_t k, const void *w, const void *x, size_t xs, const in
 INLINE void q5_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q5_0, k, w, x, xs, nx, out); }
 INLINE void q5_1_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q5_1, k, w, x, xs, nx, out); }
 INLINE void iq4_nl_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_IQ4_NL, k, w, x, xs, nx, out); }
+INLINE void mxfp4_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_MXFP4, k, w, x, xs, nx, out); }
+DOT_BY_NX(mxfp4)
 DOT_BY_NX(q4_0)
 DOT_BY_NX(q4_1)
 DOT_BY_NX(q5_0)
@@ -404,8 +424,8 @@ DOT_BY_NX(q5_K)
  * high ones; qh's 32 bytes hold bits 4-5 of element l, l+32, l+64, l+96 at bit pairs 0,2,4,6. */
 INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
     const block_q6_K *w = wv;
-    __m512 acc[ST_DOT_MAX_NX];
-    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
+    __m256 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i shr = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
@@ -425,14 +445,18 @@ INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
         float d = h2f(w[b].d);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            /* lane l + 8 holds the elements 32 further on than lane l: their sum is lane l of
+             * llama.cpp's 8-lane sum, whose f32 accumulation (one multiply-add per super-block,
+             * ggml's horizontal sum) is followed exactly, as in its build for AVX-512 too */
             __m512i isum = dot4_scaled(u, sc, xb->qs);
+            __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
             /* the -32 offset: 32 * sum_s scale_s * bsum_s */
             __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), s16);
-            isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * xb->d), acc[j]);
+            i8 = _mm256_sub_epi32(i8, _mm256_slli_epi32(off, 5));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i8), _mm256_set1_ps(d * xb->d), acc[j]);
         }
     }
-    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
+    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum256_ps(acc[j]);
 }
 DOT_BY_NX(q6_K)
 
@@ -565,33 +589,175 @@ INLINE void iq4_xs_nx(int64_t k, const void *wv, const void *xv, size_t xs, cons
 }
 DOT_BY_NX(iq4_xs)
 
-/* ---------------- float types ---------------- */
+/* ---------------- the low-bit and FP4 types against Q8_0: one zmm is two activation blocks ---- */
 
-INLINE void f32_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
-    const float *w = wv;
-    __m512 acc[ST_DOT_MAX_NX][2];
-    UNROLL for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= k; i += 32) {
-        prefetch_ahead(w + i, 128);
-        __m512 w0 = _mm512_loadu_ps(w + i), w1 = _mm512_loadu_ps(w + i + 16);
+/* NVFP4: one block per zmm; sub-block s (bytes 8s..8s+7, element j low nibble, j + 8 high) is
+ * 128-bit lane s. |level| is the unsigned operand, the level's sign moves onto the activation. */
+INLINE void nvfp4_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_nvfp4 *w = wv;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_abs_epi8(_mm_loadu_si128((const __m128i *)st_fp4_levels)));
+    const __m512i lane_of = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    __m512 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < k / 64; b++) {
+        if (b % 2 == 0) prefetch_ahead(&w[b], 2 * sizeof w[b]);
+        __m256i q = _mm256_loadu_si256((const __m256i *)w[b].qs);
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        /* unpacklo: [sub 0 | sub 2], unpackhi: [sub 1 | sub 3] */
+        __m512i n = interleave_lanes(_mm256_unpacklo_epi64(lo, hi), _mm256_unpackhi_epi64(lo, hi));
+        __mmask64 neg = _mm512_cmpge_epu8_mask(n, _mm512_set1_epi8(8));
+        __m512i u = _mm512_shuffle_epi8(lut, n);
+        uint32_t codes;
+        memcpy(&codes, w[b].d, 4);
+        __m128 sw = st_ue4m3x4_half(codes);
         UNROLL for (int j = 0; j < nx; j++) {
-            const float *x = (const float *)row(xv, xs, j) + i;
-            acc[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc[j][0]);
-            acc[j][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc[j][1]);
+            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + 2 * b;
+            __m512i a = load_2x256(xb[0].qs, xb[1].qs);
+            a = _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);
+            __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, a);
+            float d0 = h2f(xb[0].d), d1 = h2f(xb[1].d);
+            __m128 s4 = _mm_mul_ps(sw, _mm_setr_ps(d0, d0, d1, d1));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(lane_of, _mm512_castps128_ps512(s4)), acc[j]);
         }
     }
-    __mmask16 m0 = (__mmask16)((1u << (k - i < 16 ? k - i : 16)) - 1);
-    __mmask16 m1 = (__mmask16)(k - i > 16 ? (1u << (k - i - 16)) - 1 : 0);
-    __m512 w0 = _mm512_maskz_loadu_ps(m0, w + i), w1 = _mm512_maskz_loadu_ps(m1, w + i + 16);
-    UNROLL for (int j = 0; j < nx; j++) {
-        const float *x = (const float *)row(xv, xs, j) + i;
-        acc[j][0] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m0, x), acc[j][0]);
-        acc[j][1] = _mm512_fmadd_ps(w1, _mm512_maskz_loadu_ps(m1, x + 16), acc[j][1]);
-        out[j] = _mm512_reduce_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]));
-    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
 }
-DOT_BY_NX(f32)
+DOT_BY_NX(nvfp4)
+
+/* Q1_0: the sign bits of 64 elements are a byte mask as they stand; a clear bit negates the
+ * activation byte, and the sum is a dot with ones. */
+INLINE void q1_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_q1_0 *w = wv;
+    const __m512i ones8 = _mm512_set1_epi8(1);
+    /* lanes 0-7 take scale 2h, 8-15 scale 2h + 1, of the four converted at once */
+    const __m512i idx01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
+    const __m512i idx23 = _mm512_add_epi32(idx01, _mm512_set1_epi32(2));
+    __m512 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < k / 128; b++) {
+        if (b % 4 == 0) prefetch_ahead(&w[b], 4 * sizeof w[b]);
+        uint64_t bits[2];
+        memcpy(bits, w[b].qs, 16);
+        const __m128 d = _mm_set1_ps(h2f(w[b].d));
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + 4 * b;
+            __m128 dx = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)xb[3].d, (short)xb[2].d, (short)xb[1].d, (short)xb[0].d));
+            __m512 s4 = _mm512_castps128_ps512(_mm_mul_ps(d, dx));
+            UNROLL for (int h = 0; h < 2; h++) {
+                __m512i a = load_2x256(xb[2 * h].qs, xb[2 * h + 1].qs);
+                a = _mm512_mask_sub_epi8(a, (__mmask64)~bits[h], _mm512_setzero_si512(), a);
+                __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, a);
+                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(h ? idx23 : idx01, s4), acc[j]);
+            }
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
+}
+DOT_BY_NX(q1_0)
+
+/* Q2_0: element j is bits 2(j%4) of byte j/4. Each byte is repeated 4 times, then 16-bit shifts
+ * bring the wanted pair down: by 0 / 4 for the even bytes of a word, 2 / 6 for the odd ones. */
+INLINE __m512i q2_0_unpack(const uint8_t *qs) {
+    const __m512i rep = _mm512_set_epi32(0x0f0f0f0f, 0x0e0e0e0e, 0x0d0d0d0d, 0x0c0c0c0c,
+                                         0x0b0b0b0b, 0x0a0a0a0a, 0x09090909, 0x08080808,
+                                         0x07070707, 0x06060606, 0x05050505, 0x04040404,
+                                         0x03030303, 0x02020202, 0x01010101, 0x00000000);
+    __m512i r = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)qs)), rep);
+    __m512i even = _mm512_srlv_epi16(r, _mm512_set1_epi32(0x00040000));
+    __m512i odd = _mm512_srlv_epi16(r, _mm512_set1_epi32(0x00060002));
+    return _mm512_and_si512(_mm512_mask_blend_epi8(0xAAAAAAAAAAAAAAAAull, even, odd), _mm512_set1_epi8(3));
+}
+
+INLINE void q2_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const block_q2_0 *w = wv;
+    const __m512i ones8 = _mm512_set1_epi8(1);
+    __m512 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < k / 64; b++) {
+        if (b % 4 == 0) prefetch_ahead(&w[b], 4 * sizeof w[b]);
+        __m512i u = q2_0_unpack(w[b].qs);
+        float d = h2f(w[b].d);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + 2 * b;
+            __m512i a = load_2x256(xb[0].qs, xb[1].qs);
+            /* (q - 1) . a = q . a - 1 . a */
+            __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, a),
+                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, a));
+            __m512 s = halves_ps(d * h2f(xb[0].d), d * h2f(xb[1].d));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), s, acc[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
+}
+DOT_BY_NX(q2_0)
+
+/* ---------------- the ternary types against Q8_K: q in 0..2 in element order (4 zmm), and
+ * sum (q - 1) a = sum q a - sum a, the last from the block sums ---------------- */
+
+/* trit n of a packed byte: floor(3 t / 256) for t = (q 3^n) mod 256, by thresholds */
+INLINE __m512i trits512(__m512i t) {
+    const __m512i one = _mm512_set1_epi8(1);
+    __m512i u = _mm512_maskz_mov_epi8(_mm512_cmpge_epu8_mask(t, _mm512_set1_epi8(86)), one);
+    return _mm512_mask_add_epi8(u, _mm512_cmpge_epu8_mask(t, _mm512_set1_epi8((char)171)), u, one);
+}
+INLINE __m256i times3_256(__m256i t) { return _mm256_add_epi8(t, _mm256_add_epi8(t, t)); }
+INLINE __m128i times3_128(__m128i t) { return _mm_add_epi8(t, _mm_add_epi8(t, t)); }
+
+INLINE void tq1_0_unpack(const block_tq1_0 *w, __m512i u[4]) {
+    /* element 32n + m: trit n of byte m (n < 5); 160 + 16n + m: of byte 32 + m; 240 + 4n + j:
+     * trit n of qh[j], whose dword n is multiplied by 3^n up front */
+    __m256i q0 = _mm256_loadu_si256((const __m256i *)w->qs), q3 = times3_256(q0), q9 = times3_256(q3);
+    __m256i q27 = times3_256(q9), q81 = times3_256(q27);
+    __m128i r1 = _mm_loadu_si128((const __m128i *)(w->qs + 32)), r3 = times3_128(r1), r9 = times3_128(r3);
+    __m128i r27 = times3_128(r9), r81 = times3_128(r27);
+    __m128i h = _mm_set1_epi32((int)load_u32(w->qh));
+    __m128i h3 = times3_128(h), h9 = times3_128(h3), h27 = times3_128(h9);
+    h = _mm_blend_epi32(_mm_blend_epi32(h, h3, 0x2), _mm_blend_epi32(h9, h27, 0x8), 0xC);
+    __m512i z2 = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi256_si512(q81), r1, 2), r3, 3);
+    __m512i z3 = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(r9), r27, 1), r81, 2), h, 3);
+    u[0] = trits512(_mm512_inserti64x4(_mm512_castsi256_si512(q0), q3, 1));
+    u[1] = trits512(_mm512_inserti64x4(_mm512_castsi256_si512(q9), q27, 1));
+    u[2] = trits512(z2);
+    u[3] = trits512(z3);
+}
+
+INLINE void tq_nx(int one, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const size_t bs = one ? sizeof(block_tq1_0) : sizeof(block_tq2_0);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m512 acc[ST_DOT_MAX_NX];
+    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        const uint8_t *blk = (const uint8_t *)wv + (size_t)b * bs;
+        prefetch_ahead(blk, bs);
+        __m512i u[4];
+        uint16_t dh;
+        if (one) {
+            tq1_0_unpack((const block_tq1_0 *)blk, u);
+            dh = ((const block_tq1_0 *)blk)->d;
+        } else { /* TQ2_0 packs its 2-bit planes as Q2_K does */
+            q2_bits(blk, &u[0], &u[1]);
+            q2_bits(blk + 32, &u[2], &u[3]);
+            dh = ((const block_tq2_0 *)blk)->d;
+        }
+        float d = h2f(dh);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m512i isum = _mm512_setzero_si512();
+            UNROLL for (int t = 0; t < 4; t++) isum = _mm512_dpbusd_epi32(isum, u[t], _mm512_loadu_si512(xb->qs + 64 * t));
+            __m256i sum_a = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), ones16);
+            isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(sum_a));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d * xb->d), acc[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
+}
+INLINE void tq1_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { tq_nx(1, k, w, x, xs, nx, out); }
+INLINE void tq2_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { tq_nx(0, k, w, x, xs, nx, out); }
+DOT_BY_NX(tq1_0)
+DOT_BY_NX(tq2_0)
+
+/* ---------------- float types ---------------- */
 
 /* m = 0xFFFF is a constant in the main loops and compiles to a plain load */
 INLINE __m256i load_16x16(const uint16_t *p, __mmask16 m) {
@@ -630,17 +796,54 @@ INLINE __m512 load_bf16(const uint16_t *p, __mmask16 m) {
             out[j] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]),       \
                                                         _mm512_add_ps(acc[j][2], acc[j][3])));     \
     }
-HALF_KERNEL(f16, load_f16)
 HALF_KERNEL(bf16, load_bf16)
-DOT_BY_NX(f16)
 DOT_BY_NX(bf16)
 
+/* F32 and F16 in llama.cpp's AVX-512 order (ggml_vec_dot_f32 / _f16), so that a product such as
+ * the MoE router's gives its bits: four accumulators of 16 lanes over 64-element steps, added as
+ * (a0 + a2) + (a1 + a3), then _mm512_reduce_add_ps; the k % 64 rest one by one (in double for
+ * F16, as ggml's). */
+INLINE __m512 load_f32(const float *p) { return _mm512_loadu_ps(p); }
+INLINE __m512 load_f16_full(const uint16_t *p) { return load_f16(p, 0xFFFF); }
+INLINE float one_f32(const float *p, int64_t i) { return p[i]; }
+INLINE float one_f16(const uint16_t *p, int64_t i) { return h2f(p[i]); }
+#define FLOAT_KERNEL_GGML(name, etype, load, tail_t)                                               \
+    INLINE void name##_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) { \
+        const etype *w = wv;                                                                       \
+        __m512 acc[ST_DOT_MAX_NX][4];                                                              \
+        UNROLL for (int j = 0; j < nx; j++) UNROLL for (int a = 0; a < 4; a++) acc[j][a] = _mm512_setzero_ps(); \
+        const int64_t np = k & ~(int64_t)63;                                                       \
+        for (int64_t i = 0; i < np; i += 64) {                                                     \
+            prefetch_ahead(w + i, 64 * sizeof(etype));                                             \
+            __m512 wv4[4];                                                                         \
+            UNROLL for (int a = 0; a < 4; a++) wv4[a] = load(w + i + 16 * a);                      \
+            UNROLL for (int j = 0; j < nx; j++) {                                                  \
+                const etype *x = (const etype *)row(xv, xs, j) + i;                                \
+                UNROLL for (int a = 0; a < 4; a++) acc[j][a] = _mm512_fmadd_ps(wv4[a], load(x + 16 * a), acc[j][a]); \
+            }                                                                                      \
+        }                                                                                          \
+        UNROLL for (int j = 0; j < nx; j++) {                                                      \
+            tail_t s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][2]),     \
+                                                          _mm512_add_ps(acc[j][1], acc[j][3])));   \
+            const etype *x = (const etype *)row(xv, xs, j);                                        \
+            for (int64_t t = np; t < k; t++) s += (tail_t)(one_##name(w, t) * one_##name(x, t));   \
+            out[j] = (float)s;                                                                     \
+        }                                                                                          \
+    }
+FLOAT_KERNEL_GGML(f32, float, load_f32, float)
+FLOAT_KERNEL_GGML(f16, uint16_t, load_f16_full, double)
+DOT_BY_NX(f32)
+DOT_BY_NX(f16)
+
 const st_dot_fn st_dot_avx512[ST_TYPE_COUNT] = {
+    ST_DOT_IQ_ENTRIES(avx512), /* the grid i-quants: dot_iq*.c */
     [ST_TYPE_F32] = avx512_f32,      [ST_TYPE_F16] = avx512_f16,       [ST_TYPE_BF16] = avx512_bf16,
     [ST_TYPE_Q4_0] = avx512_q4_0,    [ST_TYPE_Q4_1] = avx512_q4_1,     [ST_TYPE_Q5_0] = avx512_q5_0,
     [ST_TYPE_Q5_1] = avx512_q5_1,    [ST_TYPE_Q8_0] = avx512_q8_0,     [ST_TYPE_Q2_K] = avx512_q2_K,
     [ST_TYPE_Q3_K] = avx512_q3_K,    [ST_TYPE_Q4_K] = avx512_q4_K,     [ST_TYPE_Q5_K] = avx512_q5_K,
     [ST_TYPE_Q6_K] = avx512_q6_K,    [ST_TYPE_IQ4_NL] = avx512_iq4_nl, [ST_TYPE_IQ4_XS] = avx512_iq4_xs,
+    [ST_TYPE_Q1_0] = avx512_q1_0,    [ST_TYPE_Q2_0] = avx512_q2_0,     [ST_TYPE_MXFP4] = avx512_mxfp4,
+    [ST_TYPE_NVFP4] = avx512_nvfp4,  [ST_TYPE_TQ1_0] = avx512_tq1_0,   [ST_TYPE_TQ2_0] = avx512_tq2_0,
 };
 
 /* ---------------- activation quantizers ---------------- */

@@ -3,10 +3,12 @@
  * format defines the values, then scales in f32, the same order ggml's reference uses; every SIMD
  * variant is tested against these. Plain C only: no intrinsics, no tricks. */
 #include "quant/dot.h"
+#include "quant/dot_iq.h"
 
 #include <math.h>
 #include <string.h>
 #include "quant/quant.h"
+#include "quant/ref.h"
 
 /* The 16 non-linear levels of IQ4_NL / IQ4_XS (a fact of the format). */
 static const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -98,6 +100,66 @@ static float dot_iq4_nl_row(int64_t k, const block_iq4_nl *w, const block_q8_0 *
             isum += iq4nl_levels[w[b].qs[j] >> 4] * x[b].qs[j + 16];
         }
         sum += h2f(w[b].d) * h2f(x[b].d) * (float)isum;
+    }
+    return sum;
+}
+
+/* ---- the low-bit and FP4 types against Q8_0: one weight block spans 4 (Q1_0), 2 (Q2_0,
+ * NVFP4) or 1 (MXFP4) activation blocks. Sums in ggml's order: per activation block an integer
+ * sum, scaled by the activation's d, then by the weight's. ---- */
+
+static float dot_q1_0_row(int64_t k, const block_q1_0 *w, const block_q8_0 *x) {
+    float sum = 0;
+    for (int64_t b = 0; b < k / 128; b++) {
+        float s = 0;
+        for (int g = 0; g < 4; g++) {
+            const block_q8_0 *xb = &x[4 * b + g];
+            int isum = 0;
+            for (int j = 0; j < 32; j++) isum += (w[b].qs[4 * g + j / 8] >> (j % 8)) & 1 ? xb->qs[j] : -xb->qs[j];
+            s += h2f(xb->d) * (float)isum;
+        }
+        sum += h2f(w[b].d) * s;
+    }
+    return sum;
+}
+
+static float dot_q2_0_row(int64_t k, const block_q2_0 *w, const block_q8_0 *x) {
+    float sum = 0;
+    for (int64_t b = 0; b < k / 64; b++) {
+        float s = 0;
+        for (int g = 0; g < 2; g++) {
+            const block_q8_0 *xb = &x[2 * b + g];
+            int isum = 0;
+            for (int j = 0; j < 32; j++) isum += (((w[b].qs[8 * g + j / 4] >> (2 * (j % 4))) & 3) - 1) * xb->qs[j];
+            s += h2f(xb->d) * (float)isum;
+        }
+        sum += h2f(w[b].d) * s;
+    }
+    return sum;
+}
+
+static float dot_mxfp4_row(int64_t k, const block_mxfp4 *w, const block_q8_0 *x) {
+    float sum = 0;
+    for (int64_t b = 0; b < k / 32; b++) {
+        int isum = 0;
+        for (int j = 0; j < 16; j++)
+            isum += st_fp4_levels[w[b].qs[j] & 0xF] * x[b].qs[j] + st_fp4_levels[w[b].qs[j] >> 4] * x[b].qs[j + 16];
+        sum += h2f(x[b].d) * st_e8m0_to_fp32_half(w[b].e) * (float)isum;
+    }
+    return sum;
+}
+
+static float dot_nvfp4_row(int64_t k, const block_nvfp4 *w, const block_q8_0 *x) {
+    float sum = 0;
+    for (int64_t b = 0; b < k / 64; b++) {
+        for (int s = 0; s < 4; s++) { /* sub-block s: elements 16(s%2).. of activation block 2b + s/2 */
+            const block_q8_0 *xb = &x[2 * b + s / 2];
+            const int8_t *a = xb->qs + 16 * (s % 2);
+            const uint8_t *q = w[b].qs + 8 * s;
+            int isum = 0;
+            for (int j = 0; j < 8; j++) isum += st_fp4_levels[q[j] & 0xF] * a[j] + st_fp4_levels[q[j] >> 4] * a[j + 8];
+            sum += h2f(xb->d) * st_ue4m3_to_fp32_half(w[b].d[s]) * (float)isum;
+        }
     }
     return sum;
 }
@@ -251,6 +313,37 @@ static float dot_iq4_xs_row(int64_t k, const block_iq4_xs *w, const block_q8_K *
     return sum;
 }
 
+/* ---- the ternary types against Q8_K: sum (q - 1) a over the block, q in 0..2 ---- */
+
+static float dot_tq2_0_row(int64_t k, const block_tq2_0 *w, const block_q8_K *x) {
+    float sum = 0;
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        int isum = 0;
+        for (int i = 0; i < QK_K; i++) {
+            int h = i / 128, l = (i % 128) / 32, m = i % 32;
+            isum += (((w[b].qs[32 * h + m] >> (2 * l)) & 3) - 1) * x[b].qs[i];
+        }
+        sum += (float)isum * (h2f(w[b].d) * x[b].d);
+    }
+    return sum;
+}
+
+static float dot_tq1_0_row(int64_t k, const block_tq1_0 *w, const block_q8_K *x) {
+    static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    float sum = 0;
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        int isum = 0;
+        for (int i = 0; i < QK_K; i++) { /* byte and trit of element i: see ref_lowbit.c */
+            int byte = i < 160 ? i % 32 : i < 240 ? 32 + (i - 160) % 16 : 48 + (i - 240) % 4;
+            int n = i < 160 ? i / 32 : i < 240 ? (i - 160) / 16 : (i - 240) / 4;
+            uint8_t q = byte < 48 ? w[b].qs[byte] : w[b].qh[byte - 48];
+            isum += ((((uint8_t)(q * pow3[n])) * 3 >> 8) - 1) * x[b].qs[i];
+        }
+        sum += (float)isum * (h2f(w[b].d) * x[b].d);
+    }
+    return sum;
+}
+
 /* ---- float types ---- */
 
 static float dot_f32_row(int64_t k, const float *w, const float *x) {
@@ -294,13 +387,22 @@ REF_KERNEL(q5_K, block_q5_K, block_q8_K)
 REF_KERNEL(q6_K, block_q6_K, block_q8_K)
 REF_KERNEL(iq4_nl, block_iq4_nl, block_q8_0)
 REF_KERNEL(iq4_xs, block_iq4_xs, block_q8_K)
+REF_KERNEL(q1_0, block_q1_0, block_q8_0)
+REF_KERNEL(q2_0, block_q2_0, block_q8_0)
+REF_KERNEL(mxfp4, block_mxfp4, block_q8_0)
+REF_KERNEL(nvfp4, block_nvfp4, block_q8_0)
+REF_KERNEL(tq1_0, block_tq1_0, block_q8_K)
+REF_KERNEL(tq2_0, block_tq2_0, block_q8_K)
 
 const st_dot_fn st_dot_ref[ST_TYPE_COUNT] = {
+    ST_DOT_IQ_ENTRIES(ref), /* the grid i-quants: dot_iq*.c */
     [ST_TYPE_F32] = ref_f32,      [ST_TYPE_F16] = ref_f16,       [ST_TYPE_BF16] = ref_bf16,
     [ST_TYPE_Q4_0] = ref_q4_0,    [ST_TYPE_Q4_1] = ref_q4_1,     [ST_TYPE_Q5_0] = ref_q5_0,
     [ST_TYPE_Q5_1] = ref_q5_1,    [ST_TYPE_Q8_0] = ref_q8_0,     [ST_TYPE_Q2_K] = ref_q2_K,
     [ST_TYPE_Q3_K] = ref_q3_K,    [ST_TYPE_Q4_K] = ref_q4_K,     [ST_TYPE_Q5_K] = ref_q5_K,
     [ST_TYPE_Q6_K] = ref_q6_K,    [ST_TYPE_IQ4_NL] = ref_iq4_nl, [ST_TYPE_IQ4_XS] = ref_iq4_xs,
+    [ST_TYPE_Q1_0] = ref_q1_0,    [ST_TYPE_Q2_0] = ref_q2_0,     [ST_TYPE_MXFP4] = ref_mxfp4,
+    [ST_TYPE_NVFP4] = ref_nvfp4,  [ST_TYPE_TQ1_0] = ref_tq1_0,   [ST_TYPE_TQ2_0] = ref_tq2_0,
 };
 
 void st_act_f32_ref(const float *x, void *y, int64_t k) { memcpy(y, x, (size_t)k * sizeof(float)); }

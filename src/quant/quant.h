@@ -24,7 +24,9 @@ static inline float st_fp16_to_fp32_inline(uint16_t h) { return st_fp16_lut[h]; 
 float st_fp16_widen(uint16_t h);
 
 /* n must be a multiple of the type's block size. Types that are not computable are a no-op
- * returning 0; computable ones return 1. Quantizer input must be finite and its block scales
+ * returning 0; computable ones return 1, except that st_quantize_row has no quantizer for the
+ * grid i-quants (iq1_s .. iq3_s: their files come from llama-quantize; quant/random_iq.h
+ * draws synthetic ones) and returns 0 for them. Quantizer input must be finite and its block scales
  * must fit a half (a block's largest |x| below 65504 times the type's largest level, e.g.
  * 5e5 for q4_0); ggml's quantizers assume the same and nothing here checks. Byte-exact with ggml's from_float_ref for every
  * type, except an all-zero iq4_nl block, whose levels ggml leaves unset (we store zeros; both

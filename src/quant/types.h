@@ -52,9 +52,24 @@ typedef struct { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[1
 typedef struct { uint16_t d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; } block_q4_K; /* 144 */
 typedef struct { uint16_t d, dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2]; } block_q5_K; /* 176 */
 typedef struct { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; uint16_t d; } block_q6_K; /* 210 */
+/* The grid i-quants (quant/iq_grids.h has the grids; ref_iq.c says what each field means). */
+typedef struct { uint16_t d; uint16_t qs[QK_K / 8]; } block_iq2_xxs;                                  /* 66 */
+typedef struct { uint16_t d; uint16_t qs[QK_K / 8]; uint8_t scales[QK_K / 32]; } block_iq2_xs;        /* 74 */
+typedef struct { uint16_t d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t scales[QK_K / 32]; } block_iq2_s; /* 82 */
+typedef struct { uint16_t d; uint8_t qs[3 * QK_K / 8]; } block_iq3_xxs;                                /* 98 */
+typedef struct { uint16_t d; uint8_t qs[QK_K / 4]; uint8_t qh[QK_K / 32]; uint8_t signs[QK_K / 8]; uint8_t scales[QK_K / 64]; } block_iq3_s; /* 110 */
+typedef struct { uint16_t d; uint8_t qs[QK_K / 8]; uint16_t qh[QK_K / 32]; } block_iq1_s;              /* 50 */
+typedef struct { uint8_t qs[QK_K / 8]; uint8_t qh[QK_K / 16]; uint8_t scales[QK_K / 32]; } block_iq1_m; /* 56: no d field */
 typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_K; /* 292: activations only */
 typedef struct { uint16_t d; uint8_t qs[16]; } block_iq4_nl;                     /* 18 */
 typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; } block_iq4_xs; /* 136 */
+/* The low-bit and FP4 types (ref_lowbit.c, ref_fp4.c say how their bits map to values). */
+typedef struct { uint16_t d; uint8_t qs[16]; } block_q1_0;                       /* 18: 128 signs */
+typedef struct { uint16_t d; uint8_t qs[16]; } block_q2_0;                       /* 18: 64 x 2 bits */
+typedef struct { uint8_t qs[48]; uint8_t qh[4]; uint16_t d; } block_tq1_0;      /* 54: 256 trits */
+typedef struct { uint8_t qs[QK_K / 4]; uint16_t d; } block_tq2_0;               /* 66: 256 x 2 bits */
+typedef struct { uint8_t e; uint8_t qs[16]; } block_mxfp4;                       /* 17: E8M0 + 32 E2M1 */
+typedef struct { uint8_t d[4]; uint8_t qs[32]; } block_nvfp4;                    /* 36: 4 UE4M3 + 64 E2M1 */
 
 _Static_assert(sizeof(block_q4_0) == 18, "q4_0");
 _Static_assert(sizeof(block_q4_1) == 20, "q4_1");
@@ -67,8 +82,21 @@ _Static_assert(sizeof(block_q3_K) == 110, "q3_K");
 _Static_assert(sizeof(block_q4_K) == 144, "q4_K");
 _Static_assert(sizeof(block_q5_K) == 176, "q5_K");
 _Static_assert(sizeof(block_q6_K) == 210, "q6_K");
+_Static_assert(sizeof(block_iq2_xxs) == 66, "iq2_xxs");
+_Static_assert(sizeof(block_iq2_xs) == 74, "iq2_xs");
+_Static_assert(sizeof(block_iq2_s) == 82, "iq2_s");
+_Static_assert(sizeof(block_iq3_xxs) == 98, "iq3_xxs");
+_Static_assert(sizeof(block_iq3_s) == 110, "iq3_s");
+_Static_assert(sizeof(block_iq1_s) == 50, "iq1_s");
+_Static_assert(sizeof(block_iq1_m) == 56, "iq1_m");
 _Static_assert(sizeof(block_q8_K) == 292, "q8_K");
 _Static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl");
 _Static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs");
+_Static_assert(sizeof(block_q1_0) == 18, "q1_0");
+_Static_assert(sizeof(block_q2_0) == 18, "q2_0");
+_Static_assert(sizeof(block_tq1_0) == 54, "tq1_0");
+_Static_assert(sizeof(block_tq2_0) == 66, "tq2_0");
+_Static_assert(sizeof(block_mxfp4) == 17, "mxfp4");
+_Static_assert(sizeof(block_nvfp4) == 36, "nvfp4");
 
 #endif

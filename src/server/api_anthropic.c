@@ -118,7 +118,7 @@ static void stream_end(sv_job *j, st_status s, const char *error, sv_finish f, c
     if (f == SV_FINISH_CANCELLED) return;
     if (s != ST_OK) {
         sv_error e;
-        sv_error_set(&e, 500, "api_error", NULL, NULL, "%s", error);
+        sv_error_set(&e, j->fail_status, "api_error", NULL, NULL, "%s", error);
         char *body = sv_error_anthropic(&e);
         sv_job_printf(j, "event: error\ndata: %s\n\n", body);
         free(body);
@@ -168,9 +168,9 @@ static void whole_end(sv_job *j, st_status s, const char *error, sv_finish f, co
     char *body;
     if (s != ST_OK) {
         sv_error e;
-        sv_error_set(&e, 500, "api_error", NULL, NULL, "%s", error);
+        sv_error_set(&e, j->fail_status, "api_error", NULL, NULL, "%s", error);
         body = sv_error_anthropic(&e);
-        j->http_status = 500;
+        j->http_status = j->fail_status;
     } else {
         json_t *r = json_pack("{s:s,s:s,s:s,s:O,s:s,s:s,s:o,s:o}", "id", a->id, "type", "message", "role", "assistant",
                               "content", a->content, "model", a->model, "stop_reason", stop_reason(a, j, f),
@@ -183,8 +183,8 @@ static void whole_end(sv_job *j, st_status s, const char *error, sv_finish f, co
     free(body);
 }
 
-static const sv_job_format an_stream = {stream_begin, stream_event, stream_end, an_free};
-static const sv_job_format an_whole = {whole_begin, whole_event, whole_end, an_free};
+static const sv_job_format an_stream = {stream_begin, stream_event, stream_end, an_free, NULL};
+static const sv_job_format an_whole = {whole_begin, whole_event, whole_end, an_free, NULL};
 
 /* --- request parsing -------------------------------------------------------------------------- */
 
@@ -305,10 +305,10 @@ static int parse_turn(json_t *m, size_t i, msgs *ms, sv_error *e) {
     return 0;
 }
 
-static int parse_tools(json_t *req, sv_chat *chat, msgs *ms, sv_error *e) {
+static int parse_tools(json_t *req, sv_chat *chat, msgs *ms, int *parallel, sv_error *e) {
     json_t *tools = json_object_get(req, "tools");
-    if (!tools || json_is_null(tools)) return 0;
-    if (!json_is_array(tools)) return sv_error_set(e, 400, "invalid_request_error", NULL, "tools", "tools: must be an array");
+    if (tools && json_is_null(tools)) tools = NULL;
+    if (tools && !json_is_array(tools)) return sv_error_set(e, 400, "invalid_request_error", NULL, "tools", "tools: must be an array");
     json_t *fns = json_array();
     size_t i;
     json_t *t;
@@ -332,22 +332,33 @@ static int parse_tools(json_t *req, sv_chat *chat, msgs *ms, sv_error *e) {
     if (!tc || json_is_null(tc)) return 0;
     const char *type = json_string_value(json_object_get(tc, "type"));
     if (!type) return sv_error_set(e, 400, "invalid_request_error", NULL, "tool_choice", "tool_choice.type: Field required");
+    json_t *dp = json_object_get(tc, "disable_parallel_tool_use");
+    if (dp && !json_is_boolean(dp))
+        return sv_error_set(e, 400, "invalid_request_error", NULL, "tool_choice.disable_parallel_tool_use",
+                            "tool_choice.disable_parallel_tool_use: must be a boolean");
+    *parallel = !json_is_true(dp);
     if (!strcmp(type, "auto")) chat->tool_choice = SV_TOOLS_AUTO;
     else if (!strcmp(type, "none")) chat->tool_choice = SV_TOOLS_NONE;
     else if (!strcmp(type, "any")) chat->tool_choice = SV_TOOLS_REQUIRED;
     else if (!strcmp(type, "tool") && json_string_value(json_object_get(tc, "name"))) {
         chat->tool_choice = SV_TOOLS_NAMED;
         chat->tool_name = json_string_value(json_object_get(tc, "name"));
+        int found = 0;
+        json_array_foreach(tools, i, t) found |= !strcmp(json_string_value(json_object_get(t, "name")), chat->tool_name);
+        if (!found && chat->tools_json)
+            return sv_error_set(e, 400, "invalid_request_error", NULL, "tool_choice.name",
+                                "tool_choice.name: '%s' is not one of the tools", chat->tool_name);
     } else {
         return sv_error_set(e, 400, "invalid_request_error", NULL, "tool_choice.type", "tool_choice.type: must be auto, any, tool or none");
     }
     if (!chat->tools_json && chat->tool_choice >= SV_TOOLS_REQUIRED)
-        return sv_error_set(e, 400, "invalid_request_error", NULL, "tool_choice", "tool_choice: needs tools");
+        return sv_error_set(e, 400, "invalid_request_error", NULL, "tool_choice",
+                            "tool_choice: type '%s' needs a non-empty tools", type);
     return 0;
 }
 
 /* Everything but sampling: system, messages, tools, thinking. */
-static int parse_chat(json_t *req, sv_chat *chat, msgs *ms, sv_error *e) {
+static int parse_chat(json_t *req, sv_chat *chat, msgs *ms, int *parallel, sv_error *e) {
     json_t *sys = json_object_get(req, "system");
     if (sys && !json_is_null(sys)) {
         const char *text;
@@ -375,29 +386,20 @@ static int parse_chat(json_t *req, sv_chat *chat, msgs *ms, sv_error *e) {
             return sv_error_set(e, 400, "invalid_request_error", NULL, "thinking", "thinking.type: Field required");
         chat->enable_thinking = !strcmp(type, "enabled") || !strcmp(type, "adaptive");
     }
-    if (parse_tools(req, chat, ms, e)) return -1;
+    if (parse_tools(req, chat, ms, parallel, e)) return -1;
     chat->messages = ms->m;
     chat->n_messages = ms->n;
     return 0;
 }
 
 /* Anthropic's field errors read "field: message"; sv_get_* name the field in quotes. */
-static int parse_sampling(json_t *req, sv_job *j, long long *max_tokens, sv_error *e) {
-    sv_sampling *sp = &j->gen.sampling;
+static int parse_sampling(sv_server *s, json_t *req, sv_job *j, long long *max_tokens, sv_error *e) {
     double x;
-    long long k;
-    int r;
-    sp->temperature = 1.0f;
-    sp->top_p = 1.0f;
     json_t *mt = json_object_get(req, "max_tokens");
     if (!mt) return sv_error_set(e, 400, "invalid_request_error", NULL, "max_tokens", "max_tokens: Field required");
     if (sv_get_int(req, "max_tokens", 1, 1 << 30, max_tokens, e) < 0) return -1;
-    if ((r = sv_get_number(req, "temperature", 0, 1, &x, e)) < 0) return -1;
-    if (r) sp->temperature = (float)x;
-    if ((r = sv_get_number(req, "top_p", 0, 1, &x, e)) < 0) return -1;
-    if (r) sp->top_p = (float)x;
-    if ((r = sv_get_int(req, "top_k", 0, 1 << 20, &k, e)) < 0) return -1;
-    if (r) sp->top_k = (int)k;
+    if (sv_get_number(req, "temperature", 0, 1, &x, e) < 0) return -1; /* Anthropic's range */
+    if (sv_parse_sampling(s, req, j, e)) return -1;
     if (sv_get_stops(req, "stop_sequences", j, e) < 0) return -1;
     if (sv_get_spec(req, j, e) < 0) return -1;
     if (sv_get_bool(req, "stream", &j->stream, e) < 0) return -1;
@@ -417,28 +419,23 @@ void sv_api_messages(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e)
     j->api = a;
     j->fmt = &an_whole;
     snprintf(j->endpoint, sizeof j->endpoint, "messages");
-    int bad = parse_sampling(req, j, &max_tokens, e) || parse_chat(req, &chat, &ms, e);
+    int parallel = 1;
+    int bad = parse_sampling(s, req, j, &max_tokens, e) || parse_chat(req, &chat, &ms, &parallel, e);
+    if (!bad) bad = sv_force_tool_call(j, &chat, parallel, e);
     if (!bad) bad = sv_prepare_chat(s, j, &chat, max_tokens, e, "messages");
     msgs_free(&ms);
     if (bad) { sv_job_release(j); return; }
     j->reply_flags = SV_REPLY_REASONING | (chat.tools_json && chat.tool_choice != SV_TOOLS_NONE ? SV_REPLY_TOOLS : 0);
     if (j->stream) j->fmt = &an_stream;
-    if (sv_queue_push(s, j)) {
-        atomic_fetch_add(&s->m.rejected_queue_full, 1);
-        sv_error_set(e, 429, "rate_limit_error", NULL, NULL, "the request queue is full (%d waiting); retry later", s->cfg.queue_max);
-        sv_job_release(j);
-        return;
-    }
-    out->status = 200;
-    out->job = j;
-    out->content_type = j->stream ? "text/event-stream" : "application/json";
+    sv_enqueue(s, j, out, e);
 }
 
 void sv_api_count_tokens(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
     sv_job *j = sv_job_new();
     msgs ms = {0};
     sv_chat chat = {0};
-    int bad = parse_chat(req, &chat, &ms, e);
+    int parallel = 1;
+    int bad = parse_chat(req, &chat, &ms, &parallel, e);
     if (!bad) bad = sv_prepare_chat(s, j, &chat, 0, e, "messages");
     /* Counting is what a client does to find out that a prompt is too long: answer it anyway. */
     if (bad && !strcmp(e->code, "context_length_exceeded") && j->n_ids) bad = 0;

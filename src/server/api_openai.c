@@ -10,24 +10,20 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/status.h"
+#include "engine/json_schema.h"
 #include "server/internal.h"
 
-/* Strings made while parsing (joined content parts), freed after the prompt is rendered. */
-typedef struct strpool {
-    char **p;
-    size_t n;
-} strpool;
-
-static const char *pool_keep(strpool *sp, char *s) {
-    sp->p = realloc(sp->p, (sp->n + 1) * sizeof *sp->p);
-    sp->p[sp->n++] = s;
-    return s;
-}
-
-static void pool_free(strpool *sp) {
-    for (size_t i = 0; i < sp->n; i++) free(sp->p[i]);
-    free(sp->p);
-}
+/* One choice's reply (n of them with n > 1, or one per prompt of /v1/completions). */
+typedef struct oa_choice {
+    char *content, *reasoning;
+    size_t n_content, n_reasoning;
+    json_t *tool_calls;
+    json_t *logprobs; /* the content tokens' entries, when logprobs is asked */
+    int n_tools;
+    int started;      /* streamed: its role delta is out */
+    sv_finish finish;
+} oa_choice;
 
 typedef struct oa_state {
     char *id;
@@ -35,33 +31,28 @@ typedef struct oa_state {
     long long created;
     int chat;          /* chat.completion vs text_completion */
     int include_usage; /* stream_options.include_usage */
-    char *content, *reasoning;
-    size_t n_content, n_reasoning;
-    json_t *tool_calls;
-    int n_tools;
+    int n;
+    oa_choice *c;
 } oa_state;
 
 static void oa_free(void *p) {
     oa_state *a = p;
     if (!a) return;
+    for (int i = 0; i < a->n; i++) {
+        free(a->c[i].content);
+        free(a->c[i].reasoning);
+        json_decref(a->c[i].tool_calls);
+        json_decref(a->c[i].logprobs);
+    }
+    free(a->c);
     free(a->id);
     free(a->model);
-    free(a->content);
-    free(a->reasoning);
-    json_decref(a->tool_calls);
     free(a);
 }
 
-static void append(char **s, size_t *n, const char *t, size_t len) {
-    *s = realloc(*s, *n + len + 1);
-    memcpy(*s + *n, t, len);
-    *n += len;
-    (*s)[*n] = 0;
-}
-
-static const char *finish_reason(const oa_state *a, sv_finish f) {
-    if (f == SV_FINISH_LENGTH) return "length";
-    if (a->n_tools) return "tool_calls";
+static const char *finish_reason(const oa_choice *c) {
+    if (c->finish == SV_FINISH_LENGTH) return "length";
+    if (c->n_tools) return "tool_calls";
     return "stop";
 }
 
@@ -87,8 +78,28 @@ static json_t *timings_json(const sv_usage *u) {
 static char *call_id(sv_job *j) {
     char *id = NULL;
     oa_state *a = j->api;
-    if (asprintf(&id, "call_%s_%d", a->id + (strchr(a->id, '-') ? strchr(a->id, '-') - a->id + 1 : 0), a->n_tools) < 0) return NULL;
+    const char *tail = strchr(a->id, '-') ? strchr(a->id, '-') + 1 : a->id;
+    if (asprintf(&id, "call_%s_%d_%d", tail, j->choice, a->c[j->choice].n_tools) < 0) return NULL;
     return id;
+}
+
+/* The logprobs of the tokens that made this content. They wait in j->pending_logprobs until the
+ * text they made comes out of the reply parser; a content event of len bytes takes the latest
+ * tokens that cover them (what came before, a closing </think> and its blank lines, or text of
+ * reasoning or a tool call, has none). */
+static json_t *take_logprobs(sv_job *j, sv_event kind, size_t len) {
+    json_t *lp = j->pending_logprobs;
+    j->pending_logprobs = NULL;
+    if (kind != SV_EVENT_CONTENT || !lp) {
+        json_decref(lp);
+        return NULL;
+    }
+    size_t n = json_array_size(lp), from = n, covered = 0;
+    while (from > 0 && covered < len) covered += json_array_size(json_object_get(json_array_get(lp, --from), "bytes"));
+    json_t *out = json_array();
+    for (size_t i = from; i < n; i++) json_array_append(out, json_array_get(lp, i));
+    json_decref(lp);
+    return out;
 }
 
 /* --- streaming ------------------------------------------------------------------------------ */
@@ -98,15 +109,17 @@ static json_t *chunk_base(const oa_state *a) {
                      "created", (json_int_t)a->created, "model", a->model);
 }
 
-static void send_delta(sv_job *j, json_t *delta, const char *finish) {
+static void send_delta(sv_job *j, json_t *delta, const char *finish, json_t *logprobs) {
     oa_state *a = j->api;
     json_t *c = chunk_base(a);
+    json_t *lp = logprobs ? (a->chat ? json_pack("{s:o,s:n}", "content", logprobs, "refusal") : logprobs) : json_null();
     json_t *choice;
     if (a->chat) {
-        choice = json_pack("{s:i,s:o,s:o}", "index", 0, "delta", delta, "finish_reason", finish ? json_string(finish) : json_null());
+        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", j->choice, "delta", delta, "logprobs", lp, "finish_reason",
+                           finish ? json_string(finish) : json_null());
     } else {
         json_t *t = json_object_get(delta, "content");
-        choice = json_pack("{s:i,s:s,s:n,s:o}", "index", 0, "text", t ? json_string_value(t) : "", "logprobs",
+        choice = json_pack("{s:i,s:s,s:o,s:o}", "index", j->choice, "text", t ? json_string_value(t) : "", "logprobs", lp,
                            "finish_reason", finish ? json_string(finish) : json_null());
         json_decref(delta);
     }
@@ -114,40 +127,52 @@ static void send_delta(sv_job *j, json_t *delta, const char *finish) {
     sv_job_sse(j, NULL, c);
 }
 
-static void stream_begin(sv_job *j) {
+static void start_choice(sv_job *j) {
     oa_state *a = j->api;
-    if (a->chat) send_delta(j, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL);
+    if (a->c[j->choice].started) return;
+    a->c[j->choice].started = 1;
+    if (a->chat) send_delta(j, json_pack("{s:s,s:s}", "role", "assistant", "content", ""), NULL, NULL);
 }
+
+static void stream_begin(sv_job *j) { start_choice(j); }
 
 static void stream_event(sv_job *j, sv_event kind, const char *text, size_t len, const sv_tool_call *call) {
     oa_state *a = j->api;
+    oa_choice *c = &a->c[j->choice];
+    start_choice(j);
+    json_t *lp = take_logprobs(j, kind, len);
     if (kind == SV_EVENT_REASONING) {
-        send_delta(j, json_pack("{s:s%}", "reasoning_content", text, len), NULL);
+        send_delta(j, json_pack("{s:s%}", "reasoning_content", text, len), NULL, NULL);
     } else if (kind == SV_EVENT_CONTENT) {
-        send_delta(j, json_pack("{s:s%}", "content", text, len), NULL);
+        send_delta(j, json_pack("{s:s%}", "content", text, len), NULL, lp);
     } else {
         char *id = call_id(j);
-        send_delta(j, json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "tool_calls", "index", a->n_tools, "id", id, "type",
-                                "function", "function", "name", call->name, "arguments", ""), NULL);
-        send_delta(j, json_pack("{s:[{s:i,s:{s:s}}]}", "tool_calls", "index", a->n_tools, "function", "arguments",
-                                call->arguments), NULL);
+        send_delta(j, json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "tool_calls", "index", c->n_tools, "id", id, "type",
+                                "function", "function", "name", call->name, "arguments", ""), NULL, NULL);
+        send_delta(j, json_pack("{s:[{s:i,s:{s:s}}]}", "tool_calls", "index", c->n_tools, "function", "arguments",
+                                call->arguments), NULL, NULL);
         free(id);
-        a->n_tools++;
+        c->n_tools++;
     }
+}
+
+static void stream_choice_end(sv_job *j, sv_finish f) {
+    oa_state *a = j->api;
+    if (f == SV_FINISH_CANCELLED) return;
+    start_choice(j);
+    a->c[j->choice].finish = f;
+    send_delta(j, json_object(), finish_reason(&a->c[j->choice]), NULL);
 }
 
 static void stream_end(sv_job *j, st_status s, const char *error, sv_finish f, const sv_usage *u) {
     oa_state *a = j->api;
     if (f == SV_FINISH_CANCELLED) return;
     if (s != ST_OK) {
-        sv_error e;
-        sv_error_set(&e, 500, "server_error", NULL, NULL, "%s", error);
-        char *body = sv_error_openai(&e);
+        char *body = sv_failure_openai(j, error);
         sv_job_printf(j, "data: %s\n\ndata: [DONE]\n\n", body);
         free(body);
         return;
     }
-    send_delta(j, json_object(), finish_reason(a, f));
     if (a->include_usage) {
         json_t *c = chunk_base(a);
         json_object_set_new(c, "choices", json_array());
@@ -164,15 +189,41 @@ static void whole_begin(sv_job *j) {}
 
 static void whole_event(sv_job *j, sv_event kind, const char *text, size_t len, const sv_tool_call *call) {
     oa_state *a = j->api;
-    if (kind == SV_EVENT_REASONING) append(&a->reasoning, &a->n_reasoning, text, len);
-    else if (kind == SV_EVENT_CONTENT) append(&a->content, &a->n_content, text, len);
+    oa_choice *c = &a->c[j->choice];
+    json_t *lp = take_logprobs(j, kind, len);
+    if (lp) {
+        if (!c->logprobs) c->logprobs = json_array();
+        json_array_extend(c->logprobs, lp);
+        json_decref(lp);
+    }
+    if (kind == SV_EVENT_REASONING) sv_append(&c->reasoning, &c->n_reasoning, text, len);
+    else if (kind == SV_EVENT_CONTENT) sv_append(&c->content, &c->n_content, text, len);
     else {
         char *id = call_id(j);
-        json_array_append_new(a->tool_calls, json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id, "type", "function", "function",
+        if (!c->tool_calls) c->tool_calls = json_array();
+        json_array_append_new(c->tool_calls, json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id, "type", "function", "function",
                                                        "name", call->name, "arguments", call->arguments));
         free(id);
-        a->n_tools++;
+        c->n_tools++;
     }
+}
+
+static void whole_choice_end(sv_job *j, sv_finish f) {
+    oa_state *a = j->api;
+    a->c[j->choice].finish = f;
+}
+
+static json_t *choice_json(const oa_state *a, const oa_choice *c, int index, int logprobs) {
+    json_t *lp = !logprobs ? json_null() : a->chat ? json_pack("{s:O,s:n}", "content", c->logprobs ? c->logprobs : json_array(), "refusal")
+                                                   : json_incref(c->logprobs ? c->logprobs : json_array());
+    if (!a->chat)
+        return json_pack("{s:i,s:s,s:o,s:s}", "index", index, "text", c->content ? c->content : "", "logprobs", lp, "finish_reason",
+                         finish_reason(c));
+    json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "content",
+                            c->n_content || !c->n_tools ? json_string(c->content ? c->content : "") : json_null());
+    if (c->n_reasoning) json_object_set_new(msg, "reasoning_content", json_string(c->reasoning));
+    if (c->n_tools) json_object_set(msg, "tool_calls", c->tool_calls);
+    return json_pack("{s:i,s:o,s:o,s:s}", "index", index, "message", msg, "logprobs", lp, "finish_reason", finish_reason(c));
 }
 
 static void whole_end(sv_job *j, st_status s, const char *error, sv_finish f, const sv_usage *u) {
@@ -180,25 +231,13 @@ static void whole_end(sv_job *j, st_status s, const char *error, sv_finish f, co
     if (f == SV_FINISH_CANCELLED) return;
     char *body;
     if (s != ST_OK) {
-        sv_error e;
-        sv_error_set(&e, 500, "server_error", NULL, NULL, "%s", error);
-        body = sv_error_openai(&e);
-        j->http_status = 500;
+        body = sv_failure_openai(j, error);
     } else {
         json_t *r = json_pack("{s:s,s:s,s:I,s:s}", "id", a->id, "object", a->chat ? "chat.completion" : "text_completion",
                               "created", (json_int_t)a->created, "model", a->model);
-        json_t *choice;
-        if (a->chat) {
-            json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "content",
-                                    a->n_content || !a->n_tools ? json_string(a->content ? a->content : "") : json_null());
-            if (a->n_reasoning) json_object_set_new(msg, "reasoning_content", json_string(a->reasoning));
-            if (a->n_tools) json_object_set(msg, "tool_calls", a->tool_calls);
-            choice = json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "message", msg, "logprobs", "finish_reason", finish_reason(a, f));
-        } else {
-            choice = json_pack("{s:i,s:s,s:n,s:s}", "index", 0, "text", a->content ? a->content : "", "logprobs",
-                               "finish_reason", finish_reason(a, f));
-        }
-        json_object_set_new(r, "choices", json_pack("[o]", choice));
+        json_t *choices = json_array();
+        for (int i = 0; i < a->n; i++) json_array_append_new(choices, choice_json(a, &a->c[i], i, j->gen.logprobs));
+        json_object_set_new(r, "choices", choices);
         json_object_set_new(r, "usage", usage_json(u));
         json_object_set_new(r, "timings", timings_json(u));
         body = json_dumps(r, JSON_COMPACT);
@@ -208,40 +247,12 @@ static void whole_end(sv_job *j, st_status s, const char *error, sv_finish f, co
     free(body);
 }
 
-static const sv_job_format oa_stream = {stream_begin, stream_event, stream_end, oa_free};
-static const sv_job_format oa_whole = {whole_begin, whole_event, whole_end, oa_free};
+static const sv_job_format oa_stream = {stream_begin, stream_event, stream_end, oa_free, stream_choice_end};
+static const sv_job_format oa_whole = {whole_begin, whole_event, whole_end, oa_free, whole_choice_end};
 
 /* --- request parsing -------------------------------------------------------------------------- */
 
-/* A message's content: a string, null, or an array of {"type":"text","text":...} parts. */
-static int parse_content(json_t *c, const char *field, strpool *sp, const char **out, sv_error *e) {
-    if (!c || json_is_null(c)) { *out = ""; return 0; }
-    if (json_is_string(c)) { *out = json_string_value(c); return 0; }
-    if (!json_is_array(c))
-        return sv_error_set(e, 400, "invalid_request_error", "invalid_type", field, "'%s' must be a string or an array of content parts", field);
-    char *s = NULL;
-    size_t n = 0, i;
-    json_t *part;
-    json_array_foreach(c, i, part) {
-        char f[160];
-        snprintf(f, sizeof f, "%s[%zu]", field, i);
-        const char *type = json_string_value(json_object_get(part, "type"));
-        const char *text = json_string_value(json_object_get(part, "text"));
-        if (!json_is_object(part) || !type) {
-            free(s);
-            return sv_error_set(e, 400, "invalid_request_error", "invalid_type", f, "'%s' must be an object with a 'type'", f);
-        }
-        if (strcmp(type, "text") || !text) {
-            free(s);
-            return sv_error_set(e, 400, "invalid_request_error", "invalid_value", f,
-                                "'%s' is of type '%s': only text parts are supported", f, type);
-        }
-        if (n) append(&s, &n, "\n", 1);
-        append(&s, &n, text, strlen(text));
-    }
-    *out = s ? pool_keep(sp, s) : "";
-    return 0;
-}
+static const char *const chat_parts[] = {"text", NULL};
 
 static int parse_tool_calls(json_t *tc, const char *field, sv_tool_call **out, size_t *n, sv_error *e) {
     if (!json_is_array(tc))
@@ -260,7 +271,7 @@ static int parse_tool_calls(json_t *tc, const char *field, sv_tool_call **out, s
     return 0;
 }
 
-static int parse_messages(json_t *req, sv_message **out, size_t *n, strpool *sp, sv_error *e) {
+static int parse_messages(json_t *req, sv_message **out, size_t *n, sv_strpool *sp, sv_error *e) {
     json_t *ms = json_object_get(req, "messages");
     if (!ms) return sv_error_set(e, 400, "invalid_request_error", "missing_required_parameter", "messages", "'messages' is required");
     if (!json_is_array(ms) || !json_array_size(ms))
@@ -282,7 +293,7 @@ static int parse_messages(json_t *req, sv_message **out, size_t *n, strpool *sp,
                                 "'%s' is '%s': expected system, developer, user, assistant or tool", f, role);
         sm->role = role;
         snprintf(f, sizeof f, "messages[%zu].content", i);
-        if (parse_content(json_object_get(m, "content"), f, sp, &sm->content, e)) return -1;
+        if (sv_text_parts(json_object_get(m, "content"), f, chat_parts, sp, &sm->content, e)) return -1;
         json_t *rc = json_object_get(m, "reasoning_content");
         if (rc && !json_is_null(rc)) {
             snprintf(f, sizeof f, "messages[%zu].reasoning_content", i);
@@ -294,7 +305,7 @@ static int parse_messages(json_t *req, sv_message **out, size_t *n, strpool *sp,
             snprintf(f, sizeof f, "messages[%zu].tool_calls", i);
             sv_tool_call *calls = NULL;
             int bad = parse_tool_calls(tc, f, &calls, &sm->n_tool_calls, e);
-            pool_keep(sp, (char *)calls);
+            sv_pool_keep(sp, (char *)calls);
             sm->tool_calls = calls;
             if (bad) return -1;
         }
@@ -304,10 +315,10 @@ static int parse_messages(json_t *req, sv_message **out, size_t *n, strpool *sp,
     return 0;
 }
 
-static int parse_tools(json_t *req, sv_chat *chat, strpool *sp, sv_error *e) {
+int sv_parse_tools(json_t *req, sv_chat *chat, sv_strpool *sp, sv_error *e) {
     json_t *tools = json_object_get(req, "tools");
-    if (!tools || json_is_null(tools)) return 0;
-    if (!json_is_array(tools)) return sv_error_set(e, 400, "invalid_request_error", "invalid_type", "tools", "'tools' must be an array");
+    if (tools && json_is_null(tools)) tools = NULL;
+    if (tools && !json_is_array(tools)) return sv_error_set(e, 400, "invalid_request_error", "invalid_type", "tools", "'tools' must be an array");
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
@@ -320,7 +331,7 @@ static int parse_tools(json_t *req, sv_chat *chat, strpool *sp, sv_error *e) {
                                 "'%s' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", f);
         }
     }
-    if (json_array_size(tools)) chat->tools_json = pool_keep(sp, json_dumps(tools, JSON_COMPACT));
+    if (tools && json_array_size(tools)) chat->tools_json = sv_pool_keep(sp, json_dumps(tools, JSON_COMPACT));
     json_t *tc = json_object_get(req, "tool_choice");
     if (!tc || json_is_null(tc)) return 0;
     const char *s = json_string_value(tc);
@@ -341,34 +352,18 @@ static int parse_tools(json_t *req, sv_chat *chat, strpool *sp, sv_error *e) {
                             "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
     }
     if (!chat->tools_json && chat->tool_choice >= SV_TOOLS_REQUIRED)
-        return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "tool_choice", "'tool_choice' needs 'tools'");
+        return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "tool_choice",
+                            "'tool_choice' is '%s', which needs a non-empty 'tools'", chat->tool_choice == SV_TOOLS_REQUIRED ? "required" : "a named function");
     return 0;
 }
 
 /* The fields both endpoints share: sampling, stop, stream, n, max_tokens. */
-static int parse_common(json_t *req, sv_job *j, long long *max_tokens, int *include_usage, sv_error *e) {
-    sv_sampling *sp = &j->gen.sampling;
-    double x;
-    long long k;
-    sp->temperature = 1.0f;
-    sp->top_p = 1.0f;
-    int r;
-    if ((r = sv_get_number(req, "temperature", 0, 2, &x, e)) < 0) return -1;
-    if (r) sp->temperature = (float)x;
-    if ((r = sv_get_number(req, "top_p", 0, 1, &x, e)) < 0) return -1;
-    if (r) sp->top_p = (float)x;
-    if ((r = sv_get_int(req, "top_k", 0, 1 << 20, &k, e)) < 0) return -1;
-    if (r) sp->top_k = (int)k;
-    if ((r = sv_get_number(req, "min_p", 0, 1, &x, e)) < 0) return -1;
-    if (r) sp->min_p = (float)x;
-    if ((r = sv_get_number(req, "presence_penalty", -2, 2, &x, e)) < 0) return -1;
-    if (r) sp->presence_penalty = (float)x;
-    if ((r = sv_get_number(req, "frequency_penalty", -2, 2, &x, e)) < 0) return -1;
-    if (r) sp->frequency_penalty = (float)x;
-    if ((r = sv_get_int(req, "seed", -(1LL << 62), 1LL << 62, &k, e)) < 0) return -1;
-    if (r) { sp->seed = (uint64_t)k; sp->has_seed = 1; }
-    if ((r = sv_get_int(req, "n", 1, 1 << 20, &k, e)) < 0) return -1;
-    if (r && k != 1) return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "n", "'n' must be 1, got %lld: one choice per request", k);
+/* The fields both endpoints share: sampling, n, logprobs (chat's shape), stop, stream, max_tokens. */
+static int parse_common(sv_server *s, json_t *req, sv_job *j, int chat, long long *max_tokens, int *include_usage, sv_error *e) {
+    long long k = 1;
+    if (sv_parse_sampling(s, req, j, e)) return -1;
+    if (sv_get_int(req, "n", 1, 128, &k, e) < 0) return -1;
+    j->n_choices = (int)k;
     if (sv_get_stops(req, "stop", j, e) < 0) return -1;
     if (sv_get_spec(req, j, e) < 0) return -1;
     if (sv_get_bool(req, "stream", &j->stream, e) < 0) return -1;
@@ -383,13 +378,22 @@ static int parse_common(json_t *req, sv_job *j, long long *max_tokens, int *incl
             return sv_error_set(e, 400, "invalid_request_error", "invalid_type", "stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
         *include_usage = json_is_true(iu);
     }
-    json_t *lp = json_object_get(req, "logprobs");
-    if (lp && json_is_true(lp))
-        return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "logprobs", "'logprobs' is not supported");
+    if (!chat) {
+        json_t *lp = json_object_get(req, "logprobs");
+        if (lp && !json_is_null(lp) && !(json_is_integer(lp) && json_integer_value(lp) == 0))
+            return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "logprobs",
+                                "'logprobs' is not supported on /v1/completions: ask /v1/chat/completions");
+        return 0;
+    }
+    long long top = 0;
+    if (sv_get_bool(req, "logprobs", &j->gen.logprobs, e) < 0 || sv_get_int(req, "top_logprobs", 0, SV_TOP_LOGPROBS, &top, e) < 0) return -1;
+    if (top && !j->gen.logprobs)
+        return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    j->gen.top_logprobs = (int)top;
     return 0;
 }
 
-static int parse_thinking(json_t *req, int *thinking, sv_error *e) {
+int sv_parse_thinking(json_t *req, int *thinking, sv_error *e) {
     *thinking = 1; /* Qwen's templates think unless told not to */
     const char *effort;
     int r = sv_get_string(req, "reasoning_effort", &effort, e);
@@ -413,13 +417,25 @@ static int parse_thinking(json_t *req, int *thinking, sv_error *e) {
     return 0;
 }
 
-static int parse_response_format(json_t *req, int *json_object, sv_error *e) {
+/* json_object: one JSON object; json_schema: one that meets json_schema.schema, by constrained
+ * decoding (a schema that cannot be enforced is a 400 naming the field inside it). */
+static int parse_response_format(json_t *req, sv_job *j, int *json_object, sv_error *e) {
     json_t *rf = json_object_get(req, "response_format");
     if (!rf || json_is_null(rf)) return 0;
     const char *type = json_string_value(json_object_get(rf, "type"));
     if (!json_is_object(rf) || !type)
         return sv_error_set(e, 400, "invalid_request_error", "invalid_type", "response_format", "'response_format' must be an object with a 'type'");
-    if (!strcmp(type, "json_object") || !strcmp(type, "json_schema")) *json_object = 1;
+    if (!strcmp(type, "json_schema")) {
+        json_t *js = json_object_get(rf, "json_schema");
+        if (!json_is_object(js))
+            return sv_error_set(e, 400, "invalid_request_error", "missing_required_parameter", "response_format.json_schema",
+                                "'response_format.json_schema' must be an object with a 'schema'");
+        json_t *schema = json_object_get(js, "schema");
+        *json_object = 1;
+        if (!schema) return 0; /* no schema: any object */
+        return sv_set_schema(j, schema, "response_format.json_schema.schema", e);
+    }
+    if (!strcmp(type, "json_object")) *json_object = 1;
     else if (strcmp(type, "text"))
         return sv_error_set(e, 400, "invalid_request_error", "invalid_value", "response_format.type",
                             "'response_format.type' must be text, json_object or json_schema, got '%s'", type);
@@ -433,25 +449,20 @@ static oa_state *new_state(sv_server *s, json_t *req, int chat) {
     a->model = strdup(model && *model ? model : s->info.name);
     a->created = (long long)time(NULL);
     a->chat = chat;
-    a->tool_calls = json_array();
     return a;
 }
 
-static void enqueue(sv_server *s, sv_job *j, sv_http_reply *out, sv_error *e) {
-    if (sv_queue_push(s, j)) {
-        atomic_fetch_add(&s->m.rejected_queue_full, 1);
-        sv_error_set(e, 429, "rate_limit_error", "queue_full", NULL, "the request queue is full (%d waiting); retry later", s->cfg.queue_max);
-        sv_job_release(j);
-        return;
-    }
-    out->status = 200;
-    out->job = j;
-    out->content_type = j->stream ? "text/event-stream" : "application/json";
+/* The choices' state, once the request says how many. */
+static int alloc_choices(oa_state *a, int n, sv_error *e) {
+    a->c = calloc((size_t)n, sizeof *a->c);
+    if (!a->c) return sv_error_set(e, 500, "server_error", NULL, NULL, "out of memory for %d choices", n);
+    a->n = n;
+    return 0;
 }
 
 void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
     sv_job *j = sv_job_new();
-    strpool sp = {0};
+    sv_strpool sp = {0};
     sv_message *msgs = NULL;
     sv_chat chat = {0};
     long long max_tokens = 0;
@@ -459,21 +470,21 @@ void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
     j->api = a;
     j->fmt = &oa_whole;
     snprintf(j->endpoint, sizeof j->endpoint, "chat");
-    int bad = parse_messages(req, &msgs, &chat.n_messages, &sp, e) || parse_common(req, j, &max_tokens, &a->include_usage, e) ||
-              parse_thinking(req, &chat.enable_thinking, e) || parse_tools(req, &chat, &sp, e) ||
-              parse_response_format(req, &chat.json_object, e);
+    int parallel = 1;
+    int bad = parse_messages(req, &msgs, &chat.n_messages, &sp, e) || parse_common(s, req, j, 1, &max_tokens, &a->include_usage, e) ||
+              sv_parse_thinking(req, &chat.enable_thinking, e) || sv_parse_tools(req, &chat, &sp, e) ||
+              sv_get_bool(req, "parallel_tool_calls", &parallel, e) < 0 || parse_response_format(req, j, &chat.json_object, e);
     chat.messages = msgs;
-    /* A forced tool call opens the reply with <tool_call>: its arguments are JSON already, and the
-     * JSON object constraint would have nothing to start from. */
-    if (chat.tools_json && chat.tool_choice >= SV_TOOLS_REQUIRED) chat.json_object = 0;
+    if (!bad) bad = sv_force_tool_call(j, &chat, parallel, e);
     if (!bad) bad = sv_prepare_chat(s, j, &chat, max_tokens, e, "messages");
+    if (!bad) bad = alloc_choices(a, j->n_choices, e);
     free(msgs);
-    pool_free(&sp);
+    sv_pool_free(&sp);
     if (bad) { sv_job_release(j); return; }
     j->gen.json_object = chat.json_object;
     j->reply_flags = SV_REPLY_REASONING | (chat.tools_json && chat.tool_choice != SV_TOOLS_NONE ? SV_REPLY_TOOLS : 0);
     if (j->stream) j->fmt = &oa_stream;
-    enqueue(s, j, out, e);
+    sv_enqueue(s, j, out, e);
 }
 
 void sv_api_completions(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
@@ -483,17 +494,34 @@ void sv_api_completions(sv_server *s, json_t *req, sv_http_reply *out, sv_error 
     j->api = a;
     j->fmt = &oa_whole;
     snprintf(j->endpoint, sizeof j->endpoint, "completions");
-    json_t *p = json_object_get(req, "prompt");
-    const char *prompt = json_string_value(p);
-    if (json_is_array(p) && json_array_size(p) == 1) prompt = json_string_value(json_array_get(p, 0));
-    int bad = 0;
-    if (!p) bad = sv_error_set(e, 400, "invalid_request_error", "missing_required_parameter", "prompt", "'prompt' is required");
-    else if (!prompt) bad = sv_error_set(e, 400, "invalid_request_error", "invalid_type", "prompt", "'prompt' must be a string (or an array of one string)");
-    if (!bad) bad = parse_common(req, j, &max_tokens, &a->include_usage, e);
+    int bad = parse_common(s, req, j, 0, &max_tokens, &a->include_usage, e);
     /* OpenAI's default for this endpoint is 16 tokens. */
-    if (!bad) bad = sv_prepare_text(s, j, prompt, max_tokens ? max_tokens : 16, e);
+    if (!bad) bad = sv_prepare_prompts(s, j, json_object_get(req, "prompt"), max_tokens ? max_tokens : 16, e);
+    if (!bad) bad = alloc_choices(a, j->n_choices, e);
     if (bad) { sv_job_release(j); return; }
     j->reply_flags = 0;
     if (j->stream) j->fmt = &oa_stream;
-    enqueue(s, j, out, e);
+    sv_enqueue(s, j, out, e);
+}
+
+/* POST /apply-template (llama-server's): the chat rendered as the model will read it. */
+void sv_api_apply_template(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
+    sv_strpool sp = {0};
+    sv_message *msgs = NULL;
+    sv_chat chat = {0};
+    int bad = parse_messages(req, &msgs, &chat.n_messages, &sp, e) || sv_parse_thinking(req, &chat.enable_thinking, e) ||
+              sv_parse_tools(req, &chat, &sp, e);
+    chat.messages = msgs;
+    sv_prompt p = {0};
+    if (!bad && s->engine->ops->render(s->engine, &chat, &p) != ST_OK)
+        bad = sv_error_set(e, 400, "invalid_request_error", NULL, "messages", "the chat could not be rendered: %s", st_last_error());
+    free(msgs);
+    sv_pool_free(&sp);
+    if (bad) return;
+    json_t *r = json_pack("{s:s}", "prompt", p.text);
+    sv_prompt_free(&p);
+    out->status = 200;
+    out->body = json_dumps(r, JSON_COMPACT);
+    out->content_type = "application/json";
+    json_decref(r);
 }

@@ -21,6 +21,7 @@
  * and empty arguments. Reuse: the ids of the last prompt and reply are held, and the common prefix
  * with the next prompt (at most all but one token) is reported as cached_tokens. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,7 @@ static void echo_info(sv_engine *e, sv_model_info *out) {
     snprintf(out->name, sizeof out->name, "echo");
     out->context_length = x->context_length;
     snprintf(out->fingerprint, sizeof out->fingerprint, "echo-engine-v1");
+    out->chat_template = "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{%- endfor %}";
 }
 
 static void render_tools(sbuf *b, const char *tools_json) {
@@ -165,7 +167,7 @@ static st_status echo_tokenize(sv_engine *e, const char *text, size_t len, int s
     return ST_OK;
 }
 
-static char *echo_detokenize(const int32_t *ids, size_t n) {
+static char *echo_text(const int32_t *ids, size_t n) {
     sbuf b = {0};
     sb_add(&b, "", 0);
     for (size_t i = 0; i < n; i++) {
@@ -174,6 +176,26 @@ static char *echo_detokenize(const int32_t *ids, size_t n) {
         else { char c = (char)ids[i]; sb_add(&b, &c, 1); }
     }
     return b.p;
+}
+
+static st_status echo_detokenize(sv_engine *e, const int32_t *ids, size_t n, char **text, size_t *len) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] > ECHO_IM_END) return st_fail(ST_ERR_RANGE, "token %zu is %d, outside the vocabulary of %d", i, ids[i], ECHO_IM_END + 1);
+    *text = echo_text(ids, n);
+    *len = strlen(*text);
+    return ST_OK;
+}
+
+/* A deterministic stand-in: 16 dimensions from the byte counts, unit length. */
+static st_status echo_embed(sv_engine *e, const int32_t *ids, size_t n, float *out, size_t cap, size_t *dim) {
+    if (cap < 16) return st_fail(ST_ERR_INVALID, "echo: embed needs 16 floats");
+    double norm = 0;
+    for (int k = 0; k < 16; k++) out[k] = 0;
+    for (size_t i = 0; i < n; i++) out[ids[i] % 16] += 1.0f;
+    for (int k = 0; k < 16; k++) norm += (double)out[k] * out[k];
+    for (int k = 0; k < 16; k++) out[k] = norm > 0 ? (float)(out[k] / sqrt(norm)) : 0.0f;
+    *dim = 16;
+    return ST_OK;
 }
 
 /* The text of the last user turn and what follows the last "assistant\n" header. */
@@ -330,7 +352,7 @@ static st_status echo_generate(sv_engine *e, const sv_generate *req, sv_usage *u
     x->n_held = 0;
     if (!hold(x, req->prompt, req->n_prompt)) return st_fail(ST_ERR_NOMEM, "echo: out of memory for %zu held ids", req->n_prompt);
 
-    char *prompt = echo_detokenize(req->prompt, req->n_prompt);
+    char *prompt = echo_text(req->prompt, req->n_prompt);
     int forever = 0;
     size_t loop = 0;
     char *reply = compose_reply(prompt, req, &forever, &loop);
@@ -354,7 +376,13 @@ static st_status echo_generate(sv_engine *e, const sv_generate *req, sv_usage *u
         int32_t tok = (unsigned char)reply[i];
         if (!hold(x, &tok, 1)) break;
         usage->completion_tokens++;
-        if (req->on_piece(req->ctx, reply + i, 1, tok)) { *finish = SV_FINISH_STOP; break; }
+        /* its one reply has probability 1: log 0, and the other bytes far below */
+        sv_logprob lp = {.logprob = 0.0f, .n_top = req->top_logprobs};
+        for (int k = 0; k < lp.n_top; k++) {
+            lp.top[k] = k ? (tok + k) % 256 : tok;
+            lp.top_logprob[k] = k ? -20.0f - (float)k : 0.0f;
+        }
+        if (req->on_piece(req->ctx, reply + i, 1, tok, req->logprobs ? &lp : NULL)) { *finish = SV_FINISH_STOP; break; }
         i++;
     }
     free(reply);
@@ -412,6 +440,8 @@ static const sv_engine_ops echo_ops = {
     .info = echo_info,
     .render = echo_render,
     .tokenize = echo_tokenize,
+    .detokenize = echo_detokenize,
+    .embed = echo_embed,
     .generate = echo_generate,
     .state_save = echo_state_save,
     .state_load = echo_state_load,

@@ -79,6 +79,7 @@ typedef struct sv_sampling {
     float min_p;       /* 0 = off */
     float presence_penalty;
     float frequency_penalty;
+    float repeat_penalty; /* 0 or 1 = off */
     uint64_t seed;
     int has_seed;      /* 0: the engine picks a seed */
 } sv_sampling;
@@ -100,6 +101,16 @@ typedef struct sv_usage {
     int draft_accepted;    /* the target's own samples confirmed (engine/spec.h) */
 } sv_usage;
 
+/* A token's log-probability under the model's distribution (the logits' log-softmax, before any
+ * sampling filter), and the most likely alternatives, best first. */
+#define SV_TOP_LOGPROBS 20
+typedef struct sv_logprob {
+    float logprob;
+    int n_top;
+    int32_t top[SV_TOP_LOGPROBS];
+    float top_logprob[SV_TOP_LOGPROBS];
+} sv_logprob;
+
 typedef struct sv_generate {
     const int32_t *prompt;
     size_t n_prompt;
@@ -109,10 +120,16 @@ typedef struct sv_generate {
     int spec_mode;            /* speculative decoding for this request: 0, the server's setting, or
                                  1 + ST_SPEC_NONE / ST_SPEC_MTP / ST_SPEC_NGRAM (engine/spec.h) */
     int spec_draft;           /* drafts per step, 0: the server's setting */
+    /* A schema the reply must meet (engine/json_schema.h): response_format json_schema, or a forced
+     * tool call (tool-call mode). NULL: none. Owned by the server; valid during generate(). */
+    const struct st_json_schema *schema;
     const atomic_int *cancel; /* checked between prompt chunks and between tokens */
-    /* One generated token: its text piece (bytes; a UTF-8 character may be split across pieces)
-     * and its id. Return nonzero to stop generating (finish = SV_FINISH_STOP). */
-    int (*on_piece)(void *ctx, const char *text, size_t len, int32_t token);
+    int logprobs;             /* report each token's log-probability (and top_logprobs alternatives) */
+    int top_logprobs;         /* 0..SV_TOP_LOGPROBS */
+    /* One generated token: its text piece (bytes; a UTF-8 character may be split across pieces),
+     * its id, and with logprobs its log-probability under the model (NULL otherwise). Return
+     * nonzero to stop generating (finish = SV_FINISH_STOP). */
+    int (*on_piece)(void *ctx, const char *text, size_t len, int32_t token, const struct sv_logprob *lp);
     /* Prompt reading: `done` of `total` prompt tokens are in the state, `cached` of them reused
      * (known from the first call on, which comes before any prompt token is computed). */
     void (*on_progress)(void *ctx, size_t cached, size_t done, size_t total);
@@ -121,11 +138,17 @@ typedef struct sv_generate {
 
 #define SV_MAX_SLOTS 64
 
+/* Which sampling fields a set of defaults gives (the others come from elsewhere). */
+enum { SV_SET_TEMPERATURE = 1, SV_SET_TOP_P = 2, SV_SET_TOP_K = 4, SV_SET_MIN_P = 8, SV_SET_SEED = 16, SV_SET_REPEAT_PENALTY = 32 };
+
 typedef struct sv_model_info {
     char name[128];      /* the id shown in /v1/models */
     int context_length;  /* tokens (of each slot) */
     int parallel;        /* requests generate() runs at once, from as many engine threads (>= 1) */
     char fingerprint[65];/* identifies the weights (saved sessions carry it) */
+    const char *chat_template; /* the template's text (NUL-terminated, lives as the engine), or NULL */
+    sv_sampling sampling;  /* the model's recommended sampling (GGUF general.sampling.*) */
+    unsigned sampling_set; /* SV_SET_*: which of them the model gives */
 } sv_model_info;
 
 typedef struct sv_engine sv_engine;
@@ -136,6 +159,9 @@ typedef struct sv_engine_ops {
     /* Text to ids. special=1 parses special tokens (<|im_start|>) in the text (rendered chats);
      * special=0 treats everything as plain text (raw /v1/completions prompts). */
     st_status (*tokenize)(sv_engine *e, const char *text, size_t len, int special, int32_t **ids, size_t *n);
+    /* Ids to their bytes (control tokens included), malloc'd and NUL-terminated; ST_ERR_RANGE for
+     * an id outside the vocabulary. Called from HTTP threads (it reads the vocabulary only). */
+    st_status (*detokenize)(sv_engine *e, const int32_t *ids, size_t n, char **text, size_t *len);
     /* Runs one request on the session. Returns ST_OK also when cancelled (finish says so); an error
      * leaves the session as it was or cleanly reset. */
     st_status (*generate)(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish);
@@ -145,6 +171,11 @@ typedef struct sv_engine_ops {
      * fit this model and context. */
     st_status (*state_save)(sv_engine *e, void **blob, size_t *n, size_t *tokens);
     st_status (*state_load)(sv_engine *e, const void *blob, size_t n, size_t *tokens);
+    /* An embedding of ids into out (at most cap floats; *dim says how many): the pooled final hidden
+     * state, unit length. Engine threads only (it uses a free slot, whose conversation goes into
+     * the prompt cache first).
+     * NULL where the engine has none. */
+    st_status (*embed)(sv_engine *e, const int32_t *ids, size_t n, float *out, size_t cap, size_t *dim);
     /* Resident memory the engine accounts for (weights mapped + state + scratch), for the monitor. */
     size_t (*memory_bytes)(sv_engine *e);
     void (*close)(sv_engine *e);
@@ -167,6 +198,7 @@ typedef struct sv_strata_options {
     const struct st_spec_params *spec;
     uint64_t cache_bytes;   /* the prompt cache for the states of other conversations (0: none) */
     int parallel;           /* slots: requests run at once (at most SV_MAX_SLOTS; one on a GPU) */
+    const char *chat_template; /* a --chat-template-file's text, or NULL for the file's own */
 } sv_strata_options;
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *sp,
                                 const sv_strata_options *o, sv_engine **out);

@@ -27,6 +27,7 @@
  * reply for reuse. Several slots decode together without drafts (a verify chunk per slot inside
  * the shared step is not written yet). A token's bytes go to
  * the server as they are (a UTF-8 character split across tokens is joined by the server). */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "engine/json_grammar.h"
+#include "engine/json_schema.h"
 #include "engine/sampler.h"
 #include "engine/spec.h"
 #include "model/model.h"
@@ -70,6 +72,7 @@ typedef struct strata_engine {
     st_spec_params spec_default; /* --spec, --spec-draft, --spec-p-min */
     st_spec_params spec_now;     /* what `spec` was made with */
     st_spec *spec;               /* one slot: the decoder over its session; NULL with several */
+    char *template_text;         /* the chat template (for /props) */
     sv_model_info info;
     /* The steps: requests inside generate() (active) post their rows; the one that completes the
      * set runs the forward for all of them. Everything below and every slot's session under mu. */
@@ -80,6 +83,16 @@ typedef struct strata_engine {
 } strata_engine;
 
 static void se_info(sv_engine *e, sv_model_info *out) { *out = ((strata_engine *)e)->info; }
+
+/* A free slot: the one whose request began last (latest), or the least recently used. */
+static slot *free_slot(strata_engine *x, int latest) {
+    slot *pick = NULL;
+    for (int i = 0; i < x->n_slots; i++) {
+        slot *sl = &x->slots[i];
+        if (!sl->busy && (!pick || (latest ? sl->used > pick->used : sl->used < pick->used))) pick = sl;
+    }
+    return pick;
+}
 
 /* The tools array as one JSON text per tool, as st_chat_render takes them. */
 static char **split_tools(const char *tools_json, size_t *n) {
@@ -163,6 +176,40 @@ static st_status se_render(sv_engine *e, const sv_chat *chat, sv_prompt *out) {
 
 static st_status se_tokenize(sv_engine *e, const char *text, size_t len, int special, int32_t **ids, size_t *n) {
     return st_model_tokenize(((strata_engine *)e)->model, text, len, 0, special, ids, n);
+}
+
+static st_status se_detokenize(sv_engine *e, const int32_t *ids, size_t n, char **text, size_t *len) {
+    strata_engine *x = (strata_engine *)e;
+    int32_t n_vocab = st_model_n_vocab(x->model);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= n_vocab) return st_fail(ST_ERR_RANGE, "token %zu is %d, outside the vocabulary of %d", i, ids[i], n_vocab);
+    return st_detokenize(x->model->tok, ids, n, 1, text, len);
+}
+
+/* Last-token pooling (the hidden state that reads the whole input, as decoder embedding models
+ * pool), scaled to unit length. */
+static st_status se_embed(sv_engine *e, const int32_t *ids, size_t n, float *out, size_t cap, size_t *dim) {
+    strata_engine *x = (strata_engine *)e;
+    st_session *ss = x->slots[0].session;
+    size_t d = (size_t)st_session_n_embd(ss);
+    if (d > cap) return st_fail(ST_ERR_INVALID, "embed: %zu dimensions, room for %zu", d, cap);
+    if ((int64_t)n >= st_session_n_ctx(ss))
+        return st_fail(ST_ERR_RANGE, "embed: an input of %zu tokens does not fit the context of %lld", n, (long long)st_session_n_ctx(ss));
+    /* On the least recently used free slot, whose conversation goes into the prompt cache first. */
+    pthread_mutex_lock(&x->mu);
+    slot *sl = free_slot(x, 0);
+    st_status st = sl ? ST_OK : st_fail(ST_ERR_INVALID, "embed: every slot is busy");
+    if (st == ST_OK && x->cache && st_prompt_cache_store(x->cache, sl->session) != ST_OK) st_clear_error();
+    if (st == ST_OK && x->spec) st_spec_finish(x->spec);
+    if (st == ST_OK) st = st_session_embed(sl->session, ids, (int64_t)n, out);
+    pthread_mutex_unlock(&x->mu);
+    ST_TRY(st);
+    double norm = 0;
+    for (size_t i = 0; i < d; i++) norm += (double)out[i] * out[i];
+    float scale = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
+    for (size_t i = 0; i < d; i++) out[i] *= scale;
+    *dim = d;
+    return ST_OK;
 }
 
 /* One forward for every posted slot (mu held). */
@@ -261,6 +308,31 @@ static int64_t n_past_of(const strata_engine *x, const slot *sl) {
     return x->spec ? st_spec_n_past(x->spec) : st_session_n_past(sl->session);
 }
 
+/* log-softmax of the logits at tok, and the k best (one pass for the normaliser, one partial
+ * insertion per candidate: k is at most 20). */
+static void token_logprobs(const float *logits, int32_t n, int32_t tok, int k, sv_logprob *lp) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)(logits[i] - mx));
+    float lse = mx + (float)log(sum);
+    lp->logprob = logits[tok] - lse;
+    lp->n_top = 0;
+    if (k > SV_TOP_LOGPROBS) k = SV_TOP_LOGPROBS;
+    for (int32_t i = 0; i < n && k > 0; i++) {
+        if (lp->n_top == k && logits[i] <= lp->top_logprob[k - 1]) continue;
+        int at = lp->n_top < k ? lp->n_top++ : k - 1;
+        while (at > 0 && lp->top_logprob[at - 1] < logits[i]) {
+            lp->top[at] = lp->top[at - 1];
+            lp->top_logprob[at] = lp->top_logprob[at - 1];
+            at--;
+        }
+        lp->top[at] = i;
+        lp->top_logprob[at] = logits[i];
+    }
+    for (int i = 0; i < lp->n_top; i++) lp->top_logprob[i] -= lse;
+}
+
 static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usage, sv_finish *finish) {
     strata_engine *x = (strata_engine *)e;
     memset(usage, 0, sizeof *usage);
@@ -278,6 +350,7 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     pp.min_p = sp->min_p;
     pp.presence_penalty = sp->presence_penalty;
     pp.frequency_penalty = sp->frequency_penalty;
+    if (sp->repeat_penalty > 0) pp.repeat_penalty = sp->repeat_penalty;
     pp.seed = sp->has_seed ? sp->seed : (uint64_t)time(NULL) ^ st_now_ns();
     st_sampler *smp = NULL;
     ST_TRY(st_sampler_new(&pp, st_model_n_vocab(x->model), &smp));
@@ -294,7 +367,10 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     st_session *ss = sl->session;
     st_status st = decoder_for(x, req);
     if (x->spec) st_spec_stats_reset(x->spec);
-    if (st == ST_OK && req->json_object && !x->json_vocab) st = st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
+    /* A tool call is enforced in Qwen's JSON form; Qwen 3.5's XML calls are not (yet). */
+    const st_json_schema *schema = req->schema && (!req->schema->n_tools || x->style == ST_CHAT_QWEN3) ? req->schema : NULL;
+    if (st == ST_OK && (req->json_object || schema) && !x->json_vocab)
+        st = st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
     double t0 = st_now(), t1 = t0;
     /* The prompt as the session holds it: earlier replies as the model wrote them (strata.h). */
     st_prompt p = {0};
@@ -306,7 +382,9 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
         goto out;
     }
     for (int64_t i = 0; i < p.n; i++) st_sampler_accept(smp, p.ids[i]);
-    if (req->json_object && (st = st_sampler_constrain_json(smp, x->json_vocab, p.ids, (size_t)p.n, req->max_tokens)) != ST_OK) goto out;
+    if (schema) st = st_sampler_constrain_schema(smp, x->json_vocab, schema, p.ids, (size_t)p.n, req->max_tokens);
+    else if (req->json_object) st = st_sampler_constrain_json(smp, x->json_vocab, p.ids, (size_t)p.n, req->max_tokens);
+    if (st != ST_OK) goto out;
     usage->prompt_tokens = (int)p.n;
     usage->cached_tokens = (int)p.cached;
     if (req->on_progress) req->on_progress(req->ctx, (size_t)p.cached, (size_t)p.done, (size_t)p.n);
@@ -337,7 +415,9 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
             usage->completion_tokens++;
             size_t len = 0;
             const char *piece = st_token_piece(x->model->tok, tok, 1, &len); /* with control tokens: <think> may be one */
-            stop = req->on_piece(req->ctx, piece ? piece : "", len, tok);
+            sv_logprob lp;
+            if (req->logprobs) token_logprobs(logits_of(x, sl), st_model_n_vocab(x->model), tok, req->top_logprobs, &lp);
+            stop = req->on_piece(req->ctx, piece ? piece : "", len, tok, req->logprobs ? &lp : NULL);
         }
         if (!x->spec) pthread_mutex_lock(&x->mu);
         if (st != ST_OK) break;
@@ -370,15 +450,6 @@ out:
  * takes the free slot that ran the latest request (the conversation just answered); loading
  * takes the least recently used free slot, its own state kept in the prompt cache first, and
  * marks it the latest, so the next request that extends the loaded conversation finds it. */
-static slot *free_slot(strata_engine *x, int latest) {
-    slot *pick = NULL;
-    for (int i = 0; i < x->n_slots; i++) {
-        slot *sl = &x->slots[i];
-        if (!sl->busy && (!pick || (latest ? sl->used > pick->used : sl->used < pick->used))) pick = sl;
-    }
-    return pick;
-}
-
 static st_status se_state_save(sv_engine *e, void **blob, size_t *n, size_t *tokens) {
     strata_engine *x = (strata_engine *)e;
     pthread_mutex_lock(&x->mu);
@@ -411,6 +482,7 @@ static void se_close(sv_engine *e) {
     if (!x) return;
     st_json_vocab_free(x->json_vocab);
     st_spec_free(x->spec);
+    free(x->template_text);
     st_prompt_cache_free(x->cache);
     for (int i = 0; i < x->n_slots; i++) st_session_free(x->slots[i].session);
     free(x->slots);
@@ -425,12 +497,36 @@ static const sv_engine_ops strata_ops = {
     .info = se_info,
     .render = se_render,
     .tokenize = se_tokenize,
+    .detokenize = se_detokenize,
+    .embed = se_embed,
     .generate = se_generate,
     .state_save = se_state_save,
     .state_load = se_state_load,
     .memory_bytes = se_memory,
     .close = se_close,
 };
+
+/* The model's recommended sampling: GGUF general.sampling.* (llama.cpp's keys, from the model's
+ * generation_config.json), where present. */
+static void model_sampling(const st_gguf *g, sv_model_info *info) {
+    static const struct { const char *key; unsigned bit; } keys[] = {
+        {"general.sampling.temp", SV_SET_TEMPERATURE}, {"general.sampling.top_p", SV_SET_TOP_P},
+        {"general.sampling.top_k", SV_SET_TOP_K}, {"general.sampling.min_p", SV_SET_MIN_P}};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        double f = 0;
+        int64_t k = 0;
+        int ok = st_gguf_get_float(g, keys[i].key, &f) == ST_OK;
+        if (!ok && st_gguf_get_int(g, keys[i].key, &k) == ST_OK) { f = (double)k; ok = 1; }
+        st_clear_error();
+        if (!ok || !(f >= 0)) continue;
+        if (keys[i].bit == SV_SET_TEMPERATURE) info->sampling.temperature = (float)f;
+        else if (keys[i].bit == SV_SET_TOP_P && f <= 1) info->sampling.top_p = (float)f;
+        else if (keys[i].bit == SV_SET_TOP_K && f < 1 << 20) info->sampling.top_k = (int)f;
+        else if (keys[i].bit == SV_SET_MIN_P && f <= 1) info->sampling.min_p = (float)f;
+        else continue;
+        info->sampling_set |= keys[i].bit;
+    }
+}
 
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *session,
                                 const sv_strata_options *o, sv_engine **out) {
@@ -493,10 +589,22 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
     const char *tmpl = NULL, *name = NULL;
     size_t tlen = 0, nlen = 0;
     int known = 0;
-    char *tmpl_z = NULL;
-    if (st_gguf_get_str(x->model->gguf, "tokenizer.chat_template", &tmpl, &tlen) == ST_OK) tmpl_z = strndup(tmpl, tlen);
-    x->style = st_chat_style_detect(tmpl_z ? tmpl_z : "", &known);
-    free(tmpl_z);
+    const char *chat_template = o ? o->chat_template : NULL;
+    if (chat_template) {
+        x->template_text = strdup(chat_template);
+        x->style = st_chat_style_detect(chat_template, &known);
+        if (!known) {
+            se_close(&x->base);
+            return st_fail(ST_ERR_UNSUPPORTED, "the chat template is not one Strata renders (Qwen3's or Qwen 3.5's ChatML forms)");
+        }
+    } else {
+        char *tmpl_z = NULL;
+        if (st_gguf_get_str(x->model->gguf, "tokenizer.chat_template", &tmpl, &tlen) == ST_OK) tmpl_z = strndup(tmpl, tlen);
+        x->style = st_chat_style_detect(tmpl_z ? tmpl_z : "", &known);
+        x->template_text = tmpl_z;
+    }
+    model_sampling(x->model->gguf, &x->info);
+    x->info.chat_template = x->template_text;
     const char *base = strrchr(model_path, '/');
     if (st_gguf_get_str(x->model->gguf, "general.name", &name, &nlen) == ST_OK && nlen)
         snprintf(x->info.name, sizeof x->info.name, "%.*s", (int)nlen, name);

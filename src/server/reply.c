@@ -28,6 +28,7 @@ struct sv_reply {
     size_t n_utf8;
     text held;              /* stage 2: text that may start a stop string */
     st_chat_parser *parser; /* stage 3; NULL: everything is content */
+    int tool_calls;         /* calls emitted so far */
     const char *matched;
 };
 
@@ -76,6 +77,7 @@ void sv_reply_free(sv_reply *r) {
 }
 
 const char *sv_reply_stop_matched(const sv_reply *r) { return r->matched; }
+int sv_reply_tool_calls(const sv_reply *r) { return r->tool_calls; }
 
 /* The length of the longest suffix of s[0..n) that is a proper prefix of tag. */
 static size_t partial_suffix(const char *s, size_t n, const char *tag) {
@@ -90,6 +92,7 @@ static st_status on_chat_event(void *ctx, const st_chat_event *e) {
     sv_reply *r = ctx;
     if (e->part == ST_CHAT_TOOL_CALL) {
         sv_tool_call call = {.id = NULL, .name = e->name, .arguments = e->arguments};
+        r->tool_calls++;
         r->emit(r->ctx, SV_EVENT_TOOL_CALL, NULL, 0, &call);
     } else if (e->len) {
         r->emit(r->ctx, e->part == ST_CHAT_REASONING ? SV_EVENT_REASONING : SV_EVENT_CONTENT, e->text, e->len, NULL);

@@ -35,8 +35,10 @@ void sv_reply_prefix(sv_reply *r, const char *text);
 int sv_reply_feed(sv_reply *r, const char *piece, size_t len);
 /* The end of generation: emits what was held back (an unclosed tool call becomes content). */
 void sv_reply_finish(sv_reply *r);
-/* The stop string that matched, or NULL. */
+/* The stop string that matched, or NULL; the tool calls emitted so far (parallel_tool_calls false
+ * stops generation after the first). */
 const char *sv_reply_stop_matched(const sv_reply *r);
+int sv_reply_tool_calls(const sv_reply *r);
 void sv_reply_free(sv_reply *r);
 
 #endif

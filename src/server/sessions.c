@@ -230,15 +230,7 @@ static void session_op_request(sv_server *s, json_t *req, sv_http_reply *out, sv
     j->api = op;
     j->control = run_session_op;
     snprintf(j->endpoint, sizeof j->endpoint, "sessions");
-    if (sv_queue_push(s, j)) {
-        atomic_fetch_add(&s->m.rejected_queue_full, 1);
-        sv_error_set(e, 429, "rate_limit_error", "queue_full", NULL, "the request queue is full; retry later");
-        sv_job_release(j);
-        return;
-    }
-    out->status = 200;
-    out->job = j;
-    out->content_type = "application/json";
+    sv_enqueue(s, j, out, e);
 }
 
 void sv_api_session_save(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) { session_op_request(s, req, out, e, 1); }

@@ -1,5 +1,5 @@
 /* status.c: the read-only endpoints: GET /v1/models, GET /v1/status (what the web monitor polls)
- * and GET /metrics (Prometheus text format, version 0.0.4). */
+ * and GET /metrics (Prometheus text format, version 0.0.4). The request log is request_log.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,9 +47,14 @@ char *sv_api_status(sv_server *s) {
         "settings", "api_key", s->cfg.api_key != NULL, "cors", s->cfg.cors ? json_string(s->cfg.cors) : json_null(),
         "max_body", (int)s->cfg.max_body, "reused_tokens", (json_int_t)atomic_load(&m->cached_tokens), "port", s->port);
     json_object_set_new(r, "host", json_string(s->cfg.host));
-    char *out = json_dumps(r, JSON_COMPACT);
-    json_decref(r);
-    return out;
+    json_object_set_new(json_object_get(r, "totals"), "stalled", json_integer((json_int_t)atomic_load(&m->stalled)));
+    json_object_set_new(json_object_get(r, "totals"), "refused_cross_site", json_integer((json_int_t)atomic_load(&m->refused_cross_site)));
+    pthread_mutex_lock(&s->cmu);
+    json_object_set_new(r, "connections", json_pack("{s:i,s:i,s:i,s:I}", "open", s->n_conns, "busy", s->n_busy, "max",
+                                                    s->cfg.max_connections, "evicted",
+                                                    (json_int_t)atomic_load(&m->connections_evicted)));
+    pthread_mutex_unlock(&s->cmu);
+    return sv_dump(r);
 }
 
 char *sv_api_metrics(sv_server *s) {

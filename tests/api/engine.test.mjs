@@ -46,6 +46,9 @@ for (const arch of ['qwen3', 'qwen35', 'qwen4exp']) {
       // reset where it cannot return exactly), and on a server that reads the two turns straight.
       const again = await a.client.chat.completions.create({ model: 'm', ...greedy, messages: m1 });
       assert.equal(again.choices[0].message.content, r1.choices[0].message.content);
+      // top_p 0 is greedy too (it was a 500: the sampler refuses a nucleus of nothing).
+      const nucleus0 = await a.client.chat.completions.create({ model: 'm', ...greedy, temperature: 1, top_p: 0, messages: m1 });
+      assert.equal(nucleus0.choices[0].message.content, r1.choices[0].message.content);
       if (arch === 'qwen3') assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens - 1);
       const m2 = [...m1, { role: 'assistant', content: r1.choices[0].message.content }, { role: 'user', content: 'and then?' }];
       const reused = await a.client.chat.completions.create({ model: 'm', ...greedy, messages: m2 });
@@ -92,10 +95,10 @@ for (const arch of ['qwen3', 'qwen35', 'qwen4exp']) {
     try {
       const m1 = [{ role: 'user', content: 'remember this' }];
       const r1 = await a.client.chat.completions.create({ model: 'm', ...greedy, messages: m1 });
-      const saved = await fetch(a.base + '/v1/sessions/save', { method: 'POST', body: JSON.stringify({ name: arch }) });
+      const saved = await fetch(a.base + '/v1/sessions/save', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: arch }) });
       assert.equal(saved.status, 200, await saved.text());
       await a.client.chat.completions.create({ model: 'm', ...greedy, messages: [{ role: 'user', content: 'a different talk' }] });
-      const restored = await fetch(a.base + '/v1/sessions/restore', { method: 'POST', body: JSON.stringify({ name: arch }) });
+      const restored = await fetch(a.base + '/v1/sessions/restore', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: arch }) });
       assert.equal(restored.status, 200, await restored.text());
       const m2 = [...m1, { role: 'assistant', content: r1.choices[0].message.content }, { role: 'user', content: 'go on' }];
       const reused = await a.client.chat.completions.create({ model: 'm', ...greedy, messages: m2 });
@@ -109,3 +112,18 @@ for (const arch of ['qwen3', 'qwen35', 'qwen4exp']) {
     }
   });
 }
+
+test('--chat-template-file: a Qwen template is used in place of the model\'s, another is refused at start', async () => {
+  const good = path.join(dir, 'qwen.jinja'), bad = path.join(dir, 'other.jinja');
+  fs.writeFileSync(good, "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}{%- endfor %}");
+  fs.writeFileSync(bad, '{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}');
+  const srv = await serve(models.qwen3, ['--chat-template-file', good]);
+  try {
+    const r = await srv.client.chat.completions.create({ model: 'm', ...greedy, messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(r.usage.completion_tokens, 8);
+  } finally {
+    assert.equal(await srv.stop(), 0, srv.stderr());
+  }
+  await assert.rejects(serve(models.qwen3, ['--chat-template-file', bad]), /not one Strata renders/);
+  await assert.rejects(serve(models.qwen3, ['--chat-template-file', path.join(dir, 'missing.jinja')]), /cannot read it/);
+});

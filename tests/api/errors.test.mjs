@@ -1,6 +1,6 @@
 // errors.test.mjs: every refusal of `strata serve`, with the error shape of the API that was
 // called (OpenAI: {error: {message, type, param, code}}; Anthropic: {type: "error", error: {type,
-// message}}): body too large (413), nesting too deep, invalid UTF-8, wrong field types, n != 1,
+// message}}): body too large (413), nesting too deep, invalid UTF-8, wrong field types, n out of range, logprobs refusals, bad prompts,
 // context exceeded, bad JSON, unknown routes; and the Host check and CORS.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -77,10 +77,32 @@ test('wrong field types get 400 naming the field (OpenAI)', async () => {
     [{ response_format: { type: 'yaml' } }, 'response_format.type'],
     [{ reasoning_effort: 'extreme' }, 'reasoning_effort'],
     [{ chat_template_kwargs: { enable_thinking: 'no' } }, 'chat_template_kwargs.enable_thinking'],
+    [{ tool_choice: 'required' }, 'tool_choice'],
+    [{ tool_choice: 'required', tools: [] }, 'tool_choice'],
+    [{ tool_choice: { type: 'function', function: { name: 'f' } } }, 'tool_choice'],
+    [{ tool_choice: { type: 'function', function: { name: 'g' } }, tools: [{ type: 'function', function: { name: 'f' } }] }, 'tool_choice'],
   ];
   for (const [extra, param] of cases) openaiError(await post(srv.base, '/v1/chat/completions', chat(extra)), 400, param);
   const missing = await post(srv.base, '/v1/chat/completions', { model: 'echo' });
   openaiError(missing, 400, 'messages');
+});
+
+test('top_p 0 means greedy, on both APIs', async () => {
+  const r = await openai.chat.completions.create(chat({ top_p: 0, temperature: 0.9, messages: [{ role: 'user', content: '/params' }] }));
+  assert.match(r.choices[0].message.content, /temperature=0 top_p=1 /);
+  const a = await anthropic.messages.create({ model: 'echo', max_tokens: 300, top_p: 0, messages: [{ role: 'user', content: '/params' }] });
+  assert.match(a.content.at(-1).text, /temperature=0 top_p=1 /);
+});
+
+test('Anthropic tool_choice must name one of the tools, and any/tool need tools', async () => {
+  const tools = [{ name: 'get_weather', input_schema: { type: 'object', properties: {} } }];
+  const base = { model: 'echo', max_tokens: 50, messages: [{ role: 'user', content: 'x' }] };
+  anthropicError(await post(srv.base, '/v1/messages', { ...base, tools, tool_choice: { type: 'tool', name: 'launch_missiles' } }), 400, 'launch_missiles');
+  anthropicError(await post(srv.base, '/v1/messages', { ...base, tool_choice: { type: 'any' } }), 400, 'tool_choice');
+  anthropicError(await post(srv.base, '/v1/messages', { ...base, tools: [], tool_choice: { type: 'tool', name: 'get_weather' } }), 400, 'tool_choice');
+  await assert.rejects(anthropic.messages.create({ ...base, tools, tool_choice: { type: 'tool', name: 'launch_missiles' } }), (e) => e.status === 400);
+  const ok = await anthropic.messages.create({ ...base, tools, tool_choice: { type: 'tool', name: 'get_weather' } });
+  assert.equal(ok.content.at(-1).name, 'get_weather');
 });
 
 test('the openai client surfaces these as BadRequestError with the param', async () => {
@@ -91,9 +113,15 @@ test('the openai client surfaces these as BadRequestError with the param', async
   });
 });
 
-test('n other than 1 is refused', async () => {
-  const r = await post(srv.base, '/v1/chat/completions', chat({ n: 2 }));
-  openaiError(r, 400, 'n');
+test('n outside 1..128 is refused; top_logprobs needs logprobs', async () => {
+  openaiError(await post(srv.base, '/v1/chat/completions', chat({ n: 0 })), 400, 'n');
+  openaiError(await post(srv.base, '/v1/chat/completions', chat({ n: 129 })), 400, 'n');
+  openaiError(await post(srv.base, '/v1/chat/completions', chat({ top_logprobs: 3 })), 400, 'top_logprobs');
+  openaiError(await post(srv.base, '/v1/chat/completions', chat({ logprobs: true, top_logprobs: 21 })), 400, 'top_logprobs');
+  openaiError(await post(srv.base, '/v1/completions', { model: 'echo', prompt: 'x', logprobs: 2 }), 400, 'logprobs');
+  openaiError(await post(srv.base, '/v1/completions', { model: 'echo', prompt: [1, 2, 99999] }), 400, 'prompt');
+  openaiError(await post(srv.base, '/v1/completions', { model: 'echo', prompt: ['a', 7] }), 400, 'prompt[1]');
+  openaiError(await post(srv.base, '/v1/completions', { model: 'echo', prompt: [] }), 400, 'prompt');
 });
 
 test('a prompt longer than the context: 400 context_length_exceeded', async () => {

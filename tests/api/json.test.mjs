@@ -1,8 +1,11 @@
-// json.test.mjs: response_format json_object on the real engine with the demo model
-// (models/strata-demo-q8_0.gguf). The model was never taught JSON; the sampler's constraint
-// (src/engine/json_grammar.c) is what makes every reply one JSON object, with thinking on (the
-// constraint applies after </think>) or off (the reply is forced to open with "{"), streamed or
-// not, greedy or sampled, and also when max_tokens cuts it short (the object is closed in time).
+// json.test.mjs: response_format json_object and json_schema, and forced tool calls, on the real
+// engine with the demo model (models/strata-demo-q8_0.gguf). The model was never taught JSON; the
+// sampler's constraint (src/engine/json_grammar.c) is what makes every reply one JSON object, with
+// thinking on (the constraint applies after </think>) or off (the reply is forced to open with
+// "{"), streamed or not, greedy or sampled, and also when max_tokens cuts it short (the object is
+// closed in time). With a schema every finished reply meets it (checked here by a validator of
+// our own); a forced tool call names one of the tools and its arguments fit that tool's
+// parameters; a schema that cannot be enforced is a 400 naming the field.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -86,4 +89,131 @@ test('a forced tool call takes precedence over json_object (no error)', async ()
     messages: [{ role: 'user', content: 'Weather in Paris?' }],
   });
   parsesAsObject(r.choices[0].message.content, 'tools offered');
+});
+
+// A validator for the schema subset these tests use.
+function meets(v, s) {
+  if (s.enum) return s.enum.some((e) => JSON.stringify(e) === JSON.stringify(v));
+  if (s.anyOf) return s.anyOf.some((b) => meets(v, b));
+  const types = [s.type ?? []].flat();
+  const typeOf = v === null ? 'null' : Array.isArray(v) ? 'array' : Number.isInteger(v) ? 'integer' : typeof v;
+  if (types.length && !types.some((t) => t === typeOf || (t === 'number' && typeOf === 'integer') || (t === 'boolean' && typeOf === 'boolean')))
+    return false;
+  if (typeOf === 'object') {
+    for (const r of s.required ?? []) if (!(r in v)) return false;
+    for (const [k, x] of Object.entries(v)) {
+      if (s.properties?.[k]) { if (!meets(x, s.properties[k])) return false; }
+      else if (s.additionalProperties === false) return false;
+    }
+  }
+  if (typeOf === 'array' && s.items) return v.every((x) => meets(x, s.items));
+  return true;
+}
+
+const person = {
+  type: 'object',
+  properties: { name: { type: 'string' }, age: { type: 'integer' }, pet: { enum: ['cat', 'dog', null] },
+    scores: { type: 'array', items: { type: 'number' } }, nick: { anyOf: [{ type: 'string' }, { type: 'null' }] } },
+  required: ['name', 'age', 'pet', 'scores', 'nick'], additionalProperties: false,
+};
+
+for (const thinking of [false, true]) {
+  test(`json_schema: every finished reply meets a strict {name, age} schema (thinking ${thinking ? 'on' : 'off'})`, async () => {
+    let finished = 0;
+    for (let i = 0; i < 6; i++) {
+      const r = await client.chat.completions.create({
+        model: 'demo', max_tokens: 160, temperature: i ? 1 : 0, seed: 11 + i, chat_template_kwargs: { enable_thinking: thinking },
+        response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: person } },
+        messages: [{ role: 'user', content: 'Describe a person as JSON.' }],
+      });
+      const c = r.choices[0];
+      if (c.finish_reason !== 'stop') continue; // cut by max_tokens: unfinished, as OpenAI's
+      finished++;
+      const v = parsesAsObject(c.message.content, `run ${i}`);
+      assert.ok(meets(v, person), `run ${i}: ${c.message.content}`);
+      assert.deepEqual(Object.keys(v).sort(), ['age', 'name', 'nick', 'pet', 'scores']);
+    }
+    assert.ok(finished >= 3, `only ${finished} of 6 replies finished within max_tokens`);
+  });
+}
+
+test('json_schema through the SDK helper: the streamed reply parses and meets the schema', async () => {
+  const stream = await client.chat.completions.create({
+    model: 'demo', stream: true, max_tokens: 160, temperature: 0.8, seed: 5,
+    response_format: { type: 'json_schema', json_schema: { name: 'person', schema: person } },
+    messages: [{ role: 'user', content: 'Describe a person.' }],
+  });
+  let text = '', finish = null;
+  for await (const ch of stream) {
+    text += ch.choices[0]?.delta?.content ?? '';
+    finish = ch.choices[0]?.finish_reason ?? finish;
+  }
+  if (finish === 'stop') assert.ok(meets(JSON.parse(text), person), text);
+});
+
+test('a schema that cannot be enforced is a 400 naming the field', async () => {
+  const bad = [
+    [{ type: 'object', properties: { a: { type: 'strng' } } }, 'response_format.json_schema.schema.properties.a.type'],
+    [{ type: 'object', properties: { a: { enum: [] } } }, 'response_format.json_schema.schema.properties.a.enum'],
+    [{ type: 'object', properties: { a: { oneOf: [{ type: 'string' }] } } }, 'response_format.json_schema.schema.properties.a.oneOf'],
+    [{ type: 'array' }, 'response_format.json_schema.schema'],
+  ];
+  for (const [schema, param] of bad) {
+    await assert.rejects(client.chat.completions.create({
+      model: 'demo', max_tokens: 8, response_format: { type: 'json_schema', json_schema: { name: 'x', schema } },
+      messages: [{ role: 'user', content: 'x' }],
+    }), (e) => { assert.equal(e.status, 400); assert.equal(e.param, param, e.message); return true; });
+  }
+});
+
+const weatherTools = [
+  { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, unit: { enum: ['c', 'f'] } }, required: ['city', 'unit'], additionalProperties: false } } },
+  { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { type: 'string' } }, required: ['zone'] } } },
+];
+
+test('a forced tool call names one of the tools, with arguments that fit it', async () => {
+  for (const [i, tool_choice] of ['required', { type: 'function', function: { name: 'get_time' } }, 'required'].entries()) {
+    const r = await client.chat.completions.create({
+      model: 'demo', tools: weatherTools, tool_choice, max_tokens: 120, temperature: i ? 0.9 : 0, seed: i, parallel_tool_calls: false,
+      messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+    });
+    const c = r.choices[0];
+    if (c.finish_reason === 'length') continue;
+    assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
+    assert.equal(c.message.tool_calls.length, 1);
+    const call = c.message.tool_calls[0].function;
+    const tool = weatherTools.find((t) => t.function.name === call.name);
+    assert.ok(tool, call.name);
+    if (typeof tool_choice === 'object') assert.equal(call.name, 'get_time');
+    assert.ok(meets(JSON.parse(call.arguments), tool.function.parameters), call.arguments);
+  }
+});
+
+test('logprobs on the real engine: log-probabilities of the model, the greedy pick first among the alternatives', async () => {
+  const r = await client.chat.completions.create({
+    model: 'demo', max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 5, chat_template_kwargs: { enable_thinking: false },
+    messages: [{ role: 'user', content: 'What does ocean mean?' }],
+  });
+  const lp = r.choices[0].logprobs.content;
+  assert.ok(lp.length > 0 && lp.length <= 12);
+  assert.equal(Buffer.concat(lp.map((x) => Buffer.from(x.bytes))).toString(), r.choices[0].message.content);
+  for (const x of lp) {
+    assert.ok(x.logprob <= 0);
+    assert.equal(x.top_logprobs.length, 5);
+    assert.equal(x.top_logprobs[0].token, x.token);
+    assert.ok(Math.abs(x.top_logprobs[0].logprob - x.logprob) < 1e-4);
+    for (let i = 1; i < 5; i++) assert.ok(x.top_logprobs[i].logprob <= x.top_logprobs[i - 1].logprob);
+    assert.ok(x.top_logprobs.reduce((s, t) => s + Math.exp(t.logprob), 0) <= 1.0001);
+  }
+});
+
+test('n > 1 on the real engine: with a seed, n different samples of one prompt', async () => {
+  const r = await client.chat.completions.create({
+    model: 'demo', max_tokens: 16, temperature: 1, seed: 1, n: 3, chat_template_kwargs: { enable_thinking: false },
+    messages: [{ role: 'user', content: 'Tell me about the sea.' }],
+  });
+  assert.equal(r.choices.length, 3);
+  assert.ok(new Set(r.choices.map((c) => c.message.content)).size > 1, JSON.stringify(r.choices));
+  // the second and third read only what the first did not: the prompt is held
+  assert.ok(r.usage.prompt_tokens > 0 && r.usage.completion_tokens <= 48);
 });

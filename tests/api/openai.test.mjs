@@ -205,3 +205,49 @@ test('completions, plain and streamed', async () => {
   for await (const c of stream) text += c.choices[0]?.text ?? '';
   assert.equal(text, 'Echo: streamed');
 });
+
+test('n > 1: that many choices, each with its index, streamed and not', async () => {
+  const r = await client.chat.completions.create({ model: 'echo', ...noThinking, n: 3, messages: [{ role: 'user', content: 'many' }] });
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
+  for (const c of r.choices) { assert.equal(c.message.content, 'Echo: many'); assert.equal(c.finish_reason, 'stop'); }
+  assert.equal(r.usage.completion_tokens, 3 * 'Echo: many'.length);
+  const stream = await client.chat.completions.create({ model: 'echo', ...noThinking, n: 2, stream: true, messages: [{ role: 'user', content: 'two' }] });
+  const text = ['', ''], finish = [null, null];
+  for await (const ch of stream) for (const c of ch.choices) { text[c.index] += c.delta?.content ?? ''; if (c.finish_reason) finish[c.index] = c.finish_reason; }
+  assert.deepEqual(text, ['Echo: two', 'Echo: two']);
+  assert.deepEqual(finish, ['stop', 'stop']);
+});
+
+test('logprobs and top_logprobs: one entry per content token, with its bytes and the alternatives', async () => {
+  const r = await client.chat.completions.create({ model: 'echo', ...noThinking, logprobs: true, top_logprobs: 3, messages: [{ role: 'user', content: 'lp' }] });
+  const lp = r.choices[0].logprobs.content;
+  assert.equal(lp.map((x) => x.token).join(''), 'Echo: lp');
+  for (const x of lp) {
+    assert.equal(x.logprob, 0);
+    assert.deepEqual(x.bytes, [...Buffer.from(x.token)]);
+    assert.equal(x.top_logprobs.length, 3);
+    assert.equal(x.top_logprobs[0].token, x.token);
+    assert.ok(x.top_logprobs[1].logprob < x.top_logprobs[0].logprob);
+  }
+  // thinking is not content: with it on, still only the answer's tokens
+  const t = await client.chat.completions.create({ model: 'echo', logprobs: true, messages: [{ role: 'user', content: 'lp' }] });
+  assert.equal(t.choices[0].logprobs.content.map((x) => x.token).join(''), 'Echo: lp');
+  assert.equal(t.choices[0].logprobs.content[0].top_logprobs.length, 0);
+  const stream = await client.chat.completions.create({ model: 'echo', ...noThinking, logprobs: true, stream: true, messages: [{ role: 'user', content: 's' }] });
+  let tokens = '';
+  for await (const ch of stream) for (const x of ch.choices[0]?.logprobs?.content ?? []) tokens += x.token;
+  assert.equal(tokens, 'Echo: s');
+  const none = await client.chat.completions.create({ model: 'echo', ...noThinking, messages: [{ role: 'user', content: 'x' }] });
+  assert.equal(none.choices[0].logprobs, null);
+});
+
+test('/v1/completions: an array of prompts, token ids, arrays of token ids; n per prompt', async () => {
+  const r = await client.completions.create({ model: 'echo', prompt: ['one', 'two'], max_tokens: 50 });
+  assert.deepEqual(r.choices.map((c) => [c.index, c.text]), [[0, 'Echo: one'], [1, 'Echo: two']]);
+  const ids = await client.completions.create({ model: 'echo', prompt: [104, 105], max_tokens: 50 });
+  assert.equal(ids.choices[0].text, 'Echo: hi');
+  assert.equal(ids.usage.prompt_tokens, 2);
+  const arrays = await client.completions.create({ model: 'echo', prompt: [[104, 105], [121, 111]], n: 2, max_tokens: 50 });
+  assert.deepEqual(arrays.choices.map((c) => c.text), ['Echo: hi', 'Echo: hi', 'Echo: yo', 'Echo: yo']);
+  assert.equal(arrays.usage.prompt_tokens, 4);
+});

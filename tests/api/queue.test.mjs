@@ -119,7 +119,7 @@ test('a full queue answers 429 and loses nothing it accepted', async () => {
     assert.equal(st.queue.waiting, 1);
     await assert.rejects(c2.chat.completions.create({ model: 'echo', ...quiet, messages: [{ role: 'user', content: 'one too many' }] }),
       (e) => e.status === 429);
-    const a = await fetch(s2.base + '/v1/messages', { method: 'POST', body: JSON.stringify({ model: 'echo', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }) });
+    const a = await fetch(s2.base + '/v1/messages', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'echo', max_tokens: 5, messages: [{ role: 'user', content: 'x' }] }) });
     assert.equal(a.status, 429);
     assert.equal((await a.json()).error.type, 'rate_limit_error');
     await it.return(); // disconnect: the queued request runs next

@@ -11,11 +11,15 @@
  * Types come from llama.h (compiled with -I on the peer's source); functions are looked up with
  * dlsym, so this builds without the library and runs against any libllama of that release.
  *
+ * --dump DIR writes every contiguous f32 tensor the graph names (attn_norm-0, l_out-3, ...) as
+ * DIR/NAME.bin when it is computed (the last batch wins), to find the first op where two engines
+ * part.
+ *
  * --ngl N offloads N layers to the GPU of a CUDA build of libllama (default 0: the CPU), for the
  * GPU conformance runs (bench/cuda/).
  *
  * usage: logits_peer --lib LIBLLAMA -m MODEL --tokens ID,ID,... [--prefill N] --logits OUT
- *                    [-t THREADS] [--ngl N] [-v] */
+ *                    [-t THREADS] [--ngl N] [--dump DIR] [-v] */
 #include <dlfcn.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -92,6 +96,26 @@ static int parse_tokens(const char *s, llama_token **out) {
     return n;
 }
 
+static const char *dump_dir;
+
+/* ggml's scheduler callback: asked first whether we want a tensor, then given it computed */
+static bool dump_tensor(struct ggml_tensor *t, bool ask, void *user) {
+    (void)user;
+    int contiguous = t->type == GGML_TYPE_F32 && t->nb[0] == 4 && t->nb[1] == 4 * (size_t)t->ne[0] &&
+                     t->nb[2] == t->nb[1] * (size_t)t->ne[1] && t->nb[3] == t->nb[2] * (size_t)t->ne[2];
+    if (ask) return contiguous && t->name[0];
+    if (!contiguous || !t->data) return true;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.bin", dump_dir, t->name);
+    for (char *c = path + strlen(dump_dir) + 1; *c; c++) if (*c == '/' || *c == ' ') *c = '_';
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(t->data, 4, (size_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]), f);
+        fclose(f);
+    }
+    return true;
+}
+
 int main(int argc, char **argv) {
     const char *lib = NULL, *model_path = NULL, *tokens_arg = NULL, *out_path = NULL;
     int prefill = 0, n_threads = 2, repack = 1, ngl = 0;
@@ -106,8 +130,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-v")) verbose = 1;
         else if (!strcmp(argv[i], "--ngl") && more) ngl = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-repack")) repack = 0;
+        else if (!strcmp(argv[i], "--dump") && more) dump_dir = argv[++i];
         else {
-            fprintf(stderr, "usage: logits_peer --lib LIBLLAMA -m MODEL --tokens ID,ID,... [--prefill N] --logits OUT [-t THREADS] [-v]\n");
+            fprintf(stderr, "usage: logits_peer --lib LIBLLAMA -m MODEL --tokens ID,ID,... [--prefill N] --logits OUT [-t THREADS] [--ngl N] [--dump DIR] [-v]\n");
             return 2;
         }
     }
@@ -147,6 +172,10 @@ int main(int argc, char **argv) {
     cp.type_k = cp.type_v = GGML_TYPE_F32;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     cp.no_perf = true;
+    if (dump_dir) {
+        cp.cb_eval = dump_tensor;
+        cp.cb_eval_user_data = NULL;
+    }
     struct llama_context *ctx = p_llama_init_from_model(model, cp);
     if (!ctx) {
         fprintf(stderr, "logits_peer: llama.cpp could not create a context for %s\n", model_path);

@@ -2,7 +2,8 @@
  * and the reference against "dequantize both sides, dot in double"; the fast activation
  * converters against the reference quantizers byte for byte.
  *
- * Weights are both quantized from random floats and raw random bytes (with sane fp16 scales), so
+ * Weights are both quantized from random floats (random blocks for the grid i-quants, which have
+ * no quantizer) and raw random bytes (with sane fp16 scales), so
  * every bit pattern of the packed fields is exercised; sizes have odd block counts (the AVX-512
  * kernels pair 32-element blocks) and every nx from 1 to ST_DOT_MAX_NX is run. Tolerances are
  * relative to sum |w_i x_i|: the integer sums are exact, only the f32 rounding order differs. */
@@ -14,6 +15,7 @@
 #include "base/cpu.h"
 #include "quant/dot.h"
 #include "quant/quant.h"
+#include "quant/random_iq.h"
 #include "test.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -25,26 +27,54 @@ static uint32_t rnd(void) {
 }
 static float frand(void) { return (float)rnd() / 4294967296.0f * 2 - 1; } /* [-1, 1) */
 
+/* the grid i-quants: no quantizer, so make_weights draws their blocks (quant/random_iq.h) */
+static const uint32_t grid_types[] = {ST_TYPE_IQ2_XXS, ST_TYPE_IQ2_XS, ST_TYPE_IQ2_S, ST_TYPE_IQ3_XXS,
+                                      ST_TYPE_IQ3_S,   ST_TYPE_IQ1_S,  ST_TYPE_IQ1_M};
+#define NGRID (sizeof grid_types / sizeof grid_types[0])
+static int is_grid_type(uint32_t type) {
+    for (size_t i = 0; i < NGRID; i++)
+        if (grid_types[i] == type) return 1;
+    return 0;
+}
+
 static const uint32_t types[] = {ST_TYPE_F32,  ST_TYPE_F16,  ST_TYPE_BF16, ST_TYPE_Q8_0,   ST_TYPE_Q4_0,
                                  ST_TYPE_Q4_1, ST_TYPE_Q5_0, ST_TYPE_Q5_1, ST_TYPE_Q2_K,   ST_TYPE_Q3_K,
-                                 ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_IQ4_NL, ST_TYPE_IQ4_XS};
+                                 ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_IQ4_NL, ST_TYPE_IQ4_XS,
+                                 ST_TYPE_Q1_0, ST_TYPE_Q2_0, ST_TYPE_TQ1_0, ST_TYPE_TQ2_0,  ST_TYPE_MXFP4,
+                                 ST_TYPE_NVFP4};
 #define NTYPES (sizeof types / sizeof types[0])
 
 /* byte offsets of the fp16 scale fields of one block, for random-byte blocks */
 static int scale_fields(uint32_t type, int off[2]) {
+    if (is_grid_type(type)) { off[0] = 0; return type != ST_TYPE_IQ1_M; } /* iq1_m: see iq1_m_finite_d */
     switch (type) {
     case ST_TYPE_Q4_0: case ST_TYPE_Q5_0: case ST_TYPE_Q8_0: case ST_TYPE_IQ4_NL: case ST_TYPE_IQ4_XS:
+    case ST_TYPE_Q1_0: case ST_TYPE_Q2_0:
         off[0] = 0; return 1;
     case ST_TYPE_Q4_1: case ST_TYPE_Q5_1: case ST_TYPE_Q4_K: case ST_TYPE_Q5_K:
         off[0] = 0; off[1] = 2; return 2;
     case ST_TYPE_Q2_K: off[0] = 80; off[1] = 82; return 2;
     case ST_TYPE_Q3_K: off[0] = 108; return 1;
     case ST_TYPE_Q6_K: off[0] = 208; return 1;
-    default: return 0;
+    case ST_TYPE_TQ1_0: off[0] = 52; return 1;
+    case ST_TYPE_TQ2_0: off[0] = 64; return 1;
+    default: return 0; /* MXFP4, NVFP4: byte scales, see make_weights */
     }
 }
 
-/* One weight row: from floats through the reference quantizer, or (raw) random bytes. */
+/* iq1_m keeps its d in the top nibbles of its four scale words: a sane half there */
+static void iq1_m_finite_d(void *w, int64_t k) {
+    for (int64_t b = 0; b < k / QK_K; b++) {
+        uint16_t h = st_fp32_to_fp16(frand() * 0.01f), sw[4];
+        uint8_t *sc = (uint8_t *)w + (size_t)b * sizeof(block_iq1_m) + 48;
+        memcpy(sw, sc, 8);
+        for (int i = 0; i < 4; i++) sw[i] = (uint16_t)((sw[i] & 0x0fff) | ((h >> (4 * i)) & 15) << 12);
+        memcpy(sc, sw, 8);
+    }
+}
+
+/* One weight row: from floats through the reference quantizer (random blocks for the types
+ * without one), or (raw) random bytes. */
 static void make_weights(uint32_t type, int64_t k, int raw, void *w) {
     const st_type_info *t = st_type_get(type);
     size_t bytes = st_row_size(t, k);
@@ -52,7 +82,7 @@ static void make_weights(uint32_t type, int64_t k, int raw, void *w) {
     float scale = (float)(rnd() % 4 + 1);
     for (int64_t i = 0; i < k; i++) f[i] = frand() * scale;
     if (!raw || t->block_size == 1) {
-        st_quantize_row(type, f, w, k);
+        if (!st_quantize_row(type, f, w, k)) CHECK(st_random_iq_blocks(type, scale, &rng_state, w, k));
     } else {
         uint8_t *p = w;
         for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rnd();
@@ -62,7 +92,12 @@ static void make_weights(uint32_t type, int64_t k, int raw, void *w) {
                 uint16_t h = st_fp32_to_fp16(frand() * 0.01f);
                 memcpy(p + (size_t)b * (size_t)t->type_size + off[s], &h, 2);
             }
+        /* MXFP4's E8M0 exponent: 2^-10 .. 2^-3 (random bytes would reach 2^127); NVFP4's UE4M3
+         * scales are all finite, so random bytes stay */
+        if (type == ST_TYPE_MXFP4)
+            for (int64_t b = 0; b < k / 32; b++) p[(size_t)b * sizeof(block_mxfp4)] = (uint8_t)(117 + rnd() % 8);
     }
+    if (raw && type == ST_TYPE_IQ1_M) iq1_m_finite_d(w, k);
     free(f);
 }
 
@@ -202,11 +237,12 @@ int main(void) {
     char desc[256];
     st_cpu_describe(desc, sizeof desc);
     fprintf(stderr, "cpu: %s\n", desc);
-    for (size_t i = 0; i < NTYPES; i++) {
-        const st_type_info *t = st_type_get(types[i]);
+    for (size_t i = 0; i < NTYPES + NGRID; i++) {
+        const uint32_t type = i < NTYPES ? types[i] : grid_types[i - NTYPES];
+        const st_type_info *t = st_type_get(type);
         int64_t bs = t->block_size == 1 ? 1 : t->block_size;
         const int64_t blocks[] = {1, 3, 8, 11};
-        for (int s = 0; s < 4; s++) test_type(types[i], blocks[s] * (bs == 1 ? 32 : bs) + (bs == 1 ? s * 5 : 0));
+        for (int s = 0; s < 4; s++) test_type(type, blocks[s] * (bs == 1 ? 32 : bs) + (bs == 1 ? s * 5 : 0));
     }
     test_converters();
     return test_report("test_dot");

@@ -147,6 +147,27 @@ static void test_arch(const char *arch) {
     CHECK(st_session_n_past(s) == past && state_sum(m, s) == before);
     st_session_free(s);
 
+    /* st_session_embed: the last position's final hidden state is what the LM head reads (its
+     * logits are W_out . h); it starts a fresh sequence whatever the session held before. */
+    s = session(m, 512, 1);
+    CHECK(st_session_feed(s, tokens + 31, 9, NULL) == ST_OK);
+    float hid[FX_D], again[FX_D];
+    CHECK(st_session_n_embd(s) == FX_D);
+    CHECK(st_session_embed(s, tokens, 30, hid) == ST_OK && st_session_n_past(s) == 30);
+    const st_tensor *W = m->output.data ? &m->output : &m->tok_embd;
+    CHECKF(W->type == ST_TYPE_F32 && W->scale == 1.0f, "%s: the fixture's head is plain f32", arch);
+    if (W->type == ST_TYPE_F32 && W->scale == 1.0f) {
+        float head[FX_V];
+        for (int v = 0; v < FX_V; v++) {
+            double acc = 0;
+            for (int k = 0; k < FX_D; k++) acc += (double)((const float *)W->data)[(size_t)v * FX_D + (size_t)k] * hid[k];
+            head[v] = (float)acc;
+        }
+        CHECKF(rel_diff(one + 29 * FX_V, head, FX_V) <= 1e-5, "%s: W_out . embed differs from the logits", arch);
+    }
+    CHECK(st_session_embed(s, tokens, 30, again) == ST_OK && !memcmp(hid, again, sizeof hid));
+    st_session_free(s);
+
     /* Growth between chunks leaves state and weights untouched, and the run continues unchanged. */
     s = session(m, 4, 1);
     CHECK(st_session_feed(s, tokens, 8, NULL) == ST_OK);

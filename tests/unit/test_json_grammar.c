@@ -9,13 +9,22 @@
  *     string and think sets and the mask cache are exact), end of generation only when complete,
  *     the reply's opening read from a ChatML prompt;
  *   - the sampler: a refused greedy pick becomes the best allowed token; random logits at any
- *     temperature give a valid prefix at every step, and an end only after a complete object. */
+ *     temperature give a valid prefix at every step, and an end only after a complete object;
+ *   - schemas (engine/json_schema.h): every refusal of the compiler names the field; byte by byte,
+ *     documents a schema allows are taken and others refused at exactly the first byte it does
+ *     not (names, required, each key once, closed objects, integers, enums, anyOf, $ref); the mask
+ *     equals a walk of every token under a schema too; replies sampled on random logits meet the
+ *     schema by an independent check; a forced tool call (any tool, a named one, parallel calls)
+ *     names a tool and its arguments fit that tool's parameters. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "test.h"
+#include <jansson.h>
 #include "engine/json_grammar.h"
+#include "engine/json_schema.h"
 #include "engine/sampler.h"
+#include "base/status.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
@@ -424,13 +433,21 @@ static float frand(void) {
     return (float)((lcg >> 40) & 0xFFFFFF) / (float)0x1000000;
 }
 
-static void test_sampler(void) {
+/* The small vocabulary afresh, and its token table (NULL when either fails). */
+static st_json_vocab *fresh_vocab(st_tokenizer **t, int32_t *n_vocab) {
     n_tok = 0;
-    st_tokenizer *t = make_tokenizer();
-    if (!t) return;
-    int32_t n_vocab = n_tok;
     st_json_vocab *v = NULL;
-    CHECK(st_json_vocab_new(t, n_vocab, &v) == ST_OK);
+    if (!(*t = make_tokenizer())) return NULL;
+    *n_vocab = n_tok;
+    CHECK(st_json_vocab_new(*t, *n_vocab, &v) == ST_OK);
+    return v;
+}
+
+static void test_sampler(void) {
+    st_tokenizer *t = NULL;
+    int32_t n_vocab = 0;
+    st_json_vocab *v = fresh_vocab(&t, &n_vocab);
+    if (!v) return;
     float *logits = malloc(sizeof *logits * (size_t)n_vocab);
 
     /* greedy: the best token is refused, the best allowed one comes */
@@ -529,10 +546,344 @@ static void test_sampler(void) {
     st_tokenizer_free(t);
 }
 
+/* ---- schemas (engine/json_schema.h) ---- */
+
+/* An independent check of a value against the subset of JSON Schema the compiler takes. */
+static int meets(json_t *v, json_t *sch, json_t *root) {
+    if (json_is_true(sch) || !sch) return 1;
+    json_t *ref = json_object_get(sch, "$ref");
+    if (ref) return meets(v, json_object_get(json_object_get(root, "$defs"), json_string_value(ref) + 8), root);
+    json_t *any = json_object_get(sch, "anyOf");
+    if (any) {
+        size_t i;
+        json_t *b;
+        json_array_foreach(any, i, b) if (meets(v, b, root)) return 1;
+        return 0;
+    }
+    json_t *en = json_object_get(sch, "enum");
+    if (en) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(en, i, e) if (json_equal(e, v)) return 1;
+        return 0;
+    }
+    json_t *type = json_object_get(sch, "type");
+    if (type) {
+        int ok = 0;
+        for (size_t i = 0; i < (json_is_array(type) ? json_array_size(type) : 1); i++) {
+            const char *t = json_string_value(json_is_array(type) ? json_array_get(type, i) : type);
+            ok |= (!strcmp(t, "object") && json_is_object(v)) || (!strcmp(t, "array") && json_is_array(v)) ||
+                  (!strcmp(t, "string") && json_is_string(v)) || (!strcmp(t, "number") && json_is_number(v)) ||
+                  (!strcmp(t, "integer") && json_is_integer(v)) || (!strcmp(t, "boolean") && json_is_boolean(v)) ||
+                  (!strcmp(t, "null") && json_is_null(v));
+        }
+        if (!ok) return 0;
+    }
+    if (json_is_object(v)) {
+        json_t *props = json_object_get(sch, "properties"), *req = json_object_get(sch, "required");
+        size_t i;
+        json_t *r;
+        json_array_foreach(req, i, r) if (!json_object_get(v, json_string_value(r))) return 0;
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x) {
+            json_t *ps = json_object_get(props, k);
+            if (!ps && json_is_false(json_object_get(sch, "additionalProperties"))) return 0;
+            if (ps && !meets(x, ps, root)) return 0;
+        }
+    }
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) if (!meets(x, json_object_get(sch, "items"), root)) return 0;
+    }
+    return 1;
+}
+
+static const char person_schema[] =
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
+    "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"bc\",1,12,null]}},"
+    "\"sub\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":[\"number\",\"null\"]},\"ok\":{\"type\":\"boolean\"}},"
+    "\"required\":[\"x\"],\"additionalProperties\":false},"
+    "\"nick\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]},\"home\":{\"$ref\":\"#/$defs/place\"}},"
+    "\"required\":[\"name\",\"age\"],\"additionalProperties\":false,"
+    "\"$defs\":{\"place\":{\"type\":\"object\",\"properties\":{\"city\":{\"const\":\"Oslo\"}},\"required\":[\"city\"]}}}";
+
+static void schema_error(const char *schema, const char *path) {
+    st_json_schema *sc = NULL;
+    st_status st = st_json_schema_compile(schema, strlen(schema), &sc);
+    const char *msg = st_last_error();
+    CHECKF(st == ST_ERR_INVALID && !sc && !strncmp(msg, path, strlen(path)), "%s: %d, '%s' (want '%s')", schema, st, msg, path);
+    st_clear_error();
+}
+
+static void test_schema_compile(void) {
+    schema_error("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"strin\"}}}", "properties.a.type");
+    schema_error("{\"type\":\"object\",\"properties\":{\"a\":{\"enum\":[]}}}", "properties.a.enum");
+    schema_error("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"enum\":[1,2]}}}", "properties.a.enum");
+    schema_error("{\"type\":\"object\",\"properties\":{\"a\":{\"oneOf\":[{},{}]}}}", "properties.a.oneOf");
+    schema_error("{\"type\":\"object\",\"required\":[\"b\"],\"additionalProperties\":false}", "required");
+    schema_error("{\"type\":\"string\"}", "(root)");
+    schema_error("{\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/$defs/n\"}},\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"k\":{\"$ref\":\"#/$defs/n\"}}}}}",
+                 "properties.a.$ref.properties.k.$ref");
+    schema_error("{\"type\":\"object\",\"properties\":{\"a\\\"b\":{}}}", "properties.a\"b");
+    schema_error("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[]}}}", "properties.a.type");
+    st_json_schema *sc = NULL;
+    CHECK(st_json_schema_compile(person_schema, strlen(person_schema), &sc) == ST_OK && sc && !sc->n_tools);
+    st_json_schema_free(sc);
+    /* bounds are accepted (not enforced) */
+    const char *bounds = "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":3,\"pattern\":\"x\"}},\"minProperties\":1}";
+    CHECK(st_json_schema_compile(bounds, strlen(bounds), &sc) == ST_OK);
+    st_json_schema_free(sc);
+}
+
+/* How many bytes of doc a schema constraint takes as single-byte tokens; *complete after them. */
+static size_t schema_accepts(const st_json_vocab *v, const st_json_schema *sc, const char *doc, int *complete) {
+    st_json_constraint *c = NULL;
+    CHECK(st_json_constraint_new_schema(v, sc, NULL, 0, &c) == ST_OK);
+    size_t i = 0;
+    for (; doc[i]; i++)
+        if (st_json_constraint_accept(c, (unsigned char)doc[i]) != ST_OK) break;
+    *complete = st_json_constraint_complete(c);
+    st_json_constraint_free(c);
+    return i;
+}
+
+static void schema_doc(const st_json_vocab *v, const st_json_schema *sc, const char *doc, size_t bad_at) {
+    int complete = 0;
+    size_t n = strlen(doc), got = schema_accepts(v, sc, doc, &complete);
+    if (bad_at == (size_t)-1) CHECKF(got == n && complete, "%s: refused at %zu (complete %d)", doc, got, complete);
+    else CHECKF(got == bad_at, "%s: refused at %zu, expected %zu", doc, got, bad_at);
+}
+
+/* Samples replies on random logits under a constraint; each must be text the reference checker
+ * accepts (via check), and an end comes only when the constraint is complete. */
+typedef int (*reply_check)(const char *text, size_t n, void *ctx);
+
+static int sample_runs(const st_json_vocab *v, const st_json_schema *sc, const int32_t *prompt, size_t np, int32_t n_vocab,
+                       reply_check check, void *ctx, int *completed) {
+    float *logits = malloc(sizeof *logits * (size_t)n_vocab);
+    int ok = 1;
+    for (int run = 0; run < 40 && ok; run++) {
+        st_sampler_params p = st_sampler_default_params();
+        p.temperature = run % 4 == 0 ? 0.0f : 0.6f + 0.2f * (float)(run % 4);
+        p.top_k = run % 3 == 0 ? 0 : 30;
+        p.seed = (uint64_t)run + 1000;
+        st_sampler *s = NULL;
+        CHECK(st_sampler_new(&p, n_vocab, &s) == ST_OK);
+        CHECK(st_sampler_constrain_schema(s, v, sc, prompt, np, 0) == ST_OK);
+        static char text[32768];
+        size_t n = 0;
+        int ended = 0;
+        for (int step = 0; step < 1500 && !ended; step++) {
+            for (int32_t i = 0; i < n_vocab; i++) logits[i] = 4.0f * frand();
+            /* pull towards closing after a while, so most runs finish */
+            if (step > 60) {
+                static const char *const closers[] = {"}", "]", "\"", "\"}", "]}", "}}", "\",", "null"};
+                static const char *const openers[] = {"{", "[", "[{", "{\"", ",", " ", "\n", "e", "E", "e+", "123", "1", "\\"};
+                for (size_t k = 0; k < sizeof closers / sizeof *closers; k++) logits[id_of_raw(closers[k])] += 7.0f;
+                for (size_t k = 0; k < sizeof openers / sizeof *openers; k++) logits[id_of_raw(openers[k])] -= 6.0f;
+                logits[im_end] += 12.0f;
+                logits[think_close] += 12.0f;
+            }
+            int32_t tok;
+            if (st_sampler_sample(s, logits, &tok) != ST_OK) { ok = 0; CHECKF(0, "run %d: %s", run, st_last_error()); break; }
+            if (tok == im_end || tok == endoftext) { ended = 1; break; }
+            if (st_sampler_accept(s, tok) != ST_OK || n + raw_len[tok] >= sizeof text) { ok = 0; break; }
+            memcpy(text + n, raw[tok], raw_len[tok]);
+            n += raw_len[tok];
+        }
+        if (ended) {
+            (*completed)++;
+            text[n] = 0;
+            int good = check(text, n, ctx);
+            if (!good) {
+                char shown[2000] = "";
+                for (size_t k = 0, o = 0; k < n && o + 8 < sizeof shown; k++)
+                    o += (size_t)snprintf(shown + o, sizeof shown - o, (unsigned char)text[k] < 0x20 ? "\\x%02x" : "%c", (unsigned char)text[k]);
+                CHECKF(0, "run %d: the reply does not meet the schema: %s", run, shown);
+            }
+            ok &= good;
+        }
+        st_sampler_free(s);
+    }
+    free(logits);
+    return ok;
+}
+
+static int check_answer(const char *text, size_t n, void *ctx) {
+    json_t *schema = ctx;
+    const char *p = strstr(text, "</think>");
+    json_t *v = json_loads(p ? p + 8 : text, 0, NULL);
+    int ok = v && meets(v, schema, schema);
+    json_decref(v);
+    return ok;
+}
+
+typedef struct tools_ctx { json_t *tools; const char *only; int parallel; const char *opening; } tools_ctx;
+
+/* <tool_call>\n{"name": N, "arguments": A}\n</tool_call>, once (or more when parallel). */
+static int check_calls(const char *text, size_t n, void *ctx) {
+    tools_ctx *tc = ctx;
+    int calls = 0;
+    char whole[8300];
+    snprintf(whole, sizeof whole, "%s%s", tc->opening, text);
+    const char *p = whole;
+    while (*p == '\n' || *p == ' ' || *p == '\r' || *p == '\t') p++;
+    while (*p) {
+        if (strncmp(p, "<tool_call>\n", 12)) return 0;
+        const char *end = strstr(p, "\n</tool_call>");
+        if (!end) return 0;
+        json_t *call = json_loadb(p + 12, (size_t)(end - p - 12), 0, NULL);
+        const char *name = json_string_value(json_object_get(call, "name"));
+        json_t *schema = NULL;
+        size_t i;
+        json_t *t;
+        int found = 0;
+        json_array_foreach(tc->tools, i, t)
+            if (name && !strcmp(json_string_value(json_object_get(json_object_get(t, "function"), "name")), name)) {
+                schema = json_object_get(json_object_get(t, "function"), "parameters");
+                found = 1;
+            }
+        int ok = found && (!tc->only || !strcmp(name, tc->only)) && json_object_size(call) == 2 &&
+                 meets(json_object_get(call, "arguments"), schema, schema);
+        json_decref(call);
+        if (!ok) return 0;
+        calls++;
+        p = end + 13;
+        if (*p == '\n') p++;
+    }
+    return calls == 1 || (tc->parallel && calls > 1);
+}
+
+static void test_schema_constraint(void) {
+    st_tokenizer *t = NULL;
+    int32_t n_vocab = 0;
+    st_json_vocab *v = fresh_vocab(&t, &n_vocab);
+    if (!v) return;
+    st_json_schema *sc = NULL;
+    CHECK(st_json_schema_compile(person_schema, strlen(person_schema), &sc) == ST_OK);
+    if (!sc) return;
+
+    /* byte by byte: what the schema allows, refused at exactly the first byte it does not */
+    const size_t ok = (size_t)-1;
+    schema_doc(v, sc, "{\"name\":\"Bo\",\"age\":42}", ok);
+    schema_doc(v, sc, " {\n \"age\" : -1 , \"name\":\"\\\"x\\u00e9\",\"tags\":[\"a\",12,1,null,\"bc\"],\"sub\":{\"x\":1.5e3,\"ok\":true},"
+                      "\"nick\":null,\"home\":{\"city\":\"Oslo\"}}\n", ok);
+    schema_doc(v, sc, "<think>\nhm</think>\n{\"age\":0,\"name\":\"x\",\"sub\":{\"x\":null},\"nick\":\"n\"}", ok);
+    schema_doc(v, sc, "{\"nam\":", 5);              /* a prefix of a name is not a name */
+    schema_doc(v, sc, "{\"zzz\"", 2);               /* no such property */
+    schema_doc(v, sc, "{\"name\":1", 8);            /* a string */
+    schema_doc(v, sc, "{\"age\":4.5", 8);           /* an integer */
+    schema_doc(v, sc, "{\"age\":4e2", 8);
+    schema_doc(v, sc, "{\"name\":\"x\"}", 11);      /* age is required */
+    schema_doc(v, sc, "{\"name\":\"x\",\"name\"", 14); /* each key once: after "n" only "nick" is left */
+    schema_doc(v, sc, "{\"nick\":\"x\",\"name\":\"y\",\"", 24); /* both n... are seen */
+    schema_doc(v, sc, "{\"age\":1,\"tags\":[\"b\"", 19); /* enum texts */
+    schema_doc(v, sc, "{\"age\":1,\"tags\":[123", 19);
+    schema_doc(v, sc, "{\"age\":1,\"tags\":[2", 17);
+    schema_doc(v, sc, "{\"age\":1,\"sub\":{}", 16); /* sub.x required */
+    schema_doc(v, sc, "{\"age\":1,\"sub\":{\"x\":1,\"y\"", 23); /* closed */
+    schema_doc(v, sc, "{\"age\":1,\"sub\":{\"x\":1,\"ok\":true,", 31); /* nothing left to add */
+    schema_doc(v, sc, "{\"age\":1,\"nick\":3", 16);
+    schema_doc(v, sc, "{\"age\":1,\"home\":{\"city\":\"Bergen\"", 25);
+    schema_doc(v, sc, "{\"age\":1,\"home\":{\"city\":\"Oslo\",\"any\":[{}]}", 42); /* home is open: all taken */
+    schema_doc(v, sc, "{\"na\\u006de\"", 4);        /* keys without escapes */
+    int complete = 1;
+    schema_accepts(v, sc, "{\"name\":\"x\",\"age\":1", &complete);
+    CHECK(!complete);
+
+    /* the mask equals a walk of every token, along documents (and again, from the cache) */
+    float *logits = malloc(sizeof *logits * (size_t)n_vocab);
+    const char *docs[] = {"{\"name\":\"hello\",\"age\":123,\"tags\":[\"bc\",null],\"sub\":{\"x\":-0.5,\"ok\":false}}",
+                          "<think>\nthe</think>\n\n{\"age\":12,\"name\":\"\xE6\x97\xA5\\n\",\"home\":{\"city\":\"Oslo\",\"x\":[true]}}"};
+    for (size_t d = 0; d < 2; d++)
+        for (int again = 0; again < 2; again++) {
+            st_json_constraint *c = NULL;
+            CHECK(st_json_constraint_new_schema(v, sc, NULL, 0, &c) == ST_OK);
+            int exact = 1, fed = 1;
+            for (size_t i = 0; docs[d][i] && fed;) {
+                exact &= mask_exact(c, n_vocab, logits);
+                CHECK(!st_json_constraint_allows(c, im_end));
+                int best = -1;
+                size_t best_len = 0;
+                for (int k = 0; k < n_tok; k++)
+                    if (types[k] == ST_TOKEN_NORMAL && raw_len[k] > best_len && !strncmp(docs[d] + i, raw[k], raw_len[k])) { best = k; best_len = raw_len[k]; }
+                if (!strncmp(docs[d] + i, "<think>", 7)) { best = think_open; best_len = 7; }
+                if (!strncmp(docs[d] + i, "</think>", 8)) { best = think_close; best_len = 8; }
+                fed = best >= 0 && st_json_constraint_accept(c, best) == ST_OK;
+                i += best_len;
+            }
+            CHECKF(exact && fed, "%s: masks exact %d, fed %d", docs[d], exact, fed);
+            CHECK(st_json_constraint_complete(c) && st_json_constraint_allows(c, im_end) && mask_exact(c, n_vocab, logits));
+            st_json_constraint_free(c);
+        }
+    free(logits);
+
+    /* sampled on random logits: every finished reply meets the schema */
+    json_t *schema = json_loads(person_schema, 0, NULL);
+    int completed = 0;
+    CHECK(sample_runs(v, sc, NULL, 0, n_vocab, check_answer, schema, &completed));
+    CHECKF(completed >= 10, "only %d of 40 runs finished", completed);
+    json_decref(schema);
+    st_json_schema_free(sc);
+
+    /* tool calls: the call's text, a name among the tools, arguments that fit its parameters */
+    const char *tools_text = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
+                             "\"properties\":{\"city\":{\"type\":\"string\"},\"unit\":{\"enum\":[\"c\",\"f\"]}},\"required\":[\"city\",\"unit\"],"
+                             "\"additionalProperties\":false}}},{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}]";
+    json_t *tools = json_loads(tools_text, 0, NULL);
+    int32_t prompt[16];
+    size_t np = 0;
+    prompt[np++] = im_start;
+    prompt[np++] = id_of_raw("assistant");
+    prompt[np++] = id_of_raw("\n");
+    prompt[np++] = think_open;
+    prompt[np++] = id_of_raw("\n\n");
+    prompt[np++] = think_close;
+    prompt[np++] = id_of_raw("\n\n");
+    size_t bare = np;
+    prompt[np++] = id_of_raw("<tool_call>");
+    prompt[np++] = id_of_raw("\n");
+    for (int mode = 0; mode < 3; mode++) {
+        tools_ctx tc = {tools, mode == 1 ? "get_weather" : NULL, mode == 2, mode == 2 ? "" : "<tool_call>\n"};
+        CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), tc.only, tc.parallel, &sc) == ST_OK);
+        completed = 0;
+        CHECK(sample_runs(v, sc, prompt, mode == 2 ? bare : np, n_vocab, check_calls, &tc, &completed));
+        CHECKF(completed >= 10, "tools mode %d: only %d of 40 runs finished", mode, completed);
+        st_json_constraint *c = NULL;
+        CHECK(st_json_constraint_new_schema(v, sc, prompt, np, &c) == ST_OK);
+        CHECK(c && !st_json_constraint_allows(c, im_end) && !st_json_constraint_allows(c, id_of_raw("x")) &&
+              st_json_constraint_allows(c, id_of_raw("{\"")));
+        st_json_constraint_free(c);
+        st_json_schema_free(sc);
+    }
+    /* a named tool's forced opening is read from the prompt: only its arguments are left */
+    CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), "get_time", 0, &sc) == ST_OK);
+    int complete2 = 0;
+    st_json_constraint *c = NULL;
+    CHECK(st_json_constraint_new_schema(v, sc, prompt, np, &c) == ST_OK);
+    const char *call = "{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+    size_t i = 0;
+    for (; call[i]; i++) if (st_json_constraint_accept(c, (unsigned char)call[i]) != ST_OK) break;
+    complete2 = st_json_constraint_complete(c);
+    CHECKF(!call[i] && complete2, "named call refused at %zu", i);
+    CHECK(st_json_constraint_allows(c, im_end) && !st_json_constraint_allows(c, id_of_raw("\n")));
+    st_json_constraint_free(c);
+    st_json_schema_free(sc);
+    CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), "launch", 0, &sc) == ST_ERR_INVALID && !sc);
+    st_clear_error();
+    json_decref(tools);
+    st_json_vocab_free(v);
+    st_tokenizer_free(t);
+}
+
 int main(void) {
     test_automaton();
     test_close_cost();
     test_constraint();
     test_sampler();
+    test_schema_compile();
+    test_schema_constraint();
     return test_report("test_json_grammar");
 }

@@ -12,6 +12,7 @@
 #include "base/cpu.h"
 #include "quant/dot.h"
 #include "quant/quant.h"
+#include "quant/random_iq.h"
 #include "test.h"
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
@@ -24,7 +25,15 @@ static float frand(void) {
 
 static const uint32_t types[] = {ST_TYPE_F32,  ST_TYPE_F16,  ST_TYPE_BF16, ST_TYPE_Q8_0,   ST_TYPE_Q4_0,
                                  ST_TYPE_Q4_1, ST_TYPE_Q5_0, ST_TYPE_Q5_1, ST_TYPE_Q2_K,   ST_TYPE_Q3_K,
-                                 ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_IQ4_NL, ST_TYPE_IQ4_XS};
+                                 ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_IQ4_NL, ST_TYPE_IQ4_XS,
+                                 ST_TYPE_IQ2_XXS, ST_TYPE_IQ2_XS, ST_TYPE_IQ2_S, ST_TYPE_IQ3_XXS, ST_TYPE_IQ3_S,
+                                 ST_TYPE_IQ1_S, ST_TYPE_IQ1_M};
+
+/* A weight row from floats in [-1, 1): the reference quantizer, or random blocks of about that
+ * spread for the types without one (the grid i-quants). */
+static void make_row(uint32_t type, const float *f, void *w, int64_t K) {
+    if (!st_quantize_row(type, f, w, K)) CHECK(st_random_iq_blocks(type, 0.577f, &rng_state, w, K));
+}
 
 static void act_ref(uint32_t act, const float *x, void *y, int64_t k) {
     switch (act) {
@@ -53,7 +62,7 @@ static void test_shape(st_pool *pool, uint32_t type, int64_t M, int64_t K, int64
     void *scratch = malloc(st_matmul_scratch_size(type, K, n) + 1);
     for (int64_t m = 0; m < M; m++) {
         for (int64_t i = 0; i < K; i++) wf[m * K + i] = frand();
-        st_quantize_row(type, wf + m * K, W + (size_t)m * wrow, K);
+        make_row(type, wf + m * K, W + (size_t)m * wrow, K);
         st_dequantize_row(type, W + (size_t)m * wrow, wf + m * K, K);
     }
     for (int64_t r = 0; r < n * ldx; r++) X[r] = frand() * 2;
@@ -129,7 +138,7 @@ static void test_batch(st_pool *pool, uint32_t type) {
         W[p] = malloc(wrow * (size_t)Ms[p]);
         for (int64_t m = 0; m < Ms[p]; m++) {
             for (int64_t i = 0; i < K; i++) f[i] = frand();
-            st_quantize_row(type, f, W[p] + (size_t)m * wrow, K);
+            make_row(type, f, W[p] + (size_t)m * wrow, K);
         }
         Y[p] = malloc(sizeof(float) * (size_t)((ns[p] + 1) * Ms[p]));
         for (int64_t i = 0; i < (ns[p] + 1) * Ms[p]; i++) Y[p][i] = NAN;

@@ -33,6 +33,8 @@ typedef struct fx_opts {
     const char *bad_shape;  /* give this tensor one extra element in ne0 */
     const char *drop_key;   /* leave out this key (suffix after "{arch}.") */
     const char *f16;        /* store tensors whose name contains this as f16 */
+    const char *typed;      /* store tensors whose name contains this as `type`, all bytes zero */
+    uint32_t type;
     int yarn;               /* rope.scaling: yarn, factor 4, original context 64, attn_factor 0.9 */
     int mtp;                /* hybrids: an MTP block (blk.FX_LAYERS, nextn_predict_layers = 1); 2: also
                                its own shared_head_norm */
@@ -355,8 +357,8 @@ static int fx_write(const char *path, const fx_opts *o) {
     for (int i = 0; i < n_out; i++) {
         int64_t ne[3] = {out[i]->ne[0], out[i]->ne[1], out[i]->ne[2]};
         if (o->bad_shape && !strcmp(o->bad_shape, out[i]->name)) ne[0] += 1;
-        int half = o->f16 && strstr(out[i]->name, o->f16);
-        st_gguf_add_tensor(w, out[i]->name, half ? ST_TYPE_F16 : ST_TYPE_F32, out[i]->n_dims, ne);
+        int half = o->f16 && strstr(out[i]->name, o->f16), typed = o->typed && strstr(out[i]->name, o->typed);
+        st_gguf_add_tensor(w, out[i]->name, typed ? o->type : half ? ST_TYPE_F16 : ST_TYPE_F32, out[i]->n_dims, ne);
     }
     int rc = st_gguf_writer_begin(w, path) != ST_OK;
     for (int i = 0; i < n_out && !rc; i++) {
@@ -365,6 +367,11 @@ static int fx_write(const char *path, const fx_opts *o) {
             float *grown = calloc(1, bytes + (size_t)(out[i]->ne[1] * out[i]->ne[2]) * sizeof(float));
             rc = st_gguf_writer_tensor_data(w, grown, bytes + (size_t)(out[i]->ne[1] * out[i]->ne[2]) * sizeof(float)) != ST_OK;
             free(grown);
+        } else if (o->typed && strstr(out[i]->name, o->typed)) {
+            size_t n = st_row_size(st_type_get(o->type), out[i]->ne[0]) * (size_t)(out[i]->ne[1] * out[i]->ne[2]);
+            void *z = calloc(1, n);
+            rc = st_gguf_writer_tensor_data(w, z, n) != ST_OK;
+            free(z);
         } else if (o->f16 && strstr(out[i]->name, o->f16)) {
             size_t n = bytes / sizeof(float);
             uint16_t *h = malloc(n * sizeof *h);

@@ -231,19 +231,24 @@ static void test_tied_equals_copy(void) {
     remove(p2);
 }
 
-static void expect_refusal(const fx_opts *o, const char *tag, const char *n1, const char *n2, const char *n3) {
+static void expect_refusal_status(const fx_opts *o, st_status want, const char *tag, const char *n1, const char *n2,
+                                  const char *n3) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s.gguf", dir, tag);
     CHECK(fx_write(path, o) == 0);
     st_model_params mp = {.progress = 0, .prefault = 0};
     st_model *m = NULL;
     st_status s = st_model_load(path, &mp, &m);
-    CHECKF(s == ST_ERR_FORMAT, "%s: status %d", tag, s);
+    CHECKF(s == want, "%s: status %d", tag, s);
     const char *msg = st_last_error();
     CHECKF(strstr(msg, n1) && (!n2 || strstr(msg, n2)) && (!n3 || strstr(msg, n3)), "%s: message '%s' lacks '%s' / '%s' / '%s'",
            tag, msg, n1, n2 ? n2 : "", n3 ? n3 : "");
     if (s == ST_OK) st_model_free(m);
     remove(path);
+}
+
+static void expect_refusal(const fx_opts *o, const char *tag, const char *n1, const char *n2, const char *n3) {
+    expect_refusal_status(o, ST_ERR_FORMAT, tag, n1, n2, n3);
 }
 
 static void test_refusals(void) {
@@ -261,6 +266,10 @@ static void test_refusals(void) {
     expect_refusal(&o6, "sections", "qwen35moe.rope.dimension_sections", NULL, NULL);
     fx_opts o7 = {.arch = "qwen3", .drop = "blk.3.attn_k_norm.weight"};
     expect_refusal(&o7, "knorm", "blk.3.attn_k_norm.weight", NULL, NULL);
+    /* a weight type without kernels: the message names the tensor and the type (q8_1 is an
+     * activation form, a type no loader computes with; every other such type takes this path) */
+    fx_opts o8 = {.arch = "qwen35moe", .typed = "blk.3.ffn_down_exps", .type = ST_TYPE_Q8_1};
+    expect_refusal_status(&o8, ST_ERR_UNSUPPORTED, "type", "blk.3.ffn_down_exps.weight: type q8_1 is not supported", NULL, NULL);
 }
 
 /* A device budget that is not a size is refused before the file is read (the path need not exist). */

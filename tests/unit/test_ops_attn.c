@@ -7,7 +7,13 @@
  *    attention over the same cache contents, for the reference and each SIMD level;
  *  - each row of a short chunk (a speculative verify's) gives bit for bit what the one-row call
  *    for that row gives, also where decode splits the cells over threads (4 threads, long
- *    contexts, cells counts either side of a split boundary). */
+ *    contexts, cells counts either side of a split boundary);
+ *  - the tiled prompt kernels on odd shapes: head sizes 17 to 256, GQA 1/3/4/6/8/16, chunks that
+ *    fill a vector of rows or not and tiles cut short, cached prefixes that end on, before and
+ *    after a 64-cell block edge, thousands of cells, and positions out of order (some rows then
+ *    see nothing, others fewer cells than the row before), which moves the causal edge row by
+ *    row inside the blocks;
+ *  - a prompt split into tiled chunks (32 tokens or more) gives one chunk's bits. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -108,6 +114,7 @@ static void test_hand_cases(st_pool *pool) {
 typedef struct prob {
     int64_t T, H, Hkv, hd, n_kv;
     uint32_t type;
+    int scramble;   /* positions drawn at random in [-1, n_kv) instead of the chunk's last T */
 } prob;
 
 static void check_random(st_pool *pool, prob pr) {
@@ -125,6 +132,8 @@ static void check_random(st_pool *pool, prob pr) {
     for (int64_t i = 0; i < pr.T * ldq; i++) q[i] = 2.0f * frand();
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)pr.T);
     for (int64_t t = 0; t < pr.T; t++) pos[t] = (int32_t)(pr.n_kv - pr.T + t);
+    if (pr.scramble)
+        for (int64_t t = 0; t < pr.T; t++) pos[t] = (int32_t)((frand() + 1.0f) * 0.5f * (float)(pr.n_kv + 1)) - 1;
     const int64_t ldo = pr.H * pr.hd + 3;
     float *out = malloc(sizeof(float) * (size_t)(pr.T * ldo));
     double *ref = malloc(sizeof(double) * (size_t)(pr.T * pr.H * pr.hd));
@@ -132,7 +141,7 @@ static void check_random(st_pool *pool, prob pr) {
     const float scale = 1.0f / sqrtf((float)pr.hd);
     for (int64_t t = 0; t < pr.T; t++)
         for (int64_t h = 0; h < pr.H; h++) {
-            const int64_t g = h / r, nv = pos[t] + 1;
+            const int64_t g = h / r, nv = pos[t] + 1 < pr.n_kv ? pos[t] + 1 : pr.n_kv;
             const float *qq = q + t * ldq + h * 2 * pr.hd;
             double m = -INFINITY, l = 0;
             for (int64_t c = 0; c < nv; c++) {
@@ -145,7 +154,7 @@ static void check_random(st_pool *pool, prob pr) {
             for (int64_t i = 0; i < pr.hd; i++) {
                 double o = 0;
                 for (int64_t c = 0; c < nv; c++) o += s[c] * cache_at(vc, pr.type, c * row + g * pr.hd + i);
-                ref[(t * pr.H + h) * pr.hd + i] = o / l;
+                ref[(t * pr.H + h) * pr.hd + i] = nv > 0 ? o / l : 0.0;
             }
         }
     for (int lvl = 0; lvl < 3; lvl++) {
@@ -180,37 +189,94 @@ static void check_random(st_pool *pool, prob pr) {
     free(kv); free(kc); free(vc); free(q); free(pos); free(out); free(ref); free(s);
 }
 
+/* The same rows through one chunk and through chunks of 32, 33 and 35 tokens (each seeing the cells
+ * before it): the same bits at each SIMD level, whatever rows shared a tile. */
+static void test_chunk_invariance(st_pool *pool) {
+    const int64_t T = 100, H = 8, Hkv = 2, hd = 128, row = Hkv * hd, n_kv = 100 + T;
+    float *kv = malloc(sizeof(float) * (size_t)(n_kv * row));
+    uint16_t *kc = malloc(2 * (size_t)(n_kv * row)), *vc = malloc(2 * (size_t)(n_kv * row));
+    for (int64_t i = 0; i < n_kv * row; i++) kv[i] = 2.0f * frand();
+    st_op_kv_store(ST_TYPE_F16, kc, row, 0, kv, row, n_kv);
+    for (int64_t i = 0; i < n_kv * row; i++) kv[i] = frand();
+    st_op_kv_store(ST_TYPE_F16, vc, row, 0, kv, row, n_kv);
+    float *q = malloc(sizeof(float) * (size_t)(T * H * hd));
+    float *one = malloc(sizeof(float) * (size_t)(T * H * hd)), *split = malloc(sizeof(float) * (size_t)(T * H * hd));
+    for (int64_t i = 0; i < T * H * hd; i++) q[i] = 2.0f * frand();
+    int32_t pos[100];
+    for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(100 + t);
+    const int64_t cuts[4] = { 0, 32, 65, 100 };
+    for (int lvl = 1; lvl < 3; lvl++) {
+        st_cpu_limit(lvl == 1 ? 1 : 3);
+        st_attn_args a = { .q = q, .ldq_tok = H * hd, .ldq_head = hd, .k_cache = kc, .v_cache = vc,
+                           .kv_type = ST_TYPE_F16, .pos = pos, .n_tok = T, .n_head = H, .n_head_kv = Hkv,
+                           .head_dim = hd, .n_kv = n_kv, .scale = 0.088f, .out = one, .ldo_tok = H * hd };
+        st_op_attention(pool, &a);
+        for (int c = 0; c < 3; c++) {
+            st_attn_args b = a;
+            b.q = q + cuts[c] * H * hd;
+            b.pos = pos + cuts[c];
+            b.n_tok = cuts[c + 1] - cuts[c];
+            b.n_kv = 100 + cuts[c + 1];
+            b.out = split + cuts[c] * H * hd;
+            st_op_attention(pool, &b);
+        }
+        CHECKF(!memcmp(one, split, sizeof(float) * (size_t)(T * H * hd)), "lvl %d: chunks of 32, 33, 35 differ from one", lvl);
+    }
+    st_cpu_limit(3);
+    free(kv); free(kc); free(vc); free(q); free(one); free(split);
+}
+
 int main(void) {
     st_pool *pool = NULL;
     if (st_pool_create(2, &pool) != ST_OK) return 1;
     test_kv_store();
     test_hand_cases(pool);
+    test_chunk_invariance(pool);
     const prob probs[] = {
-        { 1, 8, 2, 128, 1, ST_TYPE_F16 },      /* decode, first token */
-        { 1, 8, 2, 128, 700, ST_TYPE_F16 },    /* decode at some context */
-        { 1, 8, 2, 128, 333, ST_TYPE_F32 },
-        { 37, 8, 2, 128, 37, ST_TYPE_F16 },    /* prefill from empty */
-        { 29, 8, 2, 128, 90, ST_TYPE_F32 },    /* prefill after a cached prefix */
-        { 13, 4, 4, 64, 50, ST_TYPE_F16 },     /* no GQA */
-        { 9, 6, 3, 24, 31, ST_TYPE_F16 },      /* odd head size */
-        { 5, 3, 1, 17, 12, ST_TYPE_F32 },
-        { 7, 2, 1, 256, 40, ST_TYPE_F16 },     /* the largest head */
-        { 3, 16, 2, 80, 2100, ST_TYPE_F16 },   /* long context */
-        { 1, 4, 1, 64, 100, ST_TYPE_F16 },     /* fewer items than threads: single-head items */
-        { 1, 16, 2, 256, 300, ST_TYPE_F32 },   /* qwen3next-like: groups of 8, head 256 */
+        { 1, 8, 2, 128, 1, ST_TYPE_F16, 0 },      /* decode, first token */
+        { 1, 8, 2, 128, 700, ST_TYPE_F16, 0 },    /* decode at some context */
+        { 1, 8, 2, 128, 333, ST_TYPE_F32, 0 },
+        { 37, 8, 2, 128, 37, ST_TYPE_F16, 0 },    /* prefill from empty */
+        { 29, 8, 2, 128, 90, ST_TYPE_F32, 0 },    /* prefill after a cached prefix */
+        { 13, 4, 4, 64, 50, ST_TYPE_F16, 0 },     /* no GQA */
+        { 9, 6, 3, 24, 31, ST_TYPE_F16, 0 },      /* odd head size */
+        { 5, 3, 1, 17, 12, ST_TYPE_F32, 0 },
+        { 7, 2, 1, 256, 40, ST_TYPE_F16, 0 },     /* the largest head */
+        { 3, 16, 2, 80, 2100, ST_TYPE_F16, 0 },   /* long context */
+        { 1, 4, 1, 64, 100, ST_TYPE_F16, 0 },     /* fewer items than threads: single-head items */
+        { 1, 16, 2, 256, 300, ST_TYPE_F32, 0 },   /* qwen3next-like: groups of 8, head 256 */
     };
     for (size_t i = 0; i < sizeof probs / sizeof probs[0]; i++) check_random(pool, probs[i]);
+    /* prompt chunks through the tiles: T tokens after a prefix of n_kv - T cells */
+    const prob tiles[] = {
+        { 32, 4, 1, 128, 32, ST_TYPE_F16, 0 },          /* the shortest tiled chunk, from empty */
+        { 33, 8, 2, 128, 33 + 64, ST_TYPE_F16, 0 },     /* prefix on a block edge, a short tile */
+        { 65, 8, 2, 64, 65 + 63, ST_TYPE_F32, 0 },      /* prefix one short of the edge */
+        { 130, 2, 2, 100, 130 + 1, ST_TYPE_F16, 0 },    /* no GQA: 64 tokens per tile */
+        { 33, 9, 3, 17, 33 + 200, ST_TYPE_F32, 0 },     /* GQA 3, head size 17 */
+        { 40, 12, 2, 48, 40 + 129, ST_TYPE_F16, 0 },    /* GQA 6 */
+        { 32, 16, 1, 256, 32 + 300, ST_TYPE_F16, 0 },   /* GQA 16, head 256 */
+        { 64, 16, 2, 256, 64 + 1000, ST_TYPE_F32, 0 },  /* qwen3next-like */
+        { 35, 8, 1, 64, 35 + 700, ST_TYPE_F16, 0 },     /* a tile of 3 tokens */
+        { 65, 1, 1, 32, 65 + 5, ST_TYPE_F16, 0 },       /* no GQA: a tile of one row */
+        { 48, 4, 2, 40, 48 + 5000, ST_TYPE_F16, 0 },    /* a long prefix */
+        { 57, 8, 2, 128, 300, ST_TYPE_F16, 1 },         /* positions out of order */
+        { 40, 6, 2, 24, 90, ST_TYPE_F32, 1 },
+    };
+    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) check_random(pool, tiles[i]);
     st_pool_destroy(pool);
     /* more threads than (token, kv head) items and long contexts: the cells are split into parts
      * merged after a barrier (2, 4 and 2 parts here) */
     if (st_pool_create(4, &pool) != ST_OK) return 1;
     const prob split[] = {
-        { 1, 8, 2, 128, 3000, ST_TYPE_F16 },
-        { 1, 4, 1, 64, 5000, ST_TYPE_F32 },
-        { 2, 8, 1, 128, 2000, ST_TYPE_F16 },
-        { 1, 2, 1, 24, 1100, ST_TYPE_F16 },
-        { 4, 8, 2, 64, 2050, ST_TYPE_F16 },    /* verify chunks: rows either side of 2048 cells */
-        { 6, 4, 1, 64, 1026, ST_TYPE_F32 },    /* ... and of the first split at 1024 */
+        { 1, 8, 2, 128, 3000, ST_TYPE_F16, 0 },
+        { 1, 4, 1, 64, 5000, ST_TYPE_F32, 0 },
+        { 2, 8, 1, 128, 2000, ST_TYPE_F16, 0 },
+        { 1, 2, 1, 24, 1100, ST_TYPE_F16, 0 },
+        { 4, 8, 2, 64, 2050, ST_TYPE_F16, 0 },    /* verify chunks: rows either side of 2048 cells */
+        { 6, 4, 1, 64, 1026, ST_TYPE_F32, 0 },    /* ... and of the first split at 1024 */
+        { 40, 8, 2, 128, 40 + 3000, ST_TYPE_F16, 0 },   /* tiles cut to a vector of rows for 4 threads */
+        { 33, 16, 1, 64, 33 + 500, ST_TYPE_F32, 0 },
     };
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) check_random(pool, split[i]);
     st_pool_destroy(pool);

@@ -3,9 +3,13 @@
  *   - half and bfloat16 -> f32 for all 65536 inputs; f32 -> half / bfloat16 on random bit
  *     patterns and every boundary (NaNs included);
  *   - dequantization of every computable type on random blocks (random bytes, scale fields set
- *     to random finite halves, plus blocks with zero, subnormal, huge and negative scales);
+ *     to random finite halves, plus blocks with zero, subnormal, huge and negative scales; the
+ *     byte scales of MXFP4 and NVFP4 take all 256 values);
  *   - quantization of every computable type (and the activation forms q8_1, q8_K) on random
  *     rows of several shapes, compared byte for byte with ggml's from_float_ref.
+ * The grid i-quants (grid_qtypes) have no quantizer; for them every grid entry and all 128 sign
+ * masks are checked as well: the crafted blocks of tools/iq_probe.h (which the grids were read
+ * out of the peer with) decode to the same bits.
  * Prints one line per type. Skips when the peer library is not installed. */
 #include <dlfcn.h>
 #include <math.h>
@@ -17,6 +21,7 @@
 #include "quant/quant.h"
 #include "quant/ref.h"
 #include "test.h"
+#include "../tools/iq_probe.h"
 
 #define PEER_LIB "node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so"
 
@@ -137,11 +142,20 @@ typedef struct {
     int half_at[2];   /* byte offsets of the fp16 scale fields in a block, -1 if none */
 } qtype;
 
+/* The grid i-quants: dequantization only (no quantizer here: quant.h). */
+static const qtype grid_qtypes[] = {
+    {ST_TYPE_IQ2_XXS, {0, -1}}, {ST_TYPE_IQ2_XS, {0, -1}}, {ST_TYPE_IQ2_S, {0, -1}},
+    {ST_TYPE_IQ3_XXS, {0, -1}}, {ST_TYPE_IQ3_S, {0, -1}}, {ST_TYPE_IQ1_S, {0, -1}},
+    {ST_TYPE_IQ1_M, {-1, -1}},   /* d in the top nibbles of its four scale words: see test_dequant */
+};
+
 static const qtype qtypes[] = {
     {ST_TYPE_Q4_0, {0, -1}},  {ST_TYPE_Q4_1, {0, 2}},   {ST_TYPE_Q5_0, {0, -1}},
     {ST_TYPE_Q5_1, {0, 2}},   {ST_TYPE_Q8_0, {0, -1}},  {ST_TYPE_Q2_K, {80, 82}},
     {ST_TYPE_Q3_K, {108, -1}}, {ST_TYPE_Q4_K, {0, 2}},  {ST_TYPE_Q5_K, {0, 2}},
     {ST_TYPE_Q6_K, {208, -1}}, {ST_TYPE_IQ4_NL, {0, -1}}, {ST_TYPE_IQ4_XS, {0, -1}},
+    {ST_TYPE_Q1_0, {0, -1}},  {ST_TYPE_Q2_0, {0, -1}},  {ST_TYPE_TQ1_0, {52, -1}},
+    {ST_TYPE_TQ2_0, {64, -1}}, {ST_TYPE_MXFP4, {-1, -1}}, {ST_TYPE_NVFP4, {-1, -1}},
 };
 
 /* A finite half: mostly a normal magnitude 2^-14 .. 2^3 with random sign; block `b` of every
@@ -179,6 +193,14 @@ static void test_dequant(const qtype *q, int nblocks) {
                 uint16_t h = scale_half(b + 7 * k);
                 memcpy(blocks + (size_t)b * t->type_size + q->half_at[k], &h, 2);
             }
+    if (q->type == ST_TYPE_IQ1_M) /* the scale words' top nibbles, u16 3 the highest, are d */
+        for (int b = 0; b < nblocks; b++) {
+            uint16_t h = scale_half(b), w[4];
+            uint8_t *sc = blocks + (size_t)b * t->type_size + 48;
+            memcpy(w, sc, 8);
+            for (int i = 0; i < 4; i++) w[i] = (uint16_t)((w[i] & 0x0fff) | ((h >> (4 * i)) & 15) << 12);
+            memcpy(sc, w, 8);
+        }
     CHECK(st_dequantize_row(q->type, blocks, ours, n) == 1);
     g->to_float(blocks, theirs, n);
     int good = 0;
@@ -271,6 +293,39 @@ static void test_quant(const char *name, int block_size, size_t type_size, quant
     free(x); free(ours); free(theirs); free(da); free(db);
 }
 
+/* The grid i-quants: their traits, random blocks, then every grid entry and sign mask through
+ * the probe blocks. */
+static void test_grids(void) {
+    for (size_t i = 0; i < sizeof grid_qtypes / sizeof *grid_qtypes; i++) {
+        const st_type_info *t = st_type_get(grid_qtypes[i].type);
+        const struct ggml_type_traits *g = get_traits((int)grid_qtypes[i].type);
+        CHECKF(g && !strcmp(g->type_name, t->name) && g->blck_size == t->block_size &&
+               g->type_size == (size_t)t->type_size && g->to_float, "type %u: peer traits disagree with ours",
+               grid_qtypes[i].type);
+        if (test_failed) return;
+        test_dequant(&grid_qtypes[i], 1500);
+    }
+    for (int w = 0; w <= IQ_PROBE_COUNT; w++) {
+        const int sign = w == IQ_PROBE_COUNT; /* the sign probe last */
+        const int type = sign ? ST_TYPE_IQ2_XXS : iq_probes[w].type;
+        const int nb = sign ? IQ_SIGN_PROBE_BLOCKS : iq_probe_blocks(&iq_probes[w]);
+        const size_t bs = (size_t)st_type_get((uint32_t)type)->type_size;
+        uint8_t *blocks = malloc((size_t)nb * bs);
+        float *ours = malloc(sizeof(float) * 256 * (size_t)nb), *theirs = malloc(sizeof(float) * 256 * (size_t)nb);
+        if (sign) iq_probe_fill_signs(blocks);
+        else iq_probe_fill(w, blocks);
+        st_dequantize_row((uint32_t)type, blocks, ours, 256 * (int64_t)nb);
+        get_traits(type)->to_float(blocks, theirs, 256 * (int64_t)nb);
+        const int group = sign ? 8 : iq_probes[w].group, groups = 256 * nb / group;
+        int good = 0;
+        for (int g = 0; g < groups; g++) good += compare_floats(ours + g * group, theirs + g * group, group);
+        const char *name = sign ? "signs" : iq_probes[w].grid;
+        CHECKF(good == groups, "grid %s: %d of %d entries differ", name, groups - good, groups);
+        fprintf(stderr, "%-7s grid:       %d/%d entries bit-exact\n", name, good, groups);
+        free(blocks); free(ours); free(theirs);
+    }
+}
+
 /* st_quantize_row for the type under test, in from_float's shape */
 static uint32_t type_under_test;
 static void quant_current(const float *x, void *y, int64_t n) { st_quantize_row(type_under_test, x, y, n); }
@@ -304,6 +359,8 @@ int main(void) {
         test_quant(t->name, t->block_size, (size_t)t->type_size, quant_current, g->from_float_ref, g->to_float,
                    nblocks);
     }
+
+    test_grids();
 
     /* activation forms: q8_1 through its traits, q8_K through its exported functions */
     const struct ggml_type_traits *g81 = get_traits(ST_TYPE_Q8_1);

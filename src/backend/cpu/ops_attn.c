@@ -8,6 +8,7 @@
  * unnormalised output) are merged after a barrier.
  * The reference item is the textbook online softmax, one key at a time. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/ops_cpu.h"
@@ -167,6 +168,88 @@ static void attn_worker(void *ctx, int ith, int nth) {
         if (row_split(j, m / a->n_head) > 1) attn_merge(j, m / a->n_head, m % a->n_head);
 }
 
+/* ---- the tiled path (prompt chunks) ---- */
+
+typedef struct tile_job {
+    const st_attn_args *a;
+    ops_attn_tile_fn fn;
+    int64_t tq;             /* tokens per tile */
+    int64_t n_blocks;       /* token blocks per kv head */
+    const int32_t *n_vis;   /* per token */
+    float *scratch;         /* per thread: per_thread floats */
+    size_t per_thread;
+    atomic_long next;       /* the next tile to take */
+} tile_job;
+
+/* Tiles are taken from a shared counter, the last token block first: causal tiles grow with the
+ * position, so the large ones start early and the small ones fill the gaps at the end. */
+static void tile_worker(void *ctx, int ith, int nth) {
+    (void)nth;
+    tile_job *j = ctx;
+    const st_attn_args *a = j->a;
+    const int64_t r = a->n_head / a->n_head_kv, hd = a->head_dim;
+    const size_t esz = a->kv_type == ST_TYPE_F16 ? 2 : 4;
+    float *scratch = j->scratch + (size_t)ith * j->per_thread;
+    for (;;) {
+        const long n = atomic_fetch_add(&j->next, 1);
+        if (n >= j->n_blocks * a->n_head_kv) break;
+        const int64_t b = j->n_blocks - 1 - n / a->n_head_kv, g = n % a->n_head_kv;
+        const int64_t t0 = b * j->tq, nt = a->n_tok - t0 < j->tq ? a->n_tok - t0 : j->tq;
+        ops_attn_tile tile = {
+            .q = a->q + t0 * a->ldq_tok + g * r * a->ldq_head, .ldq_tok = a->ldq_tok, .ldq_head = a->ldq_head,
+            .n_tok = nt, .r = r, .hd = hd, .n_vis = j->n_vis + t0,
+            .k = (const char *)a->k_cache + (size_t)(g * hd) * esz,
+            .v = (const char *)a->v_cache + (size_t)(g * hd) * esz,
+            .row = a->n_head_kv * hd, .scale = a->scale,
+            .out = a->out + t0 * a->ldo_tok + g * r * hd, .ldo_tok = a->ldo_tok,
+        };
+        j->fn(&tile, a->kv_type, scratch);
+    }
+}
+
+/* The tile kernel for this CPU and its vector width in floats; NULL when there is none. */
+static ops_attn_tile_fn tile_pick(int *lanes) {
+    const st_cpu_features *f = st_cpu();
+    if (f->avx512f && f->avx512bw && f->avx512vl) { *lanes = 16; return ops_attn_tile_avx512; }
+    if (f->avx2 && f->fma && f->f16c) { *lanes = 8; return ops_attn_tile_avx2; }
+    return NULL;
+}
+
+/* Tiles for prompt chunks of ATTN_TILE_MIN_TOK tokens or more: each block of cells is then read
+ * (and widened) once per tile instead of once per token. A row's result does not depend on the
+ * rows that share its tile (lanes are independent, the blocks start at cell 0 whatever the tile,
+ * and a masked cell adds an exact 0), so any split of a prompt into such chunks gives the same
+ * bits. Shorter chunks (decode, a speculative verify, short pieces of a conversation) take the
+ * per-token items, whose rows equal the one-row call's bit for bit, which the verify relies on
+ * (test_ops_attn) and a cut-back session fed again in short pieces too (test_session_state).
+ * Returns 0 when the items run instead: a short chunk, no SIMD kernel, a group wider than a
+ * tile, or no memory for the scratch. */
+#define ATTN_TILE_MIN_TOK 32
+static int attn_tiled(st_pool *pool, const st_attn_args *a) {
+    int lanes = 0;
+    ops_attn_tile_fn fn = tile_pick(&lanes);
+    const int64_t r = a->n_head / a->n_head_kv;
+    if (!fn || a->n_tok < ATTN_TILE_MIN_TOK || r > OPS_ATTN_TILE_M) return 0;
+    const int nth = pool ? st_pool_size(pool) : 1;
+    int64_t tq = OPS_ATTN_TILE_M / r;
+    if (tq > a->n_tok) tq = a->n_tok;
+    /* Smaller tiles when there are too few to keep every thread busy, down to one vector of rows. */
+    while (a->n_head_kv * ((a->n_tok + tq - 1) / tq) < 2 * nth && (tq / 2) * r >= lanes) tq /= 2;
+    tile_job j = { .a = a, .fn = fn, .tq = tq, .n_blocks = (a->n_tok + tq - 1) / tq,
+                   .per_thread = ops_attn_tile_floats(a->head_dim) };
+    atomic_init(&j.next, 0);
+    const size_t floats = j.per_thread * (size_t)nth + (size_t)a->n_tok;
+    float *buf = aligned_alloc(64, (floats * sizeof(float) + 63) & ~(size_t)63);
+    if (!buf) return 0;
+    int32_t *n_vis = (int32_t *)(buf + j.per_thread * (size_t)nth);
+    for (int64_t t = 0; t < a->n_tok; t++) n_vis[t] = (int32_t)visible(a, t);
+    j.scratch = buf;
+    j.n_vis = n_vis;
+    ops_run(pool, j.n_blocks * a->n_head_kv > 1, tile_worker, &j);
+    free(buf);
+    return 1;
+}
+
 ops_attn_fn ops_attn_item_pick(void) {
     const st_cpu_features *f = st_cpu();
     if (f->avx512f && f->avx512bw && f->avx512vl) return ops_attn_item_avx512;
@@ -178,6 +261,7 @@ ops_attn_fn ops_attn_item_pick(void) {
 
 void st_op_attention(st_pool *pool, const st_attn_args *a) {
     if (a->head_dim > ATTN_MAX_HD || a->n_head_kv <= 0 || a->n_head % a->n_head_kv) return;
+    if (attn_tiled(pool, a)) return;
     const int nth = pool ? st_pool_size(pool) : 1;
     const int64_t r = a->n_head / a->n_head_kv;
     attn_job j = { a, ops_attn_item_pick(), r, 1, 0, nth, a->n_tok * a->n_head_kv, pool, NULL };

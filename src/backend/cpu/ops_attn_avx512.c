@@ -197,6 +197,177 @@ void ops_attn_item_avx512(const ops_attn_item *it, uint32_t kv_type) {
     }
 }
 
+/* ---- The tiled prompt kernel: up to 64 query rows (MV vectors of 16 lanes) against the cells in
+ * blocks of 64. Per block: S^T = K Q^T (4 cells x MV vectors of accumulators, K broadcast, Q^T
+ * rows loaded), the online softmax per lane with exp512, then O^T = corr O^T + V^T P^T (4 head
+ * dims x MV vectors, V broadcast). An f16 block is widened once into an f32 tile that every row
+ * then reads; an f32 cache is read in place. ---- */
+#define TM OPS_ATTN_TILE_M
+#define TK OPS_ATTN_TILE_K
+
+static __attribute__((always_inline)) inline void tile_scores(const float *qt, const float *K, int64_t ldk,
+                                                              int64_t nc, int64_t hd, float *st, const int MV) {
+    int64_t j = 0;
+    for (; j + 4 <= nc; j += 4) {
+        __m512 acc[4][4];
+        OPS_UNROLL
+        for (int jj = 0; jj < 4; jj++)
+            OPS_UNROLL
+            for (int v = 0; v < MV; v++) acc[jj][v] = _mm512_setzero_ps();
+        const float *kr = K + j * ldk;
+        for (int64_t d = 0; d < hd; d++) {
+            __m512 qv[4];
+            OPS_UNROLL
+            for (int v = 0; v < MV; v++) qv[v] = _mm512_load_ps(qt + d * TM + 16 * v);
+            OPS_UNROLL
+            for (int jj = 0; jj < 4; jj++) {
+                const __m512 b = _mm512_set1_ps(kr[jj * ldk + d]);
+                OPS_UNROLL
+                for (int v = 0; v < MV; v++) acc[jj][v] = _mm512_fmadd_ps(qv[v], b, acc[jj][v]);
+            }
+        }
+        OPS_UNROLL
+        for (int jj = 0; jj < 4; jj++)
+            OPS_UNROLL
+            for (int v = 0; v < MV; v++) _mm512_store_ps(st + (j + jj) * TM + 16 * v, acc[jj][v]);
+    }
+    for (; j < nc; j++) {
+        __m512 acc[4];
+        OPS_UNROLL
+        for (int v = 0; v < MV; v++) acc[v] = _mm512_setzero_ps();
+        const float *kr = K + j * ldk;
+        for (int64_t d = 0; d < hd; d++) {
+            const __m512 b = _mm512_set1_ps(kr[d]);
+            OPS_UNROLL
+            for (int v = 0; v < MV; v++) acc[v] = _mm512_fmadd_ps(_mm512_load_ps(qt + d * TM + 16 * v), b, acc[v]);
+        }
+        OPS_UNROLL
+        for (int v = 0; v < MV; v++) _mm512_store_ps(st + j * TM + 16 * v, acc[v]);
+    }
+}
+
+/* Scores of the block's nc cells from c0 into weights, in place; the running max m and sum l
+ * updated, corr = e^(m_old - m_new) per lane. A lane that has seen no visible cell keeps m = -inf
+ * and is computed against 0 so that no inf - inf appears. */
+static __attribute__((always_inline)) inline void tile_softmax(float *st, int64_t nc, int64_t c0, const int32_t *nvis,
+                                                               int masked, float *m, float *l, float *corr, const int MV) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    OPS_UNROLL
+    for (int v = 0; v < MV; v++) {
+        const __m512 mo = _mm512_load_ps(m + 16 * v);
+        const __m512i nv = _mm512_load_si512((const void *)(nvis + 16 * v));
+        __m512 mx = mo;
+        for (int64_t j = 0; j < nc; j++) {
+            __m512 s = _mm512_load_ps(st + j * TM + 16 * v);
+            if (masked) {
+                const __mmask16 vis = _mm512_cmpgt_epi32_mask(nv, _mm512_set1_epi32((int)(c0 + j)));
+                s = _mm512_mask_mov_ps(ninf, vis, s);
+                _mm512_store_ps(st + j * TM + 16 * v, s);
+            }
+            mx = _mm512_max_ps(mx, s);
+        }
+        const __m512 mu = _mm512_mask_mov_ps(mx, _mm512_cmp_ps_mask(mx, ninf, _CMP_EQ_OQ), _mm512_setzero_ps());
+        const __m512 c = exp512(_mm512_sub_ps(mo, mu));
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t j = 0; j < nc; j++) {
+            const __m512 p = exp512(_mm512_sub_ps(_mm512_load_ps(st + j * TM + 16 * v), mu));
+            _mm512_store_ps(st + j * TM + 16 * v, p);
+            sum = _mm512_add_ps(sum, p);
+        }
+        _mm512_store_ps(l + 16 * v, _mm512_fmadd_ps(_mm512_load_ps(l + 16 * v), c, sum));
+        _mm512_store_ps(m + 16 * v, mx);
+        _mm512_store_ps(corr + 16 * v, c);
+    }
+}
+
+static __attribute__((always_inline)) inline void tile_pv(const float *pt, const float *V, int64_t ldv, int64_t nc,
+                                                          int64_t hd, float *ot, const float *corr, const int MV) {
+    __m512 cv[4];
+    OPS_UNROLL
+    for (int v = 0; v < MV; v++) cv[v] = _mm512_load_ps(corr + 16 * v);
+    int64_t d = 0;
+    for (; d + 4 <= hd; d += 4) {
+        __m512 acc[4][4];
+        OPS_UNROLL
+        for (int dd = 0; dd < 4; dd++)
+            OPS_UNROLL
+            for (int v = 0; v < MV; v++) acc[dd][v] = _mm512_mul_ps(_mm512_load_ps(ot + (d + dd) * TM + 16 * v), cv[v]);
+        for (int64_t j = 0; j < nc; j++) {
+            __m512 p[4];
+            OPS_UNROLL
+            for (int v = 0; v < MV; v++) p[v] = _mm512_load_ps(pt + j * TM + 16 * v);
+            const float *vr = V + j * ldv + d;
+            OPS_UNROLL
+            for (int dd = 0; dd < 4; dd++) {
+                const __m512 b = _mm512_set1_ps(vr[dd]);
+                OPS_UNROLL
+                for (int v = 0; v < MV; v++) acc[dd][v] = _mm512_fmadd_ps(p[v], b, acc[dd][v]);
+            }
+        }
+        OPS_UNROLL
+        for (int dd = 0; dd < 4; dd++)
+            OPS_UNROLL
+            for (int v = 0; v < MV; v++) _mm512_store_ps(ot + (d + dd) * TM + 16 * v, acc[dd][v]);
+    }
+    for (; d < hd; d++) {
+        __m512 acc[4];
+        OPS_UNROLL
+        for (int v = 0; v < MV; v++) acc[v] = _mm512_mul_ps(_mm512_load_ps(ot + d * TM + 16 * v), cv[v]);
+        for (int64_t j = 0; j < nc; j++) {
+            const __m512 b = _mm512_set1_ps(V[j * ldv + d]);
+            OPS_UNROLL
+            for (int v = 0; v < MV; v++) acc[v] = _mm512_fmadd_ps(_mm512_load_ps(pt + j * TM + 16 * v), b, acc[v]);
+        }
+        OPS_UNROLL
+        for (int v = 0; v < MV; v++) _mm512_store_ps(ot + d * TM + 16 * v, acc[v]);
+    }
+}
+
+static __attribute__((always_inline)) inline void attn_tile_mv(const ops_attn_tile *t, uint32_t kv_type,
+                                                               float *scratch, const int MV) {
+    const int64_t hd = t->hd;
+    float *qt = scratch, *ot = qt + hd * TM, *st = ot + hd * TM, *kw = st + TK * TM, *vw = kw + TK * hd;
+    float *m = vw + TK * hd, *l = m + TM, *corr = l + TM;
+    int32_t *nvis = (int32_t *)(corr + TM);
+    int64_t kmin, kmax;
+    ops_attn_tile_load(t, qt, nvis, ot, m, l, &kmin, &kmax);
+    const int f16 = kv_type == ST_TYPE_F16;
+    for (int64_t c0 = 0; c0 < kmax; c0 += TK) {
+        const int64_t nc = kmax - c0 < TK ? kmax - c0 : TK;
+        const float *K, *V;
+        int64_t ld;
+        if (f16) {
+            const int64_t n_next = kmax - c0 - TK < TK ? kmax - c0 - TK : TK;
+            for (int64_t c = 0; c < nc; c++) {
+                widen_rows(t->k, (c0 + c) * t->row, t->row, 1, hd, kw + c * hd);
+                widen_rows(t->v, (c0 + c) * t->row, t->row, 1, hd, vw + c * hd);
+                if (c < n_next) {
+                    ops_attn_prefetch_row((const uint16_t *)t->k + (c0 + TK + c) * t->row, hd);
+                    ops_attn_prefetch_row((const uint16_t *)t->v + (c0 + TK + c) * t->row, hd);
+                }
+            }
+            K = kw; V = vw; ld = hd;
+        } else {
+            K = (const float *)t->k + c0 * t->row;
+            V = (const float *)t->v + c0 * t->row;
+            ld = t->row;
+        }
+        tile_scores(qt, K, ld, nc, hd, st, MV);
+        tile_softmax(st, nc, c0, nvis, c0 + nc > kmin, m, l, corr, MV);
+        tile_pv(st, V, ld, nc, hd, ot, corr, MV);
+    }
+    ops_attn_tile_store(t, ot, l);
+}
+
+void ops_attn_tile_avx512(const ops_attn_tile *t, uint32_t kv_type, float *scratch) {
+    switch ((t->n_tok * t->r + 15) / 16) {
+    case 1: attn_tile_mv(t, kv_type, scratch, 1); break;
+    case 2: attn_tile_mv(t, kv_type, scratch, 2); break;
+    case 3: attn_tile_mv(t, kv_type, scratch, 3); break;
+    default: attn_tile_mv(t, kv_type, scratch, 4); break;
+    }
+}
+
 /* f32 -> f16 with the hardware conversion, round to nearest even: the same bits as
  * st_fp32_to_fp16 for every non-NaN input (a NaN stays a quiet NaN with its payload, as ggml's own
  * F16C path does, instead of the canonical 0x7E00). */

@@ -1,6 +1,6 @@
 /* ops_conv_avx2.c: one channel block of the conv1d with AVX2: the tap-major layout and summation
- * order of ops_conv_block_ref (identical sums), 8 channels per vector, silu with exp256; the
- * channel tail goes through the scalar formula. */
+ * order of ops_conv_block_ref (identical sums), 8 channels per vector, silu with llama.cpp's
+ * vector exp (exp256_ggml); the channel tail goes through the scalar formula. */
 #include <math.h>
 #include "backend/cpu/ops_avx2.h"
 
@@ -25,7 +25,7 @@ void ops_conv_block_avx2(const ops_conv_job *j, int64_t c0, int64_t nc) {
             for (int64_t i = 0; i < K; i++)
                 acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(x[i] + c), _mm256_loadu_ps(wt[i] + c)));
             if (j->apply_silu)
-                acc = _mm256_div_ps(acc, _mm256_add_ps(one, exp256(_mm256_sub_ps(zero, acc))));
+                acc = _mm256_div_ps(acc, _mm256_add_ps(one, exp256_ggml(_mm256_sub_ps(zero, acc))));
             _mm256_storeu_ps(o + c, acc);
         }
         for (int64_t c = nc8; c < nc; c++) {

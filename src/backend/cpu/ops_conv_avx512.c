@@ -1,6 +1,6 @@
 /* ops_conv_avx512.c: one channel block of the conv1d with AVX-512: the same tap-major layout and
  * summation order as ops_conv_block_ref (so the sums are identical), 16 channels per vector, and
- * silu with the vector exp of ops_avx512.h. */
+ * silu with llama.cpp's vector exp (exp512_ggml of ops_avx512.h). */
 #include "backend/cpu/ops_avx512.h"
 
 void ops_conv_block_avx512(const ops_conv_job *j, int64_t c0, int64_t nc) {
@@ -25,7 +25,7 @@ void ops_conv_block_avx512(const ops_conv_job *j, int64_t c0, int64_t nc) {
                 acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, x[i] + c),
                                                        _mm512_maskz_loadu_ps(mk, wt[i] + c)));
             if (j->apply_silu)
-                acc = _mm512_div_ps(acc, _mm512_add_ps(one, exp512(_mm512_sub_ps(zero, acc))));
+                acc = _mm512_div_ps(acc, _mm512_add_ps(one, exp512_ggml(_mm512_sub_ps(zero, acc))));
             _mm512_mask_storeu_ps(o + c, mk, acc);
         }
     }

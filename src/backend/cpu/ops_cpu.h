@@ -9,6 +9,10 @@
 #include "backend/backend.h"
 #include "quant/types.h"
 
+/* Fully unroll the loop that follows: arrays of vectors indexed by its counter then stay in
+ * registers instead of the stack (GCC at -O2 does not unroll them by itself). */
+#define OPS_UNROLL _Pragma("GCC unroll 16")
+
 /* Runs fn on every pool thread, or once on this thread when pool is NULL or the job is small. */
 static inline void ops_run(st_pool *pool, int threaded, st_pool_fn fn, void *ctx) {
     if (pool && threaded && st_pool_size(pool) > 1) st_pool_run(pool, fn, ctx);
@@ -56,6 +60,44 @@ typedef void (*ops_attn_fn)(const ops_attn_item *it, uint32_t kv_type);
 void ops_attn_item_ref(const ops_attn_item *it, uint32_t kv_type);
 void ops_attn_item_avx512(const ops_attn_item *it, uint32_t kv_type);
 void ops_attn_item_avx2(const ops_attn_item *it, uint32_t kv_type);
+
+/* ---- Attention, tiled (prompt chunks): one tile is up to OPS_ATTN_TILE_M query rows, the
+ * n_tok x r (token, head) pairs of n_tok consecutive tokens and the r query heads of one kv head
+ * (row tt*r + hh), against that kv head's cells in blocks of OPS_ATTN_TILE_K, read once for all
+ * rows. The kernels keep the rows in vector lanes: Q^T [hd][M] (scaled), the scores and weights
+ * S^T [K][M], the output O^T [hd][M], the running max and sum per lane. ---- */
+#define OPS_ATTN_TILE_M 64
+#define OPS_ATTN_TILE_K 64
+typedef struct ops_attn_tile {
+    const float *q;       /* token tt, head hh of the group at q + tt*ldq_tok + hh*ldq_head */
+    int64_t ldq_tok, ldq_head;
+    int64_t n_tok, r, hd; /* n_tok * r <= OPS_ATTN_TILE_M */
+    const int32_t *n_vis; /* per token: it sees the cells [0, n_vis[tt]) */
+    const void *k, *v;    /* cache base of the kv head: cell c at + c*row elements */
+    int64_t row;
+    float scale;
+    float *out;           /* token tt, head hh at out + tt*ldo_tok + hh*hd */
+    int64_t ldo_tok;
+} ops_attn_tile;
+/* Scratch floats a tile kernel needs (64-byte aligned). */
+static inline size_t ops_attn_tile_floats(int64_t hd) {
+    return (size_t)(2 * hd * OPS_ATTN_TILE_M + OPS_ATTN_TILE_K * OPS_ATTN_TILE_M + 2 * OPS_ATTN_TILE_K * hd +
+                    4 * OPS_ATTN_TILE_M);
+}
+/* The scalar ends of every tile kernel (ops_attn.c). Load: Q^T scaled, zero in the padding rows;
+ * the rows' visible counts (0 for padding); O^T = 0, max = -inf, sum = 0; *kmin, *kmax the
+ * smallest and largest count of a real row. Store: out = O / sum (0 for a row that saw nothing). */
+void ops_attn_tile_load(const ops_attn_tile *t, float *qt, int32_t *nvis, float *ot, float *m, float *l,
+                        int64_t *kmin, int64_t *kmax);
+void ops_attn_tile_store(const ops_attn_tile *t, const float *ot, const float *l);
+/* Asks for the f16 row at p (hd elements) into the caches: a tile streams the whole prefix, so the
+ * kernels ask for the next block's rows while they widen this one's. */
+static inline void ops_attn_prefetch_row(const uint16_t *p, int64_t hd) {
+    for (int64_t i = 0; i < hd; i += 32) __builtin_prefetch(p + i, 0, 2);
+}
+typedef void (*ops_attn_tile_fn)(const ops_attn_tile *t, uint32_t kv_type, float *scratch);
+void ops_attn_tile_avx512(const ops_attn_tile *t, uint32_t kv_type, float *scratch);
+void ops_attn_tile_avx2(const ops_attn_tile *t, uint32_t kv_type, float *scratch);
 void ops_f32_to_f16_avx512(const float *src, uint16_t *dst, int64_t n);
 
 /* ---- Gated DeltaNet: one v-head over all tokens, per-token recurrence. S is [d][d] (row j =

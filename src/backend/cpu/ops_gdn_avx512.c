@@ -9,39 +9,48 @@
  * reference. The block's 16 rows (4 KiB at d = 64) stay in L1 between the passes.
  *
  * The head sizes of real models (64, 128) get a body with the size as a compile-time constant, so
- * k and q live in registers and no load is masked (and the decay is folded, see gdn_token_fixed);
+ * k and q live in registers and no load is masked, and which computes llama.cpp's AVX-512 bits
+ * (see gdn_token_fixed; measured cost against the earlier folded-decay body: ~5% at d = 128,
+ * ~20% at d = 64, cache-resident);
  * any other d takes the masked generic body, which follows the reference's order exactly. */
 #include "backend/cpu/ops_avx512.h"
 
 #define GDN_ALWAYS_INLINE __attribute__((always_inline)) inline
 
-/* Row j of the state: its partial products with k (the row is only read here). */
-static GDN_ALWAYS_INLINE __m512 row_dot(const float *row, const __m512 *kr, const int D) {
-    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(row), kr[0]);
+/* The head sizes of real models (64, 128), in llama.cpp's AVX-512 arithmetic bit for bit: its
+ * CPU op (ggml_gated_delta_net) scales the state by e^g, forms row.k on the decayed row with
+ * ggml_vec_dot_f32 (four accumulators of 16 lanes over 64-element steps, added as
+ * (a0 + a2) + (a1 + a3), then _mm512_reduce_add_ps), updates the row with fused multiply-adds
+ * and forms row.q the same way. A last-bit difference here rounds an 8-bit activation the other
+ * way now and then (issue 12). Here the decayed row is not stored in pass A (pass B forms the
+ * same rounded product again), and the 16 rows of a block reduce together (hsum4_ggml,
+ * hsum_final_ggml: the reduce_add order, 16 rows at once), 4 at a time as they are produced so
+ * few partial vectors are live beside k and q. */
+static GDN_ALWAYS_INLINE __m512 row_dot(const float *in, const __m512 *kr, __m512 eg, const int D) {
+    __m512 a[4];
     OPS_UNROLL
-    for (int i = 1; i < D / 16; i++) acc = _mm512_fmadd_ps(_mm512_loadu_ps(row + 16 * i), kr[i], acc);
-    return acc;
+    for (int c = 0; c < 4; c++) a[c] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(in + 16 * c), eg), kr[c], _mm512_setzero_ps());
+    OPS_UNROLL
+    for (int i = 64; i < D; i += 64)
+        for (int c = 0; c < 4; c++)
+            a[c] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(in + i + 16 * c), eg), kr[i / 16 + c], a[c]);
+    return _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
 }
 
-/* Row j becomes e^g row + delta_j k, stored once; returns its partial products with q. */
+/* Row j becomes e^g row + delta_j k, stored once; returns its row.q partial vector. */
 static GDN_ALWAYS_INLINE __m512 row_update_dot(const float *in, float *row, const __m512 *kr, const __m512 *qr,
                                                __m512 eg, float dj, const int D) {
     const __m512 d = _mm512_set1_ps(dj);
-    __m512 acc = _mm512_setzero_ps();
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     OPS_UNROLL
     for (int i = 0; i < D / 16; i++) {
         __m512 r = _mm512_fmadd_ps(kr[i], d, _mm512_mul_ps(_mm512_loadu_ps(in + 16 * i), eg));
         _mm512_storeu_ps(row + 16 * i, r);
-        acc = _mm512_fmadd_ps(r, qr[i], acc);
+        a[i % 4] = _mm512_fmadd_ps(r, qr[i], a[i % 4]);
     }
-    return acc;
+    return _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
 }
 
-/* The head sizes of real models. The decay is folded into pass B (row.k is computed on the
- * undecayed row and scaled by e^g once), so pass A only reads and each row is stored once per
- * token: the kernel is bound by stores, and this halves them. That reorders one multiplication
- * against the reference (e^g (row.k) for (e^g row).k), a rounding-level difference. Rows are
- * reduced 4 at a time (hsum4) as they are produced, so few partial vectors are live beside k, q. */
 static GDN_ALWAYS_INLINE void gdn_token_fixed(const float *Sin, float *S, const float *q, const float *k,
                                               const float *v, __m512 eg, __m512 beta,
                                               __m512 vscale, float *o, const int D) {
@@ -56,12 +65,12 @@ static GDN_ALWAYS_INLINE void gdn_token_fixed(const float *Sin, float *S, const 
         float *rows = S + j0 * D;
         __m512 u[4];
         OPS_UNROLL
-        for (int g = 0; g < 4; g++) {                      /* pass A: row.k, read only */
+        for (int g = 0; g < 4; g++) {                      /* pass A: (e^g row).k, read only */
             const float *r = in + 4 * g * D;
-            u[g] = hsum4(row_dot(r, kr, D), row_dot(r + D, kr, D), row_dot(r + 2 * D, kr, D),
-                         row_dot(r + 3 * D, kr, D));
+            u[g] = hsum4_ggml(row_dot(r, kr, eg, D), row_dot(r + D, kr, eg, D), row_dot(r + 2 * D, kr, eg, D),
+                              row_dot(r + 3 * D, kr, eg, D));
         }
-        const __m512 kv = _mm512_mul_ps(hsum_final(u[0], u[1], u[2], u[3]), eg);
+        const __m512 kv = hsum_final_ggml(u[0], u[1], u[2], u[3]);
         const __m512 delta = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(v + j0), kv), beta);
         float dl[16];
         _mm512_storeu_ps(dl, delta);
@@ -69,11 +78,11 @@ static GDN_ALWAYS_INLINE void gdn_token_fixed(const float *Sin, float *S, const 
         for (int g = 0; g < 4; g++) {                      /* pass B: decay, += delta_j k, row.q */
             float *r = rows + 4 * g * D;
             const float *ri = in + 4 * g * D, *dg = dl + 4 * g;
-            u[g] = hsum4(row_update_dot(ri, r, kr, qr, eg, dg[0], D), row_update_dot(ri + D, r + D, kr, qr, eg, dg[1], D),
-                         row_update_dot(ri + 2 * D, r + 2 * D, kr, qr, eg, dg[2], D),
-                         row_update_dot(ri + 3 * D, r + 3 * D, kr, qr, eg, dg[3], D));
+            u[g] = hsum4_ggml(row_update_dot(ri, r, kr, qr, eg, dg[0], D), row_update_dot(ri + D, r + D, kr, qr, eg, dg[1], D),
+                              row_update_dot(ri + 2 * D, r + 2 * D, kr, qr, eg, dg[2], D),
+                              row_update_dot(ri + 3 * D, r + 3 * D, kr, qr, eg, dg[3], D));
         }
-        _mm512_storeu_ps(o + j0, _mm512_mul_ps(hsum_final(u[0], u[1], u[2], u[3]), vscale));
+        _mm512_storeu_ps(o + j0, _mm512_mul_ps(hsum_final_ggml(u[0], u[1], u[2], u[3]), vscale));
     }
 }
 

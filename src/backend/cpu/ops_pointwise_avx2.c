@@ -1,16 +1,22 @@
 /* ops_pointwise_avx2.c: the pointwise row kernels, scale and axpy with AVX2/FMA, for processors
- * without AVX-512: 8 lanes, exp256 (ops_avx2.h), the reference's formulas with exact division; the
- * element tail goes through the reference. scale and axpy give the reference's bits. */
+ * without AVX-512: 8 lanes, the reference's formulas with exact division; the element tail goes
+ * through the reference. Each gate takes e^x where llama.cpp's AVX2 build does, to match it bit
+ * for bit: SiLU (and SwiGLU) with its vector exp (exp256_ggml, ops_avx2.h), sigmoid with the C
+ * library's expf one element at a time, as ggml's sigmoid is written. scale and axpy give the
+ * reference's bits. */
+#include <math.h>
 #include "backend/cpu/ops_avx2.h"
 
 static inline __m256 sigmoid256(__m256 x) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    return _mm256_div_ps(one, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+    float v[8];
+    _mm256_storeu_ps(v, x);
+    for (int i = 0; i < 8; i++) v[i] = 1.0f / (1.0f + expf(-v[i]));
+    return _mm256_loadu_ps(v);
 }
 
 static inline __m256 silu256(__m256 x) {
     const __m256 one = _mm256_set1_ps(1.0f);
-    return _mm256_div_ps(x, _mm256_add_ps(one, exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+    return _mm256_div_ps(x, _mm256_add_ps(one, exp256_ggml(_mm256_sub_ps(_mm256_setzero_ps(), x))));
 }
 
 static inline __m256 pw_apply(int op, __m256 a, __m256 b) {

@@ -1,16 +1,21 @@
 /* ops_pointwise_avx512.c: the exp-based pointwise row kernels with AVX-512. The gates use the
- * reference's formulas (x/(1+e^-x), 1/(1+e^-x)) with exact division and the vector exp of
- * ops_avx512.h, so they agree with the reference within a few ulp. */
+ * reference's formulas (x/(1+e^-x), 1/(1+e^-x)) with exact division, and take e^x where
+ * llama.cpp's AVX-512 build does, to match it bit for bit: SiLU (and SwiGLU) with its vector exp
+ * (exp512_ggml, ops_avx512.h), sigmoid with the C library's expf one element at a time, as ggml's
+ * sigmoid is written. */
+#include <math.h>
 #include "backend/cpu/ops_avx512.h"
 
 static inline __m512 sigmoid512(__m512 x) {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    return _mm512_div_ps(one, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+    float v[16];
+    _mm512_storeu_ps(v, x);
+    for (int i = 0; i < 16; i++) v[i] = 1.0f / (1.0f + expf(-v[i]));
+    return _mm512_loadu_ps(v);
 }
 
 static inline __m512 silu512(__m512 x) {
     const __m512 one = _mm512_set1_ps(1.0f);
-    return _mm512_div_ps(x, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+    return _mm512_div_ps(x, _mm512_add_ps(one, exp512_ggml(_mm512_sub_ps(_mm512_setzero_ps(), x))));
 }
 
 static inline __m512 pw_apply(int op, __m512 a, __m512 b) {
