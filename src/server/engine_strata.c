@@ -80,6 +80,7 @@ typedef struct strata_engine {
     pthread_cond_t stepped;
     int active, posted;
     uint64_t steps, clock;
+    char step_error[512];      /* why the last failed step failed */
 } strata_engine;
 
 static void se_info(sv_engine *e, sv_model_info *out) { *out = ((strata_engine *)e)->info; }
@@ -225,14 +226,12 @@ static void run_step(strata_engine *x) {
         in[k] = sl->session, tok[k] = sl->tok, n[k] = sl->n, who[k++] = sl;
     }
     st_status st = k ? st_session_feed_batch(x->slots[0].session, in, k, tok, n) : ST_OK;
-    char why[512] = "";
-    if (st != ST_OK) snprintf(why, sizeof why, "%s", st_last_error());
+    /* Each thread of the step takes the message on its own (the message is per thread). */
+    if (st != ST_OK) snprintf(x->step_error, sizeof x->step_error, "%s", st_last_error());
     for (int i = 0; i < k; i++) {
         who[i]->st = st;
         who[i]->posted = 0;
     }
-    /* Each waiting thread takes the message on its own thread. */
-    if (st != ST_OK) st_fail(st, "%s", why);
     x->posted = 0;
     x->steps++;
     pthread_cond_broadcast(&x->stepped);
@@ -247,7 +246,7 @@ static st_status step_feed(strata_engine *x, slot *sl, const int32_t *tok, int64
     if (++x->posted == x->active) run_step(x);
     else
         while (x->steps == step) pthread_cond_wait(&x->stepped, &x->mu);
-    if (sl->st != ST_OK) return st_fail(sl->st, "generate: a batched step failed (the slot starts over)");
+    if (sl->st != ST_OK) return st_fail(sl->st, "%s", x->step_error);
     return ST_OK;
 }
 
