@@ -138,6 +138,16 @@ uint64_t st_session_scratch_bytes(const st_session *s);
  * NULL it receives the logits of every fed position, [n][n_vocab]. The last position's logits are
  * always kept for st_session_logits(). */
 st_status st_session_feed(st_session *s, const int32_t *tokens, int64_t n, float *logits_all);
+/* Feeds several sessions of one model in one forward (parallel slots): session k takes
+ * tokens[k][0..n[k]), at most 256 sessions, each once. The weights (projections, FFN, experts,
+ * head) are read once for all rows; attention over a sequence's KV cache and its recurrent steps
+ * run on its own rows. Each session's logits are those of its sequence fed
+ * alone in the same pieces, bit for bit (its rows' arithmetic does not depend on the others).
+ * The forward runs on lead's threads and workspace (lead, a session of the same model, may be one
+ * of s or not; its state changes only if it is). Every check (ids, room) comes first; a failed
+ * forward resets every session of the batch. Sessions on a device are fed one after the other. */
+st_status st_session_feed_batch(st_session *lead, st_session *const *s, int n_sessions, const int32_t *const *tokens,
+                                const int64_t *n);
 /* The last fed position's logits (n_vocab floats), valid until the next feed. */
 const float *st_session_logits(const st_session *s);
 /* An embedding of tokens: the session is reset, fed them, and out receives the last position's
@@ -178,6 +188,56 @@ st_status st_session_reuse(st_session *s, const int32_t *prompt, int64_t n, int6
 st_status st_session_checkpoint(st_session *s);
 /* The positions of the checkpoints held, oldest first (up to cap of them); returns how many. */
 int st_session_checkpoints(const st_session *s, int64_t *pos, int cap);
+
+/* ---- Prompts: what the next turn of a conversation reuses ------------------------------------ */
+/* The one reuse policy of the terminal chat and the server. A new prompt is matched against the
+ * ids a session holds (and, given a prompt cache, against the states it keeps): where the two part
+ * inside an assistant message that the prompt renders otherwise than the session holds it (chat
+ * templates drop earlier reasoning, and may space tool calls or trim the text differently) and the
+ * texts agree once the <think>...</think> block and all white space are left out, the held message
+ * stands in for the rendered one, as the model wrote it. So turn N+1 reuses all of turn N: its
+ * prompt, its reply with the reasoning, up to the <|im_end|> the prompt adds. Then the session
+ * keeps the longest prefix it can return to exactly (st_session_reuse).
+ * The prompt is fed in pieces of at most a chunk that, for a hybrid model, end before each message
+ * (<|im_start|>) with a checkpoint there, so a later prompt that parts at a message returns to it. */
+
+typedef struct st_prompt_cache st_prompt_cache;
+
+typedef struct st_prompt {
+    int32_t *ids;        /* the prompt as the session will hold it (malloc'd; st_prompt_free) */
+    int64_t n;
+    int64_t cached;      /* the positions reused, not computed again */
+    int64_t done;        /* the positions in the state: feed ids + done next */
+} st_prompt;
+
+/* Prepares s for prompt[0..n): keeps what it can of its own state, or, with a cache (may be NULL),
+ * of the cached state that keeps most; s's own state goes into the cache first whenever it would
+ * lose positions. p->done = p->cached afterwards. */
+st_status st_session_prompt(st_session *s, st_prompt_cache *cache, const int32_t *prompt, int64_t n, st_prompt *p);
+/* How many positions of prompt s would keep (of its own state, without a cache): for choosing
+ * among the sessions of parallel slots. */
+int64_t st_session_prompt_reach(const st_session *s, const int32_t *prompt, int64_t n);
+/* Feeds the next piece of p (at most max_rows rows, 0: the session's chunk); p->done advances. A
+ * failed feed resets the session, as st_session_feed does. */
+st_status st_session_prompt_feed(st_session *s, st_prompt *p, int64_t max_rows);
+/* The same in two halves, for a piece fed with others (st_session_feed_batch): the rows of the next
+ * piece (0 when p is in), then, once they are fed, p advanced past them (the checkpoint taken). */
+int64_t st_session_prompt_piece(const st_session *s, const st_prompt *p, int64_t max_rows);
+void st_session_prompt_advance(st_session *s, st_prompt *p, int64_t rows);
+void st_prompt_free(st_prompt *p);
+
+/* A prompt cache: the states of recent conversations (held ids, KV rows, recurrent state and
+ * checkpoints) in host memory, at most max_bytes of them, the least recently used dropped first. */
+st_status st_prompt_cache_new(uint64_t max_bytes, st_prompt_cache **out);
+/* The default size: a quarter of the host memory available now, at most 8 GiB (256 MiB when the
+ * memory is unknown). */
+uint64_t st_prompt_cache_default_bytes(void);
+void st_prompt_cache_free(st_prompt_cache *c);
+/* Puts s's state in (a held state that extends an entry replaces it; one that an entry already
+ * extends is not stored again). */
+st_status st_prompt_cache_store(st_prompt_cache *c, const st_session *s);
+int st_prompt_cache_count(const st_prompt_cache *c);
+uint64_t st_prompt_cache_bytes(const st_prompt_cache *c);
 
 /* The identity a saved state carries: 16 hex digits of a hash of the architecture, the layer
  * count, the vocabulary size, the weight bytes and general.name. */

@@ -4,3 +4,7 @@
 add_executable(bench_matvec ${CMAKE_SOURCE_DIR}/bench/matvec/bench_matvec.c)
 target_link_libraries(bench_matvec PRIVATE strata_static dl)
 target_include_directories(bench_matvec PRIVATE ${CMAKE_SOURCE_DIR}/src)
+# bench_slots: the batched decode step of parallel slots against one session (bench/slots/).
+add_executable(bench_slots ${CMAKE_SOURCE_DIR}/bench/slots/bench_slots.c)
+target_link_libraries(bench_slots PRIVATE strata_static)
+target_include_directories(bench_slots PRIVATE ${CMAKE_SOURCE_DIR}/src)

@@ -1,11 +1,10 @@
 /* cmd_chat.c: `strata chat -m MODEL`: an interactive conversation in Qwen's ChatML, streamed.
  *
  * Each turn renders the whole conversation with the chat template (src/text/chat.h), tokenizes
- * it, and lets the session keep what it can (strata.h's st_session_reuse): all of it when the new
- * prompt extends what the session holds; otherwise the KV cache is cut back, and a hybrid model's
- * recurrent state returns to the checkpoint taken before the message where the prompt diverges
- * (the template drops earlier reasoning, so a reply is fed again without it). The prompt is fed in
- * pieces that end before each <|im_start|>, with a checkpoint after each.
+ * it, and feeds it through strata.h's reuse policy (st_session_prompt, the server's too): the
+ * session keeps all of the previous turn, its reply as the model wrote it (the template drops the
+ * reasoning; the held reply stands in for the rendered one), and what differs is cut back to the
+ * last message boundary before it. The whole reply is held (feed_last), so the next turn extends it.
  *
  * The reply is parsed as it streams (st_chat_parser): the answer goes to stdout, the reasoning
  * (<think>...</think>) is folded: hidden by default (a dim "(thinking...)" note on a terminal
@@ -123,19 +122,21 @@ static int conv_from_ids(conversation *c, const st_model *m, const int32_t *ids,
     return ok;
 }
 
-/* Feeds the prompt, keeping what the session holds of it; checkpoints before each message. The
- * speculative decoder feeds it, so its MTP head follows the conversation too. */
-static int feed_prompt(st_session *s, st_spec *d, const int32_t *ids, size_t n, int32_t im_start) {
-    int64_t done;
-    if (st_session_reuse(s, ids, (int64_t)n, &done) != ST_OK) return cli_fail("chat");
-    while ((size_t)done < n) {
-        size_t end = (size_t)done + 1;
-        while (end < n && ids[end] != im_start) end++;
-        if (st_spec_prompt(d, ids + done, (int64_t)(end - (size_t)done)) != ST_OK) return cli_fail("chat");
-        done = (int64_t)end;
-        /* Without a checkpoint (out of memory, or a device copy failed) only reuse is lost. */
-        if ((size_t)done < n && st_session_checkpoint(s) != ST_OK) st_clear_error();
+/* Feeds the prompt through strata.h's reuse policy (st_session_prompt), the pieces through the
+ * speculative decoder, so its MTP head follows the conversation too. */
+static int feed_prompt(st_session *s, st_spec *d, const int32_t *ids, size_t n) {
+    st_prompt p;
+    st_spec_finish(d);
+    if (st_session_prompt(s, NULL, ids, (int64_t)n, &p) != ST_OK) return cli_fail("chat");
+    while (p.done < p.n) {
+        int64_t rows = st_session_prompt_piece(s, &p, 0);
+        if (st_spec_prompt(d, p.ids + p.done, rows) != ST_OK) {
+            st_prompt_free(&p);
+            return cli_fail("chat");
+        }
+        st_session_prompt_advance(s, &p, rows);
     }
+    st_prompt_free(&p);
     return 0;
 }
 
@@ -243,7 +244,6 @@ int cmd_chat(int argc, char **argv) {
         goto done;
     }
     st_model_fingerprint(m, c.fingerprint);
-    int32_t im_start = st_tokenizer_find(m->tok, "<|im_start|>", 12);
     chat_reset(&c);
     cli_generation g = {.model = m, .session = c.s, .sampler = smp, .detok = dt, .spec = spec, .on_text = cli_reply_text,
                         .ctx = &r, .what = "chat", .feed_last = 1};
@@ -305,7 +305,7 @@ int cmd_chat(int argc, char **argv) {
             conv_clear(&c.conv, c.conv.n - 1);
             continue;
         }
-        int fail = feed_prompt(c.s, spec, ids, n_ids, im_start);
+        int fail = feed_prompt(c.s, spec, ids, n_ids);
         free(ids);
         if (fail) {
             /* A failed feed resets the session; the conversation stays, to be fed again. */

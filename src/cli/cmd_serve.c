@@ -30,6 +30,8 @@ typedef struct serve_flags {
     const char *template_file;
     int no_webui;
     int log_format; /* 0 text, 1 json */
+    int64_t cache_mib;   /* -1: st_prompt_cache_default_bytes */
+    int parallel;
 } serve_flags;
 
 #define OWN(field) offsetof(serve_flags, field)
@@ -46,6 +48,13 @@ static const cli_flag serve_own[] = {
      "largest request body (default 8388608; larger get 413)", 0},
     {"--state-dir", NULL, "DIR", CLI_STRING, OWN(cfg.state_dir), 0, 0, NULL, NULL,
      "where saved sessions are written (default ./strata-sessions)", 0},
+    {"--parallel", "-np", "N", CLI_INT, OWN(parallel), 1, SV_MAX_SLOTS, NULL, NULL,
+     "serve N requests at once (default 4): N sequences decoded together, one forward a\n"
+     "step (on the CPU; one on a GPU); each has its own context of --ctx tokens", 0},
+    {"--cache-ram", NULL, "MiB", CLI_INT64, OWN(cache_mib), 0, 1 << 30, NULL, NULL,
+     "keep the states of recent conversations (KV rows, recurrent checkpoints) in up to\n"
+     "MiB of memory, so a request that extends any of them reuses it; 0: off (default: a\n"
+     "quarter of the memory available at start, at most 8192)", 0},
     {"--engine", NULL, "KIND", CLI_STRING, OWN(engine), 0, 0, NULL, NULL,
      "strata (default) or echo: the deterministic stand-in of the server's tests", 0},
     {"--alias", NULL, "NAME", CLI_STRING, OWN(cfg.alias), 0, 0, NULL, NULL,
@@ -105,7 +114,7 @@ static char *read_template(const char *path) {
 int cmd_serve(int argc, char **argv) {
     cli_options o;
     cli_options_default(&o);
-    serve_flags sf = {.engine = "strata"};
+    serve_flags sf = {.engine = "strata", .cache_mib = -1, .parallel = 4};
     sv_config_defaults(&sf.cfg);
     sf.max_body = (int64_t)sf.cfg.max_body;
     sf.cfg.api_key = getenv("STRATA_API_KEY");
@@ -135,7 +144,9 @@ int cmd_serve(int argc, char **argv) {
         mp.gpu_mem_gib = o.gpu_mem;
         char *tmpl = sf.template_file ? read_template(sf.template_file) : NULL;
         if (sf.template_file && !tmpl) return 2;
-        st = sv_engine_strata_open(o.model, &mp, &o.session, &o.spec, tmpl, &engine);
+        sv_strata_options so = {.spec = &o.spec, .parallel = sf.parallel, .chat_template = tmpl,
+                                .cache_bytes = sf.cache_mib < 0 ? st_prompt_cache_default_bytes() : (uint64_t)sf.cache_mib << 20};
+        st = sv_engine_strata_open(o.model, &mp, &o.session, &so, &engine);
         free(tmpl);
     } else {
         fprintf(stderr, "strata serve: --engine must be strata or echo, not %s\n", engine_kind);

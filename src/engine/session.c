@@ -31,6 +31,8 @@ struct st_session {
     int32_t *ids;                 /* the ids fed: [n_ctx], the first n_past held (session_state.c) */
     struct st_checkpoints *ckpt;  /* recurrent-state checkpoints (session_state.c), NULL until one */
     st_device_session *dev;    /* the state on the model's device; NULL on the CPU */
+    float *batch_logits;          /* st_session_feed_batch led by this session: a row per session */
+    int batch_cap;
 };
 
 st_session_params st_session_default_params(void) {
@@ -162,6 +164,7 @@ st_status st_session_reserve_steps(st_session *s, int rows) {
 void st_session_free(st_session *s) {
     if (!s) return;
     free(s->ids);
+    free(s->batch_logits);
     st_checkpoints_free(s->ckpt);
     st_device_session_free(s->dev);
     if (s->state.layers) {
@@ -291,6 +294,48 @@ st_status st_session_embed(st_session *s, const int32_t *tokens, int64_t n, floa
 }
 
 int32_t st_session_n_embd(const st_session *s) { return (int32_t)s->m->hp.n_embd; }
+
+#define FEED_BATCH_MAX ST_FORWARD_MAX_SEQS
+
+st_status st_session_feed_batch(st_session *lead, st_session *const *s, int n_s, const int32_t *const *tokens, const int64_t *n) {
+    if (n_s <= 0 || n_s > FEED_BATCH_MAX) return st_fail(ST_ERR_INVALID, "feed: a batch of %d sessions (1..%d)", n_s, FEED_BATCH_MAX);
+    int64_t rows = 0;
+    for (int k = 0; k < n_s; k++) {
+        if (s[k]->m != lead->m) return st_fail(ST_ERR_INVALID, "feed: session %d of the batch is of another model", k);
+        for (int j = 0; j < k; j++)
+            if (s[j] == s[k]) return st_fail(ST_ERR_INVALID, "feed: session %d is in the batch twice", k);
+        ST_TRY(check_feed(s[k], tokens[k], n[k]));
+        rows += n[k];
+    }
+    /* Alone, or on a device (whose forward of several sequences is not written yet): one after
+     * the other. */
+    if ((n_s == 1 && s[0] == lead) || lead->dev) {
+        for (int k = 0; k < n_s; k++) ST_TRY(st_session_feed(s[k], tokens[k], n[k], NULL));
+        return ST_OK;
+    }
+    int64_t V = lead->m->hp.n_vocab;
+    if (lead->batch_cap < n_s) {
+        float *b = realloc(lead->batch_logits, (size_t)n_s * (size_t)V * sizeof *b);
+        if (!b) return st_fail(ST_ERR_NOMEM, "feed: out of memory for the logits of %d sessions", n_s);
+        lead->batch_logits = b;
+        lead->batch_cap = n_s;
+    }
+    st_seq_rows seqs[FEED_BATCH_MAX];
+    for (int k = 0; k < n_s; k++) {
+        memcpy(s[k]->ids + s[k]->state.n_past, tokens[k], (size_t)n[k] * sizeof *tokens[k]);
+        seqs[k] = (st_seq_rows){.s = &s[k]->state, .tokens = tokens[k], .n = n[k]};
+    }
+    st_status st = st_workspace_reserve(&lead->ws, rows);
+    if (st == ST_OK) st = st_forward_seqs(lead->m, &lead->ws, lead->pool, seqs, n_s, lead->batch_logits);
+    if (st != ST_OK) {
+        /* Never leave a half-fed sequence behind. */
+        for (int k = 0; k < n_s; k++) st_session_reset(s[k]);
+        return st;
+    }
+    for (int k = 0; k < n_s; k++)
+        memcpy(st_workspace_get(&s[k]->ws, WS_LOGITS), lead->batch_logits + (size_t)k * (size_t)V, (size_t)V * sizeof(float));
+    return ST_OK;
+}
 
 void st_checkpoints_clear(struct st_checkpoints *c) {
     if (c) c->n = 0;

@@ -280,11 +280,12 @@ typedef struct sink {
     FILE *f;
     uint64_t hash;
     int failed;
+    int unsealed;  /* the prompt cache's copy: no checksum computed (its bytes never leave memory) */
 } sink;
 
 static void put(sink *k, const void *p, size_t n) {
     if (!n) return;
-    k->hash = fnv1a(k->hash, p, n);
+    if (!k->unsealed) k->hash = fnv1a(k->hash, p, n);
     if (k->buf) {
         memcpy(k->buf, p, n);
         k->buf += n;
@@ -374,7 +375,7 @@ static st_status make_head(st_session *s, state_ref *r, state_head *h) {
     return ST_OK;
 }
 
-st_status st_session_state_save(const st_session *cs, void **buf, size_t *n) {
+static st_status save_state(const st_session *cs, void **buf, size_t *n, int unsealed) {
     st_session *s = (st_session *)cs;
     state_ref r;
     state_head h;
@@ -383,7 +384,7 @@ st_status st_session_state_save(const st_session *cs, void **buf, size_t *n) {
     ST_TRY(make_head(s, &r, &h));
     unsigned char *b = malloc((size_t)h.bytes);
     if (!b) return st_fail(ST_ERR_NOMEM, "save: out of memory for a session state of %llu bytes", (unsigned long long)h.bytes);
-    sink k = {.buf = b, .hash = FNV_START};
+    sink k = {.buf = b, .hash = FNV_START, .unsealed = unsealed};
     st_status ws = write_state(s, &r, &h, &k);
     if (ws != ST_OK) {
         free(b);
@@ -393,6 +394,9 @@ st_status st_session_state_save(const st_session *cs, void **buf, size_t *n) {
     *n = (size_t)h.bytes;
     return ST_OK;
 }
+
+st_status st_session_state_save(const st_session *s, void **buf, size_t *n) { return save_state(s, buf, n, 0); }
+st_status st_session_state_copy(const st_session *s, void **buf, size_t *n) { return save_state(s, buf, n, 1); }
 
 st_status st_session_state_write(const st_session *cs, FILE *f) {
     st_session *s = (st_session *)cs;
@@ -434,13 +438,14 @@ static st_status check_head(st_session *s, const st_state *st, const state_head 
 }
 
 /* Everything past the header: length, checksum, ids, checkpoint order. */
-static st_status check_body(st_session *s, const state_head *h, const unsigned char *b, size_t n) {
+static st_status check_body(st_session *s, const state_head *h, const unsigned char *b, size_t n, int unsealed) {
     if (n != h->bytes)
         return st_fail(ST_ERR_FORMAT, "the state is truncated or padded: its header says %llu bytes, there are %zu",
                        (unsigned long long)h->bytes, n);
     uint64_t sum;
     memcpy(&sum, b + n - 8, 8);
-    if (sum != fnv1a(FNV_START, b, n - 8)) return st_fail(ST_ERR_FORMAT, "the state has been altered: its checksum does not match");
+    if (!unsealed && sum != fnv1a(FNV_START, b, n - 8))
+        return st_fail(ST_ERR_FORMAT, "the state has been altered: its checksum does not match");
     int32_t n_vocab = st_model_n_vocab(st_session_model(s));
     for (uint64_t i = 0; i < h->n_ids; i++) {
         int32_t id;
@@ -462,7 +467,7 @@ static st_status check_body(st_session *s, const state_head *h, const unsigned c
     return ST_OK;
 }
 
-st_status st_session_state_load(st_session *s, const void *buf, size_t n) {
+static st_status load_state(st_session *s, const void *buf, size_t n, int unsealed) {
     state_ref r;
     ST_TRY(state_of(s, "load", &r));
     st_state *st = r.st;
@@ -475,7 +480,7 @@ st_status st_session_state_load(st_session *s, const void *buf, size_t n) {
     }
     memcpy(&h, b, sizeof h);
     ST_TRY(check_head(s, st, &h));
-    ST_TRY(check_body(s, &h, b, n));
+    ST_TRY(check_body(s, &h, b, n, unsealed));
     /* Buffers first, so that running out of memory leaves the session as it was. */
     struct st_checkpoints **slot = st_session_checkpoint_slot(s);
     if (h.n_ckpt && !*slot && !(*slot = calloc(1, sizeof **slot))) return st_fail(ST_ERR_NOMEM, "load: out of memory");
@@ -525,6 +530,9 @@ st_status st_session_state_load(st_session *s, const void *buf, size_t n) {
     if (*slot) (*slot)->n = (int)h.n_ckpt;
     return ST_OK;
 }
+
+st_status st_session_state_load(st_session *s, const void *buf, size_t n) { return load_state(s, buf, n, 0); }
+st_status st_session_state_paste(st_session *s, const void *buf, size_t n) { return load_state(s, buf, n, 1); }
 
 st_status st_session_state_read(st_session *s, FILE *f) {
     state_ref ref;

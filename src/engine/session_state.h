@@ -24,6 +24,12 @@ struct st_checkpoints {
 void st_checkpoints_clear(struct st_checkpoints *c);
 void st_checkpoints_free(struct st_checkpoints *c);
 
+/* The prompt cache's copies of a whole state (prompt_cache.c): the byte string of
+ * st_session_state_save with no checksum computed, and its load with none checked (the copy never
+ * leaves the process; everything else is checked as for a saved state). */
+st_status st_session_state_copy(const st_session *s, void **buf, size_t *n);
+st_status st_session_state_paste(st_session *s, const void *buf, size_t n);
+
 /* session.c: the session's model, its id buffer ([n_ctx]; the first n_past are held) and the
  * slot of its checkpoint set (NULL until the first checkpoint). */
 const struct st_model *st_session_model(const st_session *s);

@@ -39,17 +39,21 @@ static void project_qkv(st_fwd *f, const st_layer *L, const float *h, int64_t nq
 }
 
 /* k (WS_K): per-head RMSNorm and RoPE, then k and v (WS_V) into layer il's cache at the chunk's
- * cells, before attention reads them (the current rows included). */
+ * cells (each sequence's into its own), before attention reads them (the current rows included). */
 static void kv_into_cache(st_fwd *f, int il, const st_rope_params *rp) {
     const st_hparams *hp = f->hp;
     const st_layer *L = &f->m->layers[il];
-    const st_layer_state *S = &f->s->layers[il];
     int64_t hd = hp->head_dim, Hkv = hp->n_head_kv[il], nkv = hd * Hkv;
     float *k = st_workspace_f32(f->ws, WS_K), *v = st_workspace_f32(f->ws, WS_V);
     st_op_rms_norm(f->pool, k, hd, L->k_norm.f32, k, hd, f->n * Hkv, hd, hp->eps);
     fwd_rope(f, k, nkv, hd, Hkv, rp);
-    st_op_kv_store(f->s->kv_type, S->k_cache, nkv, f->pos0, k, nkv, f->n);
-    st_op_kv_store(f->s->kv_type, S->v_cache, nkv, f->pos0, v, nkv, f->n);
+    for (int q = 0; q < fwd_n_seqs(f); q++) {
+        int64_t r0;
+        st_fwd g = fwd_seq(f, q, &r0);
+        const st_layer_state *S = &g.s->layers[il];
+        st_op_kv_store(g.s->kv_type, S->k_cache, nkv, g.pos0, k + r0 * nkv, nkv, g.n);
+        st_op_kv_store(g.s->kv_type, S->v_cache, nkv, g.pos0, v + r0 * nkv, nkv, g.n);
+    }
 }
 
 void fwd_attention_kv(st_fwd *f, int il, const float *h) {
@@ -72,7 +76,6 @@ void fwd_attention_kv(st_fwd *f, int il, const float *h) {
 void fwd_attention(st_fwd *f, int il, const float *h, float *out) {
     const st_hparams *hp = f->hp;
     const st_layer *L = &f->m->layers[il];
-    const st_layer_state *S = &f->s->layers[il];
     int gated = st_hp_is_hybrid(hp);
     int64_t n = f->n, hd = hp->head_dim, H = hp->n_head[il], Hkv = hp->n_head_kv[il];
     int64_t nq = hd * H * (gated ? 2 : 1), nkv = hd * Hkv;
@@ -88,16 +91,22 @@ void fwd_attention(st_fwd *f, int il, const float *h, float *out) {
     fwd_rope(f, q, hd * H, hd, H, &rp);
     kv_into_cache(f, il, &rp);
 
+    /* Each sequence's queries over its own cache. */
     float *o = st_workspace_f32(f->ws, WS_ATT);
-    st_attn_args a = {
-        .q = q, .ldq_tok = hd * H, .ldq_head = hd,
-        .k_cache = S->k_cache, .v_cache = S->v_cache, .kv_type = f->s->kv_type,
-        .pos = f->pos, .n_tok = n, .n_head = H, .n_head_kv = Hkv, .head_dim = hd,
-        .n_kv = f->pos0 + n, .scale = 1.0f / sqrtf((float)hd),
-        .out = o, .ldo_tok = hd * H,
-    };
-    if (st_hp_qsa(hp, il)) fwd_qsa_attention(f, il, h, &a); /* qwen4exp: the cells its indexer selects */
-    else st_op_attention(f->pool, &a);
+    for (int sq = 0; sq < fwd_n_seqs(f); sq++) {
+        int64_t r0;
+        st_fwd g = fwd_seq(f, sq, &r0);
+        const st_layer_state *S = &g.s->layers[il];
+        st_attn_args a = {
+            .q = q + r0 * hd * H, .ldq_tok = hd * H, .ldq_head = hd,
+            .k_cache = S->k_cache, .v_cache = S->v_cache, .kv_type = g.s->kv_type,
+            .pos = g.pos, .n_tok = g.n, .n_head = H, .n_head_kv = Hkv, .head_dim = hd,
+            .n_kv = g.pos0 + g.n, .scale = 1.0f / sqrtf((float)hd),
+            .out = o + r0 * hd * H, .ldo_tok = hd * H,
+        };
+        if (st_hp_qsa(hp, il)) fwd_qsa_attention(&g, il, h + r0 * hp->n_embd, &a); /* qwen4exp: the cells its indexer selects */
+        else st_op_attention(g.pool, &a);
+    }
 
     /* o <- o * sigmoid(g), head j's gate being the second half of its q|g slot. */
     if (gated) st_op_mul_sigmoid(f->pool, o, hd, qg + hd, 2 * hd, o, hd, n * H, hd);

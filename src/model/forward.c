@@ -1,10 +1,32 @@
 /* forward.c: one chunk through the model: the token embedding, the per-architecture layer stack
  * (qwen3.c, qwen35.c, qwen4exp.c), the final norm (qwen4exp: its head mixer) and the LM head for
- * the rows that need logits. The buffers
+ * the rows that need logits; st_forward_seqs: the rows of several sequences in one. The buffers
  * it uses are sized in forward_ws.c; the products go through fwd_matmul.c. */
 #include <string.h>
 
 #include "model/forward.h"
+
+/* The layer stack on the embedded rows in WS_X, then the final norm (qwen4exp: its head mixer,
+ * always into WS_H) of n_out rows (all, or with last_only the last of each sequence) into h, and
+ * the head on head_rows of them from head_first, rows ld apart into dst. */
+static void layers_and_head(st_fwd *f, int last_only, int64_t n_out, float *h, int64_t head_first, int64_t head_rows,
+                            float *dst, int64_t ld) {
+    const st_model *m = f->m;
+    const st_hparams *hp = f->hp;
+    int64_t d = hp->n_embd;
+    float *x = st_workspace_f32(f->ws, WS_X);
+    if (hp->arch == ST_ARCH_QWEN4EXP) {
+        h = st_workspace_f32(f->ws, WS_H);
+        /* logits = W_out · HCmix(R; output_hc), the mixer's rows already in h */
+        fwd_qwen4exp(f, last_only);
+    } else {
+        if (st_hp_is_hybrid(hp)) fwd_layers_qwen35(f, last_only);
+        else fwd_layers_qwen3(f, last_only);
+        /* logits = W_out · RMSNorm(x; output_norm), for the rows that need them */
+        st_op_rms_norm(f->pool, x, d, m->output_norm.f32, h, d, n_out, d, hp->eps);
+    }
+    fwd_matmul(f, &m->output, h + head_first * d, d, head_rows, dst, ld);
+}
 
 st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_chunk *c) {
     const st_hparams *hp = &m->hp;
@@ -36,25 +58,54 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
     int64_t n_out = last_only ? 1 : n;
     float *h = c->h_out ? c->h_out : st_workspace_f32(ws, WS_H);
     if (hp->arch == ST_ARCH_QWEN4EXP) {
-        /* logits = W_out · HCmix(R; output_hc), the mixer's rows already in h (no MTP head:
-         * h_out and keep_steps are not for this architecture, engine/spec.c refuses it) */
+        /* no MTP head: h_out and keep_steps are not for this architecture, engine/spec.c refuses it */
         if (hp->ple_layer >= 0 && !s->ids) return st_fail(ST_ERR_INVALID, "forward: the PLE hash needs the sequence's ids");
         if (c->h_out) return st_fail(ST_ERR_UNSUPPORTED, "forward: qwen4exp has no hidden-state output");
-        h = st_workspace_f32(ws, WS_H);
-        fwd_qwen4exp(&f, last_only);
-    } else {
-        if (st_hp_is_hybrid(hp)) fwd_layers_qwen35(&f, last_only);
-        else fwd_layers_qwen3(&f, last_only);
-        /* h = RMSNorm(x; output_norm) for the rows that need it (all, for the MTP head's input);
-         * logits = W_out h for the rows that need logits */
-        st_op_rms_norm(pool, x, d, m->output_norm.f32, h, d, n_out, d, hp->eps);
     }
-    if (c->hidden) memcpy(c->hidden, h + (n_out - 1) * d, (size_t)d * sizeof *h);
     float *dst = c->logits ? c->logits : st_workspace_f32(ws, WS_LOGITS);
     int64_t ld = c->logits ? c->ld_logits : V;
-    if (c->logits_all) fwd_matmul(&f, &m->output, h, d, n, dst, ld);
-    else fwd_matmul(&f, &m->output, h + (n_out - 1) * d, d, 1, dst, ld);
+    /* h = RMSNorm(x; output_norm) for the rows that need it (all, for the MTP head's input);
+     * logits = W_out h for the rows that need logits */
+    if (c->logits_all) layers_and_head(&f, last_only, n_out, h, 0, n, dst, ld);
+    else layers_and_head(&f, last_only, n_out, h, n_out - 1, 1, dst, ld);
+    if (c->hidden) memcpy(c->hidden, h + (n_out - 1) * d, (size_t)d * sizeof *h);
     s->n_past += n;
+    return ST_OK;
+}
+
+st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *pool, const st_seq_rows *seqs, int n_seqs,
+                          float *logits) {
+    const st_hparams *hp = &m->hp;
+    int64_t d = hp->n_embd, V = hp->n_vocab, n = 0;
+    int64_t row0[ST_FORWARD_MAX_SEQS];
+    if (n_seqs <= 0 || n_seqs > ST_FORWARD_MAX_SEQS)
+        return st_fail(ST_ERR_INVALID, "forward: %d sequences (1..%d)", n_seqs, ST_FORWARD_MAX_SEQS);
+    for (int k = 0; k < n_seqs; k++) {
+        const st_state *s = seqs[k].s;
+        if (seqs[k].n <= 0) return st_fail(ST_ERR_INVALID, "forward: sequence %d has %lld rows", k, (long long)seqs[k].n);
+        if (s->n_past + seqs[k].n > s->n_ctx)
+            return st_fail(ST_ERR_RANGE, "context is full: %lld positions + %lld new tokens exceed the context size %lld",
+                           (long long)s->n_past, (long long)seqs[k].n, (long long)s->n_ctx);
+        if (hp->arch == ST_ARCH_QWEN4EXP && hp->ple_layer >= 0 && !s->ids)
+            return st_fail(ST_ERR_INVALID, "forward: the PLE hash needs the sequence's ids");
+        row0[k] = n;
+        n += seqs[k].n;
+    }
+    if (n <= 0 || n > ws->rows)
+        return st_fail(ST_ERR_INVALID, "forward: %lld rows of %d sequences, workspace holds %lld", (long long)n, n_seqs,
+                       (long long)ws->rows);
+    st_fwd f = {.m = m, .hp = hp, .s = seqs[0].s, .ws = ws, .pool = pool, .n = n, .pos0 = seqs[0].s->n_past,
+                .mm_scratch = st_workspace_get(ws, WS_MM), .seqs = seqs, .n_seqs = n_seqs, .seq_row0 = row0};
+    int32_t *pos = st_workspace_get(ws, WS_POS);
+    float *x = st_workspace_f32(ws, WS_X);
+    for (int k = 0; k < n_seqs; k++) {
+        for (int64_t t = 0; t < seqs[k].n; t++) pos[row0[k] + t] = (int32_t)(seqs[k].s->n_past + t);
+        if (!st_op_get_rows(m->tok_embd.type, m->tok_embd.data, V, d, seqs[k].tokens, seqs[k].n, x + row0[k] * d, d))
+            return st_fail(ST_ERR_RANGE, "forward: a token id is outside the vocabulary of %lld", (long long)V);
+    }
+    f.pos = pos;
+    layers_and_head(&f, 1, n_seqs, st_workspace_f32(ws, WS_H), 0, n_seqs, logits, V);
+    for (int k = 0; k < n_seqs; k++) seqs[k].s->n_past += seqs[k].n;
     return ST_OK;
 }
 

@@ -94,6 +94,23 @@ size_t st_forward_ws_size(const void *plan, int id, int64_t rows);
  * GDN scratch); the workspace must hold c->n rows. */
 st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_chunk *c);
 
+/* The rows of several sequences in one forward (parallel slots): sequence k's n rows follow
+ * sequence k-1's, each row at its sequence's next position, tagged by where it sits. Everything
+ * that reads weights (the mixers' projections, the FFN, the MoE's experts, the head) runs over
+ * all rows at once; what reads a sequence's state (the KV cache store and attention, the conv and
+ * the Gated DeltaNet step, QSA's indexer, the PLE layer) runs per sequence on its rows (fwd_seq). Each row's arithmetic is that of its
+ * sequence fed alone in the same pieces (the dot kernels keep one accumulator per row), so a
+ * reply does not depend on what runs beside it. */
+#define ST_FORWARD_MAX_SEQS 256
+typedef struct st_seq_rows {
+    st_state *s;
+    const int32_t *tokens;
+    int64_t n;
+} st_seq_rows;
+/* The state of each sequence advances by its rows; the workspace must hold all of them. logits
+ * [n_seqs][n_vocab] receives the last row's logits of each sequence. */
+st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *pool, const st_seq_rows *seqs, int n_seqs,
+                          float *logits);
 /* One chunk through the MTP head (mtp.c; MODELS.md §7, MODELS-ERRATA F10): row i is token
  * tokens[i] at position s->mtp_n_past + i with the hidden state h_in row i (the trunk's output-
  * normed state at the position before, zeros before position 0, or the head's own for a chained
@@ -118,8 +135,13 @@ typedef struct st_fwd {
     st_pool *pool;
     int64_t n;                 /* rows in this chunk */
     int64_t pos0;
-    const int32_t *pos;        /* pos0 .. pos0+n-1 */
+    const int32_t *pos;        /* pos0 .. pos0+n-1 (with seqs: every row's own position) */
     void *mm_scratch;
+    /* Several sequences (st_forward_seqs): s, pos0 and n stand for all rows together only where
+     * nothing reads a state; fwd_per_seq runs a mixer on each sequence's rows with its own. */
+    const st_seq_rows *seqs;
+    int n_seqs;
+    const int64_t *seq_row0;   /* each sequence's first row */
     int keep_steps;            /* GDN layers write every row's state into the step planes */
 } st_fwd;
 
@@ -149,6 +171,18 @@ void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n); /* + sha
 typedef void (*fwd_mixer_fn)(st_fwd *f, int il, const float *h, float *out);
 void fwd_mixer_residual(st_fwd *f, int il, fwd_mixer_fn mixer);
 void fwd_ffn_residual(st_fwd *f, int il, int last_row);
+/* The sequences of f's rows (1 without seqs), and sequence k as a chunk of its own: its state,
+ * rows and positions, *r0 its first row in f's buffers (residual.c). The mixers run everything
+ * row by row on all rows at once and only what reads a state (the KV cache, the conv and delta
+ * states) on each sequence's rows. */
+int fwd_n_seqs(const st_fwd *f);
+st_fwd fwd_seq(const st_fwd *f, int k, int64_t *r0);
+/* mixer(h, out) on each sequence's rows apart (rows of width w_in in h, w_out in out): for a
+ * block whose every step reads the state (qwen4exp's PLE layer) (residual.c). */
+void fwd_per_seq(st_fwd *f, int il, const float *h, int64_t w_in, float *out, int64_t w_out, fwd_mixer_fn mixer);
+/* The rows that need logits (the last of each sequence) moved to the front of a [n][w] buffer, in
+ * order; returns how many (residual.c). */
+int64_t fwd_keep_last_rows(const st_fwd *f, float *x, int64_t w);
 
 /* Activation row bytes of the fused expert job's inputs (down = 0) or down inputs (down = 1). */
 size_t fwd_moe_act_row(const struct st_model *m, int down);

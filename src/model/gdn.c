@@ -61,7 +61,6 @@ static void conv_steps(const st_layer_state *S, const float *m, int64_t ld_m, in
 void fwd_gdn(st_fwd *f, int il, const float *h, float *out) {
     const st_hparams *hp = f->hp;
     const st_layer *L = &f->m->layers[il];
-    const st_layer_state *S = &f->s->layers[il];
     st_workspace *ws = f->ws;
     int64_t n = f->n, d = hp->n_embd, dk = hp->ssm_state, n_k = hp->ssm_n_k, n_v = hp->ssm_n_v;
     int64_t r = n_v / n_k, kd = n_k * dk, vd = hp->ssm_inner, C = 2 * kd + vd, K = hp->ssm_conv_kernel;
@@ -95,24 +94,31 @@ void fwd_gdn(st_fwd *f, int il, const float *h, float *out) {
     float *gg = st_workspace_f32(ws, WS_GATE_G), *beta = st_workspace_f32(ws, WS_GATE_BETA);
     st_op_gdn_gates(a, n_v, b, n_v, L->ssm_dt.f32, L->ssm_a.f32, n, n_v, gg, beta);
 
-    /* u = silu(conv(m)) with the carried state; then L2-normalise the q and k heads of each row
-     * (2*n_k contiguous heads of dk at the start of the row). */
-    float *u = st_workspace_f32(ws, WS_CONV);
-    if (f->keep_steps) conv_steps(S, m, C, n, C, K);
-    st_op_conv1d(f->pool, m, C, L->ssm_conv1d.f32, S->conv, u, C, n, C, K, 1);
-    for (int64_t t = 0; t < n; t++) st_op_l2_norm(NULL, u + t * C, dk, u + t * C, dk, 2 * n_k, dk, hp->eps);
+    /* Each sequence's rows with its own conv and delta state. */
+    float *u = st_workspace_f32(ws, WS_CONV), *o = st_workspace_f32(ws, WS_GDN_OUT);
+    for (int q = 0; q < fwd_n_seqs(f); q++) {
+        int64_t r0;
+        st_fwd g = fwd_seq(f, q, &r0);
+        const st_layer_state *S = &g.s->layers[il];
+        int64_t ns = g.n;
+        float *ms = m + r0 * C, *us = u + r0 * C;
+        /* u = silu(conv(m)) with the carried state; then L2-normalise the q and k heads of each row
+         * (2*n_k contiguous heads of dk at the start of the row). */
+        if (g.keep_steps) conv_steps(S, ms, C, ns, C, K);
+        st_op_conv1d(g.pool, ms, C, L->ssm_conv1d.f32, S->conv, us, C, ns, C, K, 1);
+        for (int64_t t = 0; t < ns; t++) st_op_l2_norm(NULL, us + t * C, dk, us + t * C, dk, 2 * n_k, dk, hp->eps);
 
-    /* The delta rule over the chunk (chunked or per token, as the op finds faster). */
-    float *o = st_workspace_f32(ws, WS_GDN_OUT);
-    st_gdn_args g = {
-        .n_tok = n, .n_k = n_k, .n_v = n_v, .d = dk,
-        .head_map = hp->gdn_grouped ? ST_GDN_GROUPED : ST_GDN_TILED,
-        .q = u, .k = u + kd, .ld_q = C, .ld_k = C, .v = u + 2 * kd, .ld_v = C,
-        .g = gg, .beta = beta, .state = S->ssm, .out = o, .ld_out = vd,
-        .scale = 1.0f / sqrtf((float)dk),
-        .state_steps = f->keep_steps ? S->ssm_steps : NULL,
-    };
-    st_op_gdn(f->pool, &g, st_workspace_get(ws, WS_GDN_SCRATCH));
+        /* The delta rule over the chunk (chunked or per token, as the op finds faster). */
+        st_gdn_args ga = {
+            .n_tok = ns, .n_k = n_k, .n_v = n_v, .d = dk,
+            .head_map = hp->gdn_grouped ? ST_GDN_GROUPED : ST_GDN_TILED,
+            .q = us, .k = us + kd, .ld_q = C, .ld_k = C, .v = us + 2 * kd, .ld_v = C,
+            .g = gg + r0 * n_v, .beta = beta + r0 * n_v, .state = S->ssm, .out = o + r0 * vd, .ld_out = vd,
+            .scale = 1.0f / sqrtf((float)dk),
+            .state_steps = g.keep_steps ? S->ssm_steps : NULL,
+        };
+        st_op_gdn(g.pool, &ga, st_workspace_get(ws, WS_GDN_SCRATCH));
+    }
 
     /* o_h = RMSNorm(o_h; ssm_norm) * silu(z_h) (qwen4exp: * sigmoid(z_h)), then the output projection. */
     st_op_rms_norm(f->pool, o, dk, L->ssm_norm.f32, o, dk, n * n_v, dk, hp->eps);

@@ -212,6 +212,9 @@ const st_tensor *st_model_tensor_slot_get(const struct st_model *m, int64_t i);
  * for output_norm. */
 st_layer_tensor_kind st_model_tensor_slot_kind(const struct st_model *m, int64_t i);
 
+/* model_api.c: the host's MemAvailable (/proc/meminfo) in bytes, 0 if unknown. */
+size_t st_host_available_bytes(void);
+
 /* hparams.c */
 st_status st_hparams_load(const st_gguf *g, st_hparams *hp);
 

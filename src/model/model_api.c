@@ -133,8 +133,7 @@ static void repack_weights(struct st_model *m, const char *copy, size_t size) {
     free(ts);
 }
 
-/* MemAvailable from /proc/meminfo in bytes, 0 if unknown. */
-static size_t mem_available(void) {
+size_t st_host_available_bytes(void) {
     FILE *f = fopen("/proc/meminfo", "r");
     if (!f) return 0;
     char line[256];
@@ -155,7 +154,7 @@ st_ctx_fit st_model_ctx_fit(const st_model *m, int kv_f32) {
         if (st_hp_qsa(hp, il))
             f.cell_bytes += st_kv_row_bytes(kv, hp->idx_dim) + (uint64_t)hp->idx_dim * sizeof(float) / (uint64_t)hp->compress_ratio[il];
     }
-    f.free_bytes = m->dev ? st_device_model_free_bytes(m->dev) : mem_available();
+    f.free_bytes = m->dev ? st_device_model_free_bytes(m->dev) : st_host_available_bytes();
     f.n_ctx = f.n_ctx_train;
     uint64_t fits = f.free_bytes / 2 / f.cell_bytes / 256 * 256;
     if (f.free_bytes && (uint64_t)f.n_ctx > fits) {
@@ -171,7 +170,7 @@ st_ctx_fit st_model_ctx_fit(const st_model *m, int kv_f32) {
  * the page cache without a second copy. */
 static int copy_weights_auto(const struct st_model *m) {
     size_t size = st_gguf_file_size(m->gguf) - st_gguf_data_offset(m->gguf) - (size_t)m->ple_table_bytes;
-    size_t avail = mem_available();
+    size_t avail = st_host_available_bytes();
     return avail > 0 && size <= avail / 2;
 }
 

@@ -12,7 +12,8 @@
  *   HCmix:  X_c = RMSNorm(R_c; gamma_c);  l = silu(W_down [X_0..X_hc-1] / hc);  G = W_up l
  *           m = (1/hc) sum_c X_c sigmoid(G_c);  inj = W_inject [X_0..X_hc-1]
  * Nothing of the streams outlives a chunk. With last_only the last layer's combine and everything
- * after it run on the last row only, moved to row 0. */
+ * after it run on the last row only, moved to row 0 (of each sequence, for several: the PLE layer
+ * and the mixers run per sequence, fwd_per_seq). */
 #include <string.h>
 
 #include "model/forward.h"
@@ -37,9 +38,10 @@ static void hc_mix(st_fwd *f, const hc_mixer *x, const float *R, int64_t rows, f
     st_op_hc_pre(f->pool, xn, hcd, g, hcd, m, d, rows, hc, d, 1.0f / (float)hc);
 }
 
-/* Row n-1 to row 0 of a [n][w] buffer. */
-static void keep_last(float *x, int64_t n, int64_t w) {
-    if (n > 1) memmove(x, x + (n - 1) * w, (size_t)w * sizeof(float));
+/* The PLE layer as a mixer on R [n][hc*d] in place (fwd_per_seq's shape). */
+static void ple_rows(st_fwd *f, int il, const float *R, float *out) {
+    (void)R;
+    fwd_ple(f, il, out);
 }
 
 void fwd_qwen4exp(st_fwd *f, int last_only) {
@@ -56,7 +58,7 @@ void fwd_qwen4exp(st_fwd *f, int last_only) {
     int64_t rows = n;
     for (int il = 0; il < hp->n_layer; il++) {
         const st_layer *L = &f->m->layers[il];
-        if (il == hp->ple_layer) fwd_ple(f, il, R);
+        if (il == hp->ple_layer) fwd_per_seq(f, il, R, hcd, R, hcd, ple_rows);
 
         /* R += mixer(HCmix(R)) */
         hc_mixer ma = {&L->hc_attn_norm, &L->hc_attn_down, &L->hc_attn_up, &L->hc_attn_inject};
@@ -64,11 +66,10 @@ void fwd_qwen4exp(st_fwd *f, int last_only) {
         if (hp->is_linear[il]) fwd_gdn(f, il, h, y);
         else fwd_attention(f, il, h, y);
         if (last_only && il == hp->n_layer - 1) {
-            /* only the row that needs logits goes on */
-            keep_last(R, n, hcd);
-            keep_last(y, n, d);
-            keep_last(inj, n, hc);
-            rows = 1;
+            /* only the rows that need logits go on */
+            fwd_keep_last_rows(f, R, hcd);
+            fwd_keep_last_rows(f, y, d);
+            rows = fwd_keep_last_rows(f, inj, hc);
         }
         st_op_hc_post(f->pool, R, hcd, y, d, inj, hc, rows, hc, d);
 

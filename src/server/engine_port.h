@@ -6,14 +6,15 @@
  *   engine_strata.c  the real engine on include/strata.h (the default), once that API exists.
  *
  * Threads. render(), tokenize() and info() are called from HTTP threads, possibly at the same
- * time as generate() runs on the one engine thread: they may only read model data (template,
- * vocabulary, hyperparameters). generate() is only ever called from the engine thread, one
- * request at a time, so it owns the session (KV cache, recurrent state, held ids) alone.
+ * time as generate() runs on the engine threads: they may only read model data (template,
+ * vocabulary, hyperparameters). generate() is called from info.parallel engine threads, at most
+ * that many requests at once; the engine gives each its own sequence (a slot) and keeps its state
+ * consistent between them (engine_strata.c batches their steps).
  *
  * Conversation reuse fits inside generate(): the engine keeps the ids it holds (the last prompt and
- * reply), matches them against the new prompt, cuts its state back to the longest prefix it can
- * restore exactly (KV cut-back; recurrent state from a checkpoint at or before the divergence) and
- * reports that prefix as usage.cached_tokens. The server never sees the state, only the count.
+ * reply) and the states of other recent conversations, matches them against the new prompt, cuts
+ * its state back to the longest prefix it can restore exactly (KV cut-back; recurrent state from a
+ * checkpoint at or before the divergence) and reports that prefix as usage.cached_tokens. The server never sees the state, only the count.
  * Saved sessions go through state_save()/state_load(), also on the engine thread: the engine gives
  * and takes its state as one blob; the server wraps it in a versioned file with the model's
  * fingerprint and a checksum (sessions.c).
@@ -135,12 +136,15 @@ typedef struct sv_generate {
     void *ctx;
 } sv_generate;
 
+#define SV_MAX_SLOTS 64
+
 /* Which sampling fields a set of defaults gives (the others come from elsewhere). */
 enum { SV_SET_TEMPERATURE = 1, SV_SET_TOP_P = 2, SV_SET_TOP_K = 4, SV_SET_MIN_P = 8, SV_SET_SEED = 16, SV_SET_REPEAT_PENALTY = 32 };
 
 typedef struct sv_model_info {
     char name[128];      /* the id shown in /v1/models */
-    int context_length;  /* tokens */
+    int context_length;  /* tokens (of each slot) */
+    int parallel;        /* requests generate() runs at once, from as many engine threads (>= 1) */
     char fingerprint[65];/* identifies the weights (saved sessions carry it) */
     const char *chat_template; /* the template's text (NUL-terminated, lives as the engine), or NULL */
     sv_sampling sampling;  /* the model's recommended sampling (GGUF general.sampling.*) */
@@ -168,7 +172,8 @@ typedef struct sv_engine_ops {
     st_status (*state_save)(sv_engine *e, void **blob, size_t *n, size_t *tokens);
     st_status (*state_load)(sv_engine *e, const void *blob, size_t n, size_t *tokens);
     /* An embedding of ids into out (at most cap floats; *dim says how many): the pooled final hidden
-     * state, unit length. Engine thread only (it uses the session; the held conversation is lost).
+     * state, unit length. Engine threads only (it uses a free slot, whose conversation goes into
+     * the prompt cache first).
      * NULL where the engine has none. */
     st_status (*embed)(sv_engine *e, const int32_t *ids, size_t n, float *out, size_t cap, size_t *dim);
     /* Resident memory the engine accounts for (weights mapped + state + scratch), for the monitor. */
@@ -184,12 +189,19 @@ struct sv_engine {
 st_status sv_engine_echo_open(int context_length, sv_engine **out);
 /* The real engine (engine_strata.c): the model file loaded with mp (device, weight copy), its
  * session with sp (threads, prefill, KV type; n_ctx 0 = the model's context_length, lowered to
- * what the memory free holds, with a warning on stderr when it is), and the server's speculative
- * decoding setting spec (engine/spec.h; NULL: the default, MTP when the file has a head), which a
- * request may override. chat_template: a --chat-template-file's text, or NULL for the file's own. */
+ * what the memory free holds, shared among the slots, with a warning on stderr when it is) and
+ * the server's options: */
 struct st_spec_params;
+typedef struct sv_strata_options {
+    /* speculative decoding (engine/spec.h; NULL: the default, MTP when the file has a head), which
+     * a request may override; it runs with one slot (several decode together without drafts) */
+    const struct st_spec_params *spec;
+    uint64_t cache_bytes;   /* the prompt cache for the states of other conversations (0: none) */
+    int parallel;           /* slots: requests run at once (at most SV_MAX_SLOTS; one on a GPU) */
+    const char *chat_template; /* a --chat-template-file's text, or NULL for the file's own */
+} sv_strata_options;
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *sp,
-                                const struct st_spec_params *spec, const char *chat_template, sv_engine **out);
+                                const sv_strata_options *o, sv_engine **out);
 
 void sv_prompt_free(sv_prompt *p);
 

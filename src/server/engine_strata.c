@@ -2,20 +2,33 @@
  * one session, Qwen's chat template (text/chat.h) and the sampler (engine/sampler.h). The default
  * engine of `strata serve -m MODEL`.
  *
- * Reuse goes through strata.h's session state: the session holds the ids it was fed, and
- * st_session_reuse keeps the longest prefix of a new prompt it can return to exactly (the KV cache
- * cut back; for a hybrid model, the recurrent state of the latest checkpoint at or before the
- * divergence), so a reused answer equals a fresh one. For a hybrid model the prompt is fed in
- * pieces that end at message boundaries (before each <|im_start|>), with a checkpoint after each.
+ * Reuse is strata.h's policy (st_session_prompt, the terminal chat's too): the session's own
+ * sequence or one of the prompt cache's (--cache-ram) that keeps most of the prompt, earlier
+ * replies held as the model wrote them, cut back to what it can return to exactly; the prompt is
+ * fed in pieces that end at message boundaries with a checkpoint there. Every generated token is
+ * fed, the last one too, so the next turn extends the whole reply.
  *
- * The prompt is fed in slices of the session's chunk size so that progress is reported and the
- * cancel flag checked between chunks; generation checks it between tokens. A token's bytes go to
- * the server as they are (a UTF-8 character split across tokens is joined by the server).
+ * Parallel slots (--parallel N): N sessions of the model, each its own sequence (KV rows,
+ * recurrent state, checkpoints). Up to N requests run at once, each on the free slot whose state
+ * keeps most of its prompt (else the least recently used, whose state goes into the prompt
+ * cache). They advance in steps: each request posts its next rows (a prompt piece, or the token it
+ * just sampled) and the request that completes the set runs one forward for all of them
+ * (st_session_feed_batch: the experts and the head read once for all rows), so a waiting
+ * request's prompt pieces run beside the others' decode rows. A request that ends (done,
+ * cancelled, its client gone) stops counting at once, so a step never waits for it. Each row's arithmetic is that of its sequence alone: the replies do not depend on
+ * what runs beside them.
  *
- * Decoding goes through a speculative decoder (engine/spec.h): the server's setting (--spec), or
- * the request's ("speculative.type", "speculative.n_max"); the text is the same either way. After
- * each request its draft rows are dropped, so the session holds exactly the reply for reuse. */
+ * The prompt pieces are at most the session's chunk, so that progress is reported and the cancel
+ * flag checked between chunks; generation checks it between tokens.
+ *
+ * With one slot, decoding goes through a speculative decoder (engine/spec.h): the server's setting
+ * (--spec), or the request's ("speculative.type", "speculative.n_max"); the text is the same
+ * either way. After each request its draft rows are dropped, so the session holds exactly the
+ * reply for reuse. Several slots decode together without drafts (a verify chunk per slot inside
+ * the shared step is not written yet). A token's bytes go to
+ * the server as they are (a UTF-8 character split across tokens is joined by the server). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,23 +49,51 @@
 #include "text/chat.h"
 #include "text/tokenizer.h"
 
+/* One parallel slot: a session, and what it waits to have fed in the next step. */
+typedef struct slot {
+    st_session *session;
+    int busy;                  /* a request runs on it */
+    uint64_t used;             /* the engine's clock when its last request began */
+    const int32_t *tok;        /* posted for the next step: tok[0..n) */
+    int64_t n;
+    int posted;
+    st_status st;              /* how the step went for it */
+} slot;
+
 typedef struct strata_engine {
     sv_engine base;
-    int32_t im_start;    /* the message boundary token, or -1 */
-    int recurrent;       /* checkpoints at message boundaries are taken (st_session_is_recurrent) */
     st_model *model;
-    st_session *session;
+    slot *slots;
+    int n_slots;
+    st_prompt_cache *cache;    /* the states of recent conversations; NULL with --cache-ram 0 */
     st_chat_style style;
     int n_chunk;
     st_json_vocab *json_vocab; /* response_format json_object: the token table, built on first use */
     st_spec_params spec_default; /* --spec, --spec-draft, --spec-p-min */
     st_spec_params spec_now;     /* what `spec` was made with */
-    st_spec *spec;
-    char *template_text;       /* the chat template (for /props) */
+    st_spec *spec;               /* one slot: the decoder over its session; NULL with several */
+    char *template_text;         /* the chat template (for /props) */
     sv_model_info info;
+    /* The steps: requests inside generate() (active) post their rows; the one that completes the
+     * set runs the forward for all of them. Everything below and every slot's session under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t stepped;
+    int active, posted;
+    uint64_t steps, clock;
+    char step_error[512];      /* why the last failed step failed */
 } strata_engine;
 
 static void se_info(sv_engine *e, sv_model_info *out) { *out = ((strata_engine *)e)->info; }
+
+/* A free slot: the one whose request began last (latest), or the least recently used. */
+static slot *free_slot(strata_engine *x, int latest) {
+    slot *pick = NULL;
+    for (int i = 0; i < x->n_slots; i++) {
+        slot *sl = &x->slots[i];
+        if (!sl->busy && (!pick || (latest ? sl->used > pick->used : sl->used < pick->used))) pick = sl;
+    }
+    return pick;
+}
 
 /* The tools array as one JSON text per tool, as st_chat_render takes them. */
 static char **split_tools(const char *tools_json, size_t *n) {
@@ -134,6 +175,10 @@ static st_status se_render(sv_engine *e, const sv_chat *chat, sv_prompt *out) {
     return ST_OK;
 }
 
+static st_status se_tokenize(sv_engine *e, const char *text, size_t len, int special, int32_t **ids, size_t *n) {
+    return st_model_tokenize(((strata_engine *)e)->model, text, len, 0, special, ids, n);
+}
+
 static st_status se_detokenize(sv_engine *e, const int32_t *ids, size_t n, char **text, size_t *len) {
     strata_engine *x = (strata_engine *)e;
     int32_t n_vocab = st_model_n_vocab(x->model);
@@ -146,11 +191,20 @@ static st_status se_detokenize(sv_engine *e, const int32_t *ids, size_t n, char 
  * pool), scaled to unit length. */
 static st_status se_embed(sv_engine *e, const int32_t *ids, size_t n, float *out, size_t cap, size_t *dim) {
     strata_engine *x = (strata_engine *)e;
-    size_t d = (size_t)st_session_n_embd(x->session);
+    st_session *ss = x->slots[0].session;
+    size_t d = (size_t)st_session_n_embd(ss);
     if (d > cap) return st_fail(ST_ERR_INVALID, "embed: %zu dimensions, room for %zu", d, cap);
-    if ((int64_t)n >= st_session_n_ctx(x->session))
-        return st_fail(ST_ERR_RANGE, "embed: an input of %zu tokens does not fit the context of %lld", n, (long long)st_session_n_ctx(x->session));
-    ST_TRY(st_session_embed(x->session, ids, (int64_t)n, out));
+    if ((int64_t)n >= st_session_n_ctx(ss))
+        return st_fail(ST_ERR_RANGE, "embed: an input of %zu tokens does not fit the context of %lld", n, (long long)st_session_n_ctx(ss));
+    /* On the least recently used free slot, whose conversation goes into the prompt cache first. */
+    pthread_mutex_lock(&x->mu);
+    slot *sl = free_slot(x, 0);
+    st_status st = sl ? ST_OK : st_fail(ST_ERR_INVALID, "embed: every slot is busy");
+    if (st == ST_OK && x->cache && st_prompt_cache_store(x->cache, sl->session) != ST_OK) st_clear_error();
+    if (st == ST_OK && x->spec) st_spec_finish(x->spec);
+    if (st == ST_OK) st = st_session_embed(sl->session, ids, (int64_t)n, out);
+    pthread_mutex_unlock(&x->mu);
+    ST_TRY(st);
     double norm = 0;
     for (size_t i = 0; i < d; i++) norm += (double)out[i] * out[i];
     float scale = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
@@ -159,31 +213,98 @@ static st_status se_embed(sv_engine *e, const int32_t *ids, size_t n, float *out
     return ST_OK;
 }
 
-static st_status se_tokenize(sv_engine *e, const char *text, size_t len, int special, int32_t **ids, size_t *n) {
-    return st_model_tokenize(((strata_engine *)e)->model, text, len, 0, special, ids, n);
+/* One forward for every posted slot (mu held). */
+static void run_step(strata_engine *x) {
+    st_session *in[SV_MAX_SLOTS];
+    const int32_t *tok[SV_MAX_SLOTS];
+    int64_t n[SV_MAX_SLOTS];
+    slot *who[SV_MAX_SLOTS];
+    int k = 0;
+    for (int i = 0; i < x->n_slots; i++) {
+        slot *sl = &x->slots[i];
+        if (!sl->posted) continue;
+        in[k] = sl->session, tok[k] = sl->tok, n[k] = sl->n, who[k++] = sl;
+    }
+    st_status st = k ? st_session_feed_batch(x->slots[0].session, in, k, tok, n) : ST_OK;
+    /* Each thread of the step takes the message on its own (the message is per thread). */
+    if (st != ST_OK) snprintf(x->step_error, sizeof x->step_error, "%s", st_last_error());
+    for (int i = 0; i < k; i++) {
+        who[i]->st = st;
+        who[i]->posted = 0;
+    }
+    x->posted = 0;
+    x->steps++;
+    pthread_cond_broadcast(&x->stepped);
 }
 
-/* Where the next prompt piece ends: n_chunk tokens on, or earlier at a message boundary. */
-static size_t piece_end(const strata_engine *x, const int32_t *prompt, size_t done, size_t n) {
-    size_t end = n - done < (size_t)x->n_chunk ? n : done + (size_t)x->n_chunk;
-    if (x->recurrent && x->im_start >= 0)
-        for (size_t i = done + 1; i < end; i++)
-            if (prompt[i] == x->im_start) return i;
-    return end;
+/* Feeds tok[0..n) to the slot in the next step, beside the other requests' rows (mu held). */
+static st_status step_feed(strata_engine *x, slot *sl, const int32_t *tok, int64_t n) {
+    sl->tok = tok;
+    sl->n = n;
+    sl->posted = 1;
+    uint64_t step = x->steps;
+    if (++x->posted == x->active) run_step(x);
+    else
+        while (x->steps == step) pthread_cond_wait(&x->stepped, &x->mu);
+    if (sl->st != ST_OK) return st_fail(sl->st, "%s", x->step_error);
+    return ST_OK;
 }
 
-/* The decoder this request asks for: the server's setting, or its own mode / draft length. */
+/* The free slot whose state keeps most of the prompt; among equals the least recently used. */
+static slot *take_slot(strata_engine *x, const int32_t *prompt, size_t n) {
+    slot *best = NULL;
+    int64_t best_reach = -1;
+    for (int i = 0; i < x->n_slots; i++) {
+        slot *sl = &x->slots[i];
+        if (sl->busy) continue;
+        int64_t r = st_session_prompt_reach(sl->session, prompt, (int64_t)n);
+        if (r > best_reach || (r == best_reach && sl->used < best->used)) best = sl, best_reach = r;
+    }
+    if (best) {
+        best->busy = 1;
+        best->used = ++x->clock;
+    }
+    return best;
+}
+
+/* The request leaves its slot: a step the others wait for may now be complete (mu held). */
+static void leave(strata_engine *x, slot *sl) {
+    sl->busy = 0;
+    x->active--;
+    if (x->posted && x->posted == x->active) run_step(x);
+}
+
+/* One slot: the decoder this request asks for (made again only when its setting changes). */
 static st_status decoder_for(strata_engine *x, const sv_generate *req) {
+    if (!x->spec) return ST_OK;
     st_spec_params p = x->spec_default;
     if (req->spec_mode) p.mode = req->spec_mode - 1;
     if (req->spec_draft) p.n_draft = req->spec_draft;
-    if (x->spec && p.mode == x->spec_now.mode && p.n_draft == x->spec_now.n_draft) return ST_OK;
+    if (p.mode == x->spec_now.mode && p.n_draft == x->spec_now.n_draft) return ST_OK;
     st_spec *d = NULL;
-    ST_TRY(st_spec_new(x->session, &p, &d));
+    ST_TRY(st_spec_new(x->slots[0].session, &p, &d));
     st_spec_free(x->spec);
     x->spec = d;
     x->spec_now = p;
     return ST_OK;
+}
+
+/* Prompt rows, and a sampled token, into the slot: through the speculative decoder (one slot),
+ * else in the next shared step; and the logits and positions as the decoder or the session has them. */
+static st_status feed_prompt_rows(strata_engine *x, slot *sl, const int32_t *tok, int64_t n) {
+    return x->spec ? st_spec_prompt(x->spec, tok, n) : step_feed(x, sl, tok, n);
+}
+
+static st_status feed_token(strata_engine *x, slot *sl, int32_t tok) {
+    return x->spec ? st_spec_feed(x->spec, tok) : step_feed(x, sl, &tok, 1);
+}
+
+static const float *logits_of(const strata_engine *x, const slot *sl) {
+    return x->spec ? st_spec_logits(x->spec) : st_session_logits(sl->session);
+}
+
+static int64_t n_past_of(const strata_engine *x, const slot *sl) {
+    return x->spec ? st_spec_n_past(x->spec) : st_session_n_past(sl->session);
 }
 
 /* log-softmax of the logits at tok, and the k best (one pass for the normaliser, one partial
@@ -216,10 +337,7 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     memset(usage, 0, sizeof *usage);
     *finish = SV_FINISH_EOS;
     if (!req->n_prompt) return st_fail(ST_ERR_INVALID, "generate: empty prompt");
-    ST_TRY(decoder_for(x, req));
-    st_spec *d = x->spec;
-    st_spec_stats_reset(d);
-    int64_t n_ctx = st_session_n_ctx(x->session);
+    int64_t n_ctx = st_session_n_ctx(x->slots[0].session);
     if ((int64_t)req->n_prompt >= n_ctx)
         return st_fail(ST_ERR_RANGE, "generate: a prompt of %zu tokens does not fit the context of %lld", req->n_prompt, (long long)n_ctx);
 
@@ -235,83 +353,125 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     pp.seed = sp->has_seed ? sp->seed : (uint64_t)time(NULL) ^ st_now_ns();
     st_sampler *smp = NULL;
     ST_TRY(st_sampler_new(&pp, st_model_n_vocab(x->model), &smp));
-    for (size_t i = 0; i < req->n_prompt; i++) st_sampler_accept(smp, req->prompt[i]);
+
+    pthread_mutex_lock(&x->mu);
+    slot *sl = take_slot(x, req->prompt, req->n_prompt);
+    if (!sl) {
+        /* The server runs at most n_slots requests at once (sv_model_info.parallel). */
+        pthread_mutex_unlock(&x->mu);
+        st_sampler_free(smp);
+        return st_fail(ST_ERR_INVALID, "generate: every one of the %d slots is busy", x->n_slots);
+    }
+    x->active++;
+    st_session *ss = sl->session;
+    st_status st = decoder_for(x, req);
+    if (x->spec) st_spec_stats_reset(x->spec);
     /* A tool call is enforced in Qwen's JSON form; Qwen 3.5's XML calls are not (yet). */
     const st_json_schema *schema = req->schema && (!req->schema->n_tools || x->style == ST_CHAT_QWEN3) ? req->schema : NULL;
-    if (req->json_object || schema) {
-        st_status js = x->json_vocab ? ST_OK : st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
-        if (js == ST_OK)
-            js = schema ? st_sampler_constrain_schema(smp, x->json_vocab, schema, req->prompt, req->n_prompt, req->max_tokens)
-                        : st_sampler_constrain_json(smp, x->json_vocab, req->prompt, req->n_prompt, req->max_tokens);
-        if (js != ST_OK) { st_sampler_free(smp); return js; }
-    }
-
-    double t0 = st_now();
-    int64_t kept = 0;
-    st_status st = st_session_reuse(x->session, req->prompt, (int64_t)req->n_prompt, &kept);
+    if (st == ST_OK && (req->json_object || schema) && !x->json_vocab)
+        st = st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
+    double t0 = st_now(), t1 = t0;
+    /* The prompt as the session holds it: earlier replies as the model wrote them (strata.h). */
+    st_prompt p = {0};
+    if (st == ST_OK) st = st_session_prompt(ss, x->cache, req->prompt, (int64_t)req->n_prompt, &p);
     if (st != ST_OK) goto out;
-    size_t done = (size_t)kept;
-    usage->prompt_tokens = (int)req->n_prompt;
-    usage->cached_tokens = (int)done;
-    if (req->on_progress) req->on_progress(req->ctx, done, done, req->n_prompt);
-    while (done < req->n_prompt) {
-        if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; goto out; }
-        size_t k = piece_end(x, req->prompt, done, req->n_prompt) - done;
-        /* A failed feed resets the session (a fresh sequence next time). */
-        st = st_spec_prompt(d, req->prompt + done, (int64_t)k);
-        if (st != ST_OK) goto out;
-        done += k;
-        /* Without a checkpoint (out of memory, or a device copy failed) only reuse is lost. */
-        if (done < req->n_prompt && req->prompt[done] == x->im_start && x->recurrent && st_session_checkpoint(x->session) != ST_OK)
-            st_clear_error();
-        if (req->on_progress) req->on_progress(req->ctx, (size_t)usage->cached_tokens, done, req->n_prompt);
+    if (p.n >= n_ctx) {
+        st = st_fail(ST_ERR_RANGE, "generate: the prompt with the earlier replies as held (%lld tokens) does not fit the context of %lld",
+                     (long long)p.n, (long long)n_ctx);
+        goto out;
     }
-    double t1 = st_now();
+    for (int64_t i = 0; i < p.n; i++) st_sampler_accept(smp, p.ids[i]);
+    if (schema) st = st_sampler_constrain_schema(smp, x->json_vocab, schema, p.ids, (size_t)p.n, req->max_tokens);
+    else if (req->json_object) st = st_sampler_constrain_json(smp, x->json_vocab, p.ids, (size_t)p.n, req->max_tokens);
+    if (st != ST_OK) goto out;
+    usage->prompt_tokens = (int)p.n;
+    usage->cached_tokens = (int)p.cached;
+    if (req->on_progress) req->on_progress(req->ctx, (size_t)p.cached, (size_t)p.done, (size_t)p.n);
+    /* The prompt in pieces, each in a step beside the other requests' decode rows. */
+    while (p.done < p.n) {
+        if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; goto out; }
+        int64_t rows = st_session_prompt_piece(ss, &p, x->n_chunk);
+        /* A failed feed resets the session (a fresh sequence next time). */
+        if ((st = feed_prompt_rows(x, sl, p.ids + p.done, rows)) != ST_OK) goto out;
+        st_session_prompt_advance(ss, &p, rows);
+        if (req->on_progress) req->on_progress(req->ctx, (size_t)p.cached, (size_t)p.done, (size_t)p.n);
+    }
+    t1 = st_now();
     usage->prompt_seconds = t1 - t0;
 
     for (;;) {
         if (atomic_load(req->cancel)) { *finish = SV_FINISH_CANCELLED; break; }
+        /* Sampling and the client's callback run beside the other requests' own: no step runs
+         * while this request is active and has not posted, so its logits stay (with one slot
+         * nothing else runs). A client that stops reading with a full channel (1 MiB) holds up the
+         * steps until it reads or goes. */
         int32_t tok;
-        st = st_sampler_sample(smp, st_spec_logits(d), &tok);
+        if (!x->spec) pthread_mutex_unlock(&x->mu);
+        st = st_sampler_sample(smp, logits_of(x, sl), &tok);
+        int eog = st == ST_OK && st_model_is_eog(x->model, tok), stop = 0;
+        if (st == ST_OK && !eog) {
+            st_sampler_accept(smp, tok);
+            usage->completion_tokens++;
+            size_t len = 0;
+            const char *piece = st_token_piece(x->model->tok, tok, 1, &len); /* with control tokens: <think> may be one */
+            sv_logprob lp;
+            if (req->logprobs) token_logprobs(logits_of(x, sl), st_model_n_vocab(x->model), tok, req->top_logprobs, &lp);
+            stop = req->on_piece(req->ctx, piece ? piece : "", len, tok, req->logprobs ? &lp : NULL);
+        }
+        if (!x->spec) pthread_mutex_lock(&x->mu);
         if (st != ST_OK) break;
-        if (st_model_is_eog(x->model, tok)) { *finish = SV_FINISH_EOS; break; }
-        st_sampler_accept(smp, tok);
-        usage->completion_tokens++;
-        size_t len = 0;
-        const char *piece = st_token_piece(x->model->tok, tok, 1, &len); /* with control tokens: <think> may be one */
-        sv_logprob lp;
-        if (req->logprobs) token_logprobs(st_spec_logits(d), st_model_n_vocab(x->model), tok, req->top_logprobs, &lp);
-        if (req->on_piece(req->ctx, piece ? piece : "", len, tok, req->logprobs ? &lp : NULL)) { *finish = SV_FINISH_STOP; break; }
-        if (usage->completion_tokens >= req->max_tokens || st_spec_n_past(d) + 1 >= n_ctx) {
+        if (eog) { *finish = SV_FINISH_EOS; break; }
+        /* Every token is held, the last one too, so the next turn extends the whole reply. */
+        int full = n_past_of(x, sl) + 1 >= n_ctx;
+        if (!full && (st = feed_token(x, sl, tok)) != ST_OK) break;
+        if (stop) { *finish = SV_FINISH_STOP; break; }
+        if (usage->completion_tokens >= req->max_tokens || full) {
             *finish = SV_FINISH_LENGTH;
             break;
         }
-        st = st_spec_feed(d, tok);
-        if (st != ST_OK) break;
     }
     usage->decode_seconds = st_now() - t1;
 out:
-    st_spec_finish(d);
-    usage->draft_tokens = (int)st_spec_stats_get(d)->drafted;
-    usage->draft_accepted = (int)st_spec_stats_get(d)->accepted;
+    if (x->spec) {
+        st_spec_finish(x->spec);
+        usage->draft_tokens = (int)st_spec_stats_get(x->spec)->drafted;
+        usage->draft_accepted = (int)st_spec_stats_get(x->spec)->accepted;
+    }
+    leave(x, sl);
+    pthread_mutex_unlock(&x->mu);
+    st_prompt_free(&p);
     st_sampler_free(smp);
     return st;
 }
 
 /* The saved state is the engine's own (strata.h, st_session_state_save): ids, KV rows, recurrent
- * state and checkpoints, so a restored hybrid can return to a message boundary as before. */
+ * state and checkpoints, so a restored hybrid can return to a message boundary as before. Saving
+ * takes the free slot that ran the latest request (the conversation just answered); loading
+ * takes the least recently used free slot, its own state kept in the prompt cache first, and
+ * marks it the latest, so the next request that extends the loaded conversation finds it. */
 static st_status se_state_save(sv_engine *e, void **blob, size_t *n, size_t *tokens) {
     strata_engine *x = (strata_engine *)e;
-    ST_TRY(st_session_state_save(x->session, blob, n));
-    *tokens = (size_t)st_session_n_past(x->session);
-    return ST_OK;
+    pthread_mutex_lock(&x->mu);
+    slot *sl = free_slot(x, 1);
+    st_status st = sl ? st_session_state_save(sl->session, blob, n) : st_fail(ST_ERR_INVALID, "save: every slot is busy");
+    if (st == ST_OK) *tokens = (size_t)st_session_n_past(sl->session);
+    pthread_mutex_unlock(&x->mu);
+    return st;
 }
 
 static st_status se_state_load(sv_engine *e, const void *blob, size_t n, size_t *tokens) {
     strata_engine *x = (strata_engine *)e;
-    ST_TRY(st_session_state_load(x->session, blob, n));
-    *tokens = (size_t)st_session_n_past(x->session);
-    return ST_OK;
+    pthread_mutex_lock(&x->mu);
+    slot *sl = free_slot(x, 0);
+    st_status st = sl ? ST_OK : st_fail(ST_ERR_INVALID, "restore: every slot is busy");
+    if (st == ST_OK && x->cache && st_prompt_cache_store(x->cache, sl->session) != ST_OK) st_clear_error();
+    if (st == ST_OK) st = st_session_state_load(sl->session, blob, n);
+    if (st == ST_OK) {
+        sl->used = ++x->clock;
+        *tokens = (size_t)st_session_n_past(sl->session);
+    }
+    pthread_mutex_unlock(&x->mu);
+    return st;
 }
 
 static size_t se_memory(sv_engine *e) { return (size_t)st_model_weight_bytes(((strata_engine *)e)->model); }
@@ -322,7 +482,11 @@ static void se_close(sv_engine *e) {
     st_json_vocab_free(x->json_vocab);
     st_spec_free(x->spec);
     free(x->template_text);
-    st_session_free(x->session);
+    st_prompt_cache_free(x->cache);
+    for (int i = 0; i < x->n_slots; i++) st_session_free(x->slots[i].session);
+    free(x->slots);
+    pthread_mutex_destroy(&x->mu);
+    pthread_cond_destroy(&x->stepped);
     st_model_free(x->model);
     free(x);
 }
@@ -364,11 +528,13 @@ static void model_sampling(const st_gguf *g, sv_model_info *info) {
 }
 
 st_status sv_engine_strata_open(const char *model_path, const st_model_params *mp, const st_session_params *session,
-                                const st_spec_params *spec, const char *chat_template, sv_engine **out) {
+                                const sv_strata_options *o, sv_engine **out) {
     *out = NULL;
     strata_engine *x = calloc(1, sizeof *x);
     if (!x) return st_fail(ST_ERR_NOMEM, "out of memory");
     x->base.ops = &strata_ops;
+    pthread_mutex_init(&x->mu, NULL);
+    pthread_cond_init(&x->stepped, NULL);
     st_status st = st_model_load(model_path, mp, &x->model);
     if (st != ST_OK) { free(x); return st; }
     if (!st_model_has_tokenizer(x->model)) {
@@ -377,29 +543,52 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
         se_close(&x->base);
         return st;
     }
+    /* A model on a GPU runs one slot: its forward of several sequences is not written yet. */
+    int parallel = o ? o->parallel : 1;
+    int n_slots = parallel < 1 ? 1 : parallel > SV_MAX_SLOTS ? SV_MAX_SLOTS : parallel;
+    if (strcmp(st_model_device(x->model), "cpu") && n_slots > 1) {
+        st_warn("--parallel %d: one slot on %s (several sequences in one forward run on the CPU only)", n_slots,
+                st_model_device(x->model));
+        n_slots = 1;
+    }
     st_session_params sp = *session;
     if (sp.n_ctx <= 0) {
+        /* Each slot holds a context: the fit's memory is shared among them. */
         st_ctx_fit fit = st_model_ctx_fit(x->model, sp.kv_f32);
         sp.n_ctx = fit.n_ctx;
-        if (fit.capped)
-            st_warn("context %lld tokens, not the model's %lld: its KV cache (%.1f KiB a token) would take more than half "
-                    "of the %.1f GiB free (--ctx N sets it)", (long long)fit.n_ctx, (long long)fit.n_ctx_train,
-                    (double)fit.cell_bytes / 1024, (double)fit.free_bytes / (1 << 30));
+        int64_t per = fit.free_bytes ? (int64_t)(fit.free_bytes / 2 / fit.cell_bytes / (uint64_t)n_slots / 256 * 256) : sp.n_ctx;
+        if (per < 256) per = 256;
+        if (per < sp.n_ctx) sp.n_ctx = per;
+        if (sp.n_ctx < fit.n_ctx_train)
+            st_warn("context %lld tokens for each of %d slots, not the model's %lld: its KV cache (%.1f KiB a token) would "
+                    "take more than half of the %.1f GiB free (--ctx N sets it)", (long long)sp.n_ctx, n_slots,
+                    (long long)fit.n_ctx_train, (double)fit.cell_bytes / 1024, (double)fit.free_bytes / (1 << 30));
     }
-    st = st_session_new(x->model, &sp, &x->session);
-    if (st != ST_OK) { se_close(&x->base); return st; }
+    if (!(x->slots = calloc((size_t)n_slots, sizeof *x->slots))) { se_close(&x->base); return st_fail(ST_ERR_NOMEM, "out of memory"); }
+    for (int i = 0; i < n_slots; i++) {
+        /* The steps run on the first slot's threads and workspace; the others keep only a state. */
+        st_session_params own = sp;
+        if (i > 0) own.n_threads = 1;
+        st = st_session_new(x->model, &own, &x->slots[i].session);
+        if (st != ST_OK) { se_close(&x->base); return st; }
+        x->n_slots = i + 1;
+    }
     x->n_chunk = sp.n_prefill > 0 ? sp.n_prefill : 512;
-    x->spec_default = spec ? *spec : st_spec_default_params();
+    if (o && o->cache_bytes && (st = st_prompt_cache_new(o->cache_bytes, &x->cache)) != ST_OK) { se_close(&x->base); return st; }
+    x->spec_default = o && o->spec ? *o->spec : st_spec_default_params();
     x->spec_now = x->spec_default;
-    st = st_spec_new(x->session, &x->spec_default, &x->spec); /* refuses --spec mtp without a head */
-    if (st != ST_OK) { se_close(&x->base); return st; }
-    x->im_start = st_tokenizer_find(x->model->tok, "<|im_start|>", 12);
-    x->recurrent = st_session_is_recurrent(x->session);
+    if (n_slots == 1) {
+        st = st_spec_new(x->slots[0].session, &x->spec_default, &x->spec); /* refuses --spec mtp without a head */
+        if (st != ST_OK) { se_close(&x->base); return st; }
+    } else if (x->spec_default.mode == ST_SPEC_MTP || x->spec_default.mode == ST_SPEC_NGRAM) {
+        st_warn("--spec %s: speculative decoding runs with --parallel 1; the %d slots decode together without drafts",
+                st_spec_mode_name(x->spec_default.mode), n_slots);
+    }
 
     const char *tmpl = NULL, *name = NULL;
     size_t tlen = 0, nlen = 0;
     int known = 0;
-    char *tmpl_z = NULL;
+    const char *chat_template = o ? o->chat_template : NULL;
     if (chat_template) {
         x->template_text = strdup(chat_template);
         x->style = st_chat_style_detect(chat_template, &known);
@@ -408,6 +597,7 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
             return st_fail(ST_ERR_UNSUPPORTED, "the chat template is not one Strata renders (Qwen3's or Qwen 3.5's ChatML forms)");
         }
     } else {
+        char *tmpl_z = NULL;
         if (st_gguf_get_str(x->model->gguf, "tokenizer.chat_template", &tmpl, &tlen) == ST_OK) tmpl_z = strndup(tmpl, tlen);
         x->style = st_chat_style_detect(tmpl_z ? tmpl_z : "", &known);
         x->template_text = tmpl_z;
@@ -419,7 +609,8 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
         snprintf(x->info.name, sizeof x->info.name, "%.*s", (int)nlen, name);
     else
         snprintf(x->info.name, sizeof x->info.name, "%s", base ? base + 1 : model_path);
-    x->info.context_length = (int)st_session_n_ctx(x->session);
+    x->info.context_length = (int)st_session_n_ctx(x->slots[0].session);
+    x->info.parallel = x->n_slots;
     st_model_fingerprint(x->model, x->info.fingerprint);
     *out = &x->base;
     return ST_OK;

@@ -129,13 +129,14 @@ struct sv_server {
     int port;
     double started;
 
-    pthread_t engine_thread;
+    pthread_t *engine_threads; /* info.parallel of them: each runs one request at a time */
+    int n_engine_threads;
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
     sv_job **queue;      /* ring of cfg.queue_max */
     size_t q_head, q_len;
     int quitting;
-    sv_job *running;     /* under qmu */
+    sv_job **running;    /* under qmu: [n_engine_threads], NULL where a thread is idle */
     uint64_t next_seq, next_served;
     atomic_ullong ids;   /* for response ids */
     double recent_job_seconds; /* a running mean of the time per request (under qmu), for Retry-After */

@@ -1,9 +1,10 @@
-/* queue.c: the request queue, the one engine thread, and each job's output channel.
+/* queue.c: the request queue, the engine threads, and each job's output channel.
  *
- * The engine thread is the only caller of engine->generate(): it owns the session. Jobs wait in a
- * bounded FIFO ring; pushing to a full ring fails (the HTTP layer answers 429 with Retry-After). A
- * job is shared by its HTTP thread and the engine thread and freed by whoever lets go last (refs
- * under its mutex).
+ * The engine threads (as many as the engine runs requests at once, sv_model_info.parallel) are the
+ * only callers of engine->generate(); each takes the next job in order. Jobs wait in a bounded
+ * FIFO ring; pushing to a full ring fails (the HTTP layer answers 429 with Retry-After). A job is
+ * shared by its HTTP thread and an engine thread and freed by whoever lets go last (refs under its
+ * mutex).
  *
  * No client can hold the engine: a channel more than SV_CHANNEL_HIGH_WATER bytes behind makes the
  * engine wait for its reader, but only for cfg.stall_ms without progress; then the request is
@@ -272,7 +273,8 @@ static void run_job(sv_server *s, sv_job *j) {
     atomic_fetch_add(&m->completion_tokens, (unsigned long long)usage.completion_tokens);
     atomic_fetch_add(&m->draft_tokens, (unsigned long long)usage.draft_tokens);
     atomic_fetch_add(&m->draft_accepted, (unsigned long long)usage.draft_accepted);
-    /* Only this thread writes the sums, so a load and a store need no read-modify-write. */
+    /* The engine threads write the sums under qmu, so a load and a store need no read-modify-write. */
+    pthread_mutex_lock(&s->qmu);
     m->prompt_seconds = m->prompt_seconds + usage.prompt_seconds;
     m->decode_seconds = m->decode_seconds + usage.decode_seconds;
     int computed = usage.prompt_tokens - usage.cached_tokens;
@@ -280,7 +282,6 @@ static void run_job(sv_server *s, sv_job *j) {
     if (usage.decode_seconds > 0 && usage.completion_tokens > 0)
         m->last_decode_tps = usage.completion_tokens / usage.decode_seconds;
     double took = usage.prompt_seconds + usage.decode_seconds;
-    pthread_mutex_lock(&s->qmu);
     s->recent_job_seconds = s->recent_job_seconds > 0 ? 0.8 * s->recent_job_seconds + 0.2 * took : took;
     pthread_mutex_unlock(&s->qmu);
 
@@ -290,40 +291,79 @@ static void run_job(sv_server *s, sv_job *j) {
     pthread_mutex_unlock(&j->mu);
 }
 
+typedef struct engine_thread {
+    sv_server *s;
+    int index;
+} engine_thread;
+
 static void *engine_main(void *arg) {
-    sv_server *s = arg;
+    engine_thread *t = arg;
+    sv_server *s = t->s;
     for (;;) {
         pthread_mutex_lock(&s->qmu);
         while (!s->quitting && s->q_len == 0) pthread_cond_wait(&s->qcv, &s->qmu);
         if (s->quitting && s->q_len == 0) {
             pthread_mutex_unlock(&s->qmu);
+            free(t);
             return NULL;
         }
         sv_job *j = s->queue[s->q_head];
         s->q_head = (s->q_head + 1) % (size_t)s->cfg.queue_max;
         s->q_len--;
         j->served = s->next_served++;
-        s->running = j;
+        s->running[t->index] = j;
         if (s->quitting) atomic_store(&j->cancel, 1);
         pthread_mutex_unlock(&s->qmu);
 
         run_job(s, j);
 
         pthread_mutex_lock(&s->qmu);
-        s->running = NULL;
+        s->running[t->index] = NULL;
         pthread_cond_broadcast(&s->qcv);
         pthread_mutex_unlock(&s->qmu);
         sv_job_release(j);
     }
 }
 
+/* Running jobs (qmu held). */
+static int n_running(const sv_server *s) {
+    int n = 0;
+    for (int i = 0; i < s->n_engine_threads; i++) n += s->running[i] != NULL;
+    return n;
+}
+
+/* Cancels every running job, marked shutdown or not (qmu held). */
+static void cancel_running(sv_server *s, int shutdown) {
+    for (int i = 0; i < s->n_engine_threads; i++) {
+        sv_job *r = s->running[i];
+        if (!r) continue;
+        if (shutdown) atomic_store(&r->shutdown, 1);
+        atomic_store(&r->cancel, 1);
+        pthread_mutex_lock(&r->mu);
+        pthread_cond_broadcast(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+    }
+}
+
 st_status sv_queue_start(sv_server *s) {
+    int n = s->info.parallel > 0 ? s->info.parallel : 1;
     s->queue = calloc((size_t)s->cfg.queue_max, sizeof *s->queue);
-    if (!s->queue) return st_fail(ST_ERR_NOMEM, "out of memory for a queue of %d", s->cfg.queue_max);
+    s->running = calloc((size_t)n, sizeof *s->running);
+    s->engine_threads = calloc((size_t)n, sizeof *s->engine_threads);
+    if (!s->queue || !s->running || !s->engine_threads)
+        return st_fail(ST_ERR_NOMEM, "out of memory for a queue of %d", s->cfg.queue_max);
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
-    if (pthread_create(&s->engine_thread, NULL, engine_main, s))
-        return st_fail(ST_ERR_NOMEM, "could not start the engine thread");
+    for (int i = 0; i < n; i++) {
+        engine_thread *t = malloc(sizeof *t);
+        if (!t) return st_fail(ST_ERR_NOMEM, "out of memory for an engine thread");
+        *t = (engine_thread){s, i};
+        if (pthread_create(&s->engine_threads[i], NULL, engine_main, t)) {
+            free(t);
+            return st_fail(ST_ERR_NOMEM, "could not start engine thread %d", i);
+        }
+        s->n_engine_threads = i + 1;
+    }
     return ST_OK;
 }
 
@@ -332,15 +372,12 @@ void sv_queue_stop(sv_server *s) {
     s->quitting = 1;
     for (size_t i = 0; i < s->q_len; i++)
         atomic_store(&s->queue[(s->q_head + i) % (size_t)s->cfg.queue_max]->cancel, 1);
-    if (s->running) {
-        atomic_store(&s->running->cancel, 1);
-        pthread_mutex_lock(&s->running->mu);
-        pthread_cond_broadcast(&s->running->cv);
-        pthread_mutex_unlock(&s->running->mu);
-    }
+    cancel_running(s, 0);
     pthread_cond_broadcast(&s->qcv);
     pthread_mutex_unlock(&s->qmu);
-    pthread_join(s->engine_thread, NULL);
+    for (int i = 0; i < s->n_engine_threads; i++) pthread_join(s->engine_threads[i], NULL);
+    free(s->engine_threads);
+    free(s->running);
     free(s->queue);
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
@@ -367,9 +404,11 @@ int sv_queue_push(sv_server *s, sv_job *j) {
 
 int sv_queue_retry_after(sv_server *s) {
     pthread_mutex_lock(&s->qmu);
-    double ahead = (double)s->q_len + (s->running != NULL), per = s->recent_job_seconds;
+    /* The jobs ahead, shared among the engine threads. */
+    double ahead = (double)s->q_len + n_running(s), per = s->recent_job_seconds;
+    int threads = s->n_engine_threads > 0 ? s->n_engine_threads : 1;
     pthread_mutex_unlock(&s->qmu);
-    double t = ceil(ahead * (per > 0 ? per : 1.0));
+    double t = ceil(ahead * (per > 0 ? per : 1.0) / threads);
     return t < 1 ? 1 : t > 600 ? 600 : (int)t;
 }
 
@@ -428,18 +467,12 @@ void sv_queue_drain(sv_server *s, int drain_ms) {
         pthread_mutex_lock(&s->qmu);
     }
     double until = st_now() + drain_ms / 1000.0;
-    while (s->running && st_now() < until) {
+    while (n_running(s) && st_now() < until) {
         struct timespec ts;
         sv_deadline_in(&ts, 20);
         pthread_cond_timedwait(&s->qcv, &s->qmu, &ts);
     }
-    if (s->running) {
-        atomic_store(&s->running->shutdown, 1);
-        atomic_store(&s->running->cancel, 1);
-        pthread_mutex_lock(&s->running->mu);
-        pthread_cond_broadcast(&s->running->cv);
-        pthread_mutex_unlock(&s->running->mu);
-    }
+    cancel_running(s, 1);
     pthread_mutex_unlock(&s->qmu);
     sv_queue_stop(s);
 }
@@ -447,14 +480,19 @@ void sv_queue_drain(sv_server *s, int drain_ms) {
 void sv_queue_depth(sv_server *s, size_t *waiting, int *busy, size_t *done, size_t *total, size_t *cached) {
     pthread_mutex_lock(&s->qmu);
     *waiting = s->q_len;
-    *busy = s->running != NULL;
+    *busy = 0;
     *done = *total = *cached = 0;
-    if (s->running) {
-        pthread_mutex_lock(&s->running->mu);
-        *done = s->running->done;
-        *total = s->running->total;
-        *cached = s->running->cached;
-        pthread_mutex_unlock(&s->running->mu);
+    /* The progress shown is the earliest running request's. */
+    sv_job *first = NULL;
+    for (int i = 0; i < s->n_engine_threads; i++)
+        if (s->running[i] && (!first || s->running[i]->served < first->served)) first = s->running[i];
+    if (first) {
+        *busy = 1;
+        pthread_mutex_lock(&first->mu);
+        *done = first->done;
+        *total = first->total;
+        *cached = first->cached;
+        pthread_mutex_unlock(&first->mu);
     }
     pthread_mutex_unlock(&s->qmu);
 }

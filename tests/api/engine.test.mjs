@@ -2,26 +2,27 @@
 // tiny random-weight models written by `strata synth` (an attention-only qwen3, a hybrid qwen35
 // and qwen4exp, whose state adds the QSA indexer keys, the PLE history and the token ids the PLE
 // hash reads): both clients get answers, and a greedy answer on reused or restored state equals
-// the answer of a fresh server token for token, with the reused count reported.
+// the answer of a server that read the same conversation straight through, token for token, with
+// the reused count reported. (The next turn holds the previous reply as the model wrote it, not as
+// the template renders it again, so the comparison is with a server that holds it too;
+// tests/unit/test_prompt.c proves that form bit-equal to a fresh session fed it.)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { startServer } from './server.mjs';
+import { startServer, synthModels } from './server.mjs';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'strata-serve-'));
-const models = {};
-before(() => {
-  for (const arch of ['qwen3', 'qwen35', 'qwen4exp']) {
-    models[arch] = path.join(dir, `${arch}.gguf`);
-    execFileSync(process.env.STRATA_BIN, ['synth', models[arch], '--arch', arch, '--preset', 'tiny', '--type', 'f32'], { stdio: 'ignore' });
-  }
+const synth = synthModels(['qwen3', 'qwen35', 'qwen4exp']);
+const models = synth.models;
+before(() => synth.made());
+after(() => {
+  synth.gone();
+  fs.rmSync(dir, { recursive: true, force: true });
 });
-after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 // --engine strata is the default: only the model is named.
 async function serve(model, extra = []) {
@@ -33,7 +34,7 @@ async function serve(model, extra = []) {
 const greedy = { temperature: 0, max_tokens: 8, chat_template_kwargs: { enable_thinking: false } };
 
 for (const arch of ['qwen3', 'qwen35', 'qwen4exp']) {
-  test(`${arch}: reused state answers as a fresh session does`, async () => {
+  test(`${arch}: reused state answers as a server that read the turns straight does`, async () => {
     const a = await serve(models[arch]);
     const b = await serve(models[arch]);
     try {
@@ -42,7 +43,7 @@ for (const arch of ['qwen3', 'qwen35', 'qwen4exp']) {
       assert.equal(r1.usage.completion_tokens, 8);
       assert.equal(r1.usage.prompt_tokens_details.cached_tokens, 0);
       // The same prompt again, then the next turn: on the held state (cut back or extended, or
-      // reset where it cannot return exactly), and on a fresh server.
+      // reset where it cannot return exactly), and on a server that reads the two turns straight.
       const again = await a.client.chat.completions.create({ model: 'm', ...greedy, messages: m1 });
       assert.equal(again.choices[0].message.content, r1.choices[0].message.content);
       // top_p 0 is greedy too (it was a 500: the sampler refuses a nucleus of nothing).
@@ -51,13 +52,17 @@ for (const arch of ['qwen3', 'qwen35', 'qwen4exp']) {
       if (arch === 'qwen3') assert.equal(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens - 1);
       const m2 = [...m1, { role: 'assistant', content: r1.choices[0].message.content }, { role: 'user', content: 'and then?' }];
       const reused = await a.client.chat.completions.create({ model: 'm', ...greedy, messages: m2 });
-      const fresh = await b.client.chat.completions.create({ model: 'm', ...greedy, messages: m2 });
-      assert.equal(fresh.usage.prompt_tokens_details.cached_tokens, 0);
-      assert.equal(reused.choices[0].message.content, fresh.choices[0].message.content);
-      assert.equal(reused.usage.completion_tokens, fresh.usage.completion_tokens);
-      // qwen3 cuts its KV cache back; qwen35 and qwen4exp return to the checkpoint before the
-      // last <|im_start|>.
-      assert.ok(reused.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify([r1.usage, reused.usage]));
+      const b1 = await b.client.chat.completions.create({ model: 'm', ...greedy, messages: m1 });
+      assert.equal(b1.usage.prompt_tokens_details.cached_tokens, 0);
+      const straight = await b.client.chat.completions.create({ model: 'm', ...greedy, messages: m2 });
+      assert.equal(reused.choices[0].message.content, straight.choices[0].message.content);
+      assert.equal(reused.usage.completion_tokens, straight.usage.completion_tokens);
+      assert.equal(reused.usage.prompt_tokens, straight.usage.prompt_tokens);
+      // All of turn 1 (its prompt and reply) is reused: qwen3 cuts its KV cache back after the
+      // repeated prompt; qwen35 and qwen4exp return to the checkpoint where the reply ended.
+      const turn1 = r1.usage.prompt_tokens + r1.usage.completion_tokens;
+      assert.equal(reused.usage.prompt_tokens_details.cached_tokens, turn1, JSON.stringify([r1.usage, reused.usage]));
+      assert.equal(straight.usage.prompt_tokens_details.cached_tokens, turn1);
     } finally {
       assert.equal(await a.stop(), 0, a.stderr());
       assert.equal(await b.stop(), 0, b.stderr());
@@ -97,9 +102,10 @@ for (const arch of ['qwen3', 'qwen35', 'qwen4exp']) {
       assert.equal(restored.status, 200, await restored.text());
       const m2 = [...m1, { role: 'assistant', content: r1.choices[0].message.content }, { role: 'user', content: 'go on' }];
       const reused = await a.client.chat.completions.create({ model: 'm', ...greedy, messages: m2 });
-      const fresh = await b.client.chat.completions.create({ model: 'm', ...greedy, messages: m2 });
+      await b.client.chat.completions.create({ model: 'm', ...greedy, messages: m1 });
+      const straight = await b.client.chat.completions.create({ model: 'm', ...greedy, messages: m2 });
       assert.ok(reused.usage.prompt_tokens_details.cached_tokens > 0, JSON.stringify(reused.usage));
-      assert.equal(reused.choices[0].message.content, fresh.choices[0].message.content);
+      assert.equal(reused.choices[0].message.content, straight.choices[0].message.content);
     } finally {
       assert.equal(await a.stop(), 0, a.stderr());
       assert.equal(await b.stop(), 0, b.stderr());

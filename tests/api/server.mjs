@@ -1,7 +1,10 @@
 // server.mjs: starts `strata serve --engine echo` (or the real engine with -m) on a free loopback
 // port for a test file, and small helpers the tests share. STRATA_BIN names the binary (set by run.sh).
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { after, before } from 'node:test';
+import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -14,6 +17,46 @@ export function screenshotPath(name) {
   if (process.env.STRATA_UPDATE_SCREENSHOT === '1') return path.join(root, 'docs', name);
   const dir = process.env.STRATA_BUILD_DIR ?? path.dirname(process.env.STRATA_BIN ?? path.join(root, 'build', 'strata'));
   return path.join(dir, name);
+}
+
+// Tiny random-weight f32 models written by `strata synth` into a temporary folder, one per
+// architecture: models[arch] is the path once made() has run (in a before hook); gone() removes them.
+export function synthModels(archs) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'strata-synth-'));
+  const models = {};
+  return {
+    models,
+    made() {
+      for (const arch of archs) {
+        models[arch] = path.join(dir, `${arch}.gguf`);
+        execFileSync(process.env.STRATA_BIN, ['synth', models[arch], '--arch', arch, '--preset', 'tiny', '--type', 'f32'], { stdio: 'ignore' });
+      }
+    },
+    gone() { fs.rmSync(dir, { recursive: true, force: true }); },
+  };
+}
+
+// The demo model shipped in models/.
+export const demoModel = path.join(root, 'models', 'strata-demo-q8_0.gguf');
+
+// For a test file: the synth models of archs made before its tests and removed after, and the
+// demo model, as paths by name (models.qwen3, ..., models.demo).
+export function testModels(archs) {
+  const synth = synthModels(archs);
+  before(() => {
+    synth.made();
+    synth.models.demo = demoModel;
+  });
+  after(() => synth.gone());
+  return synth.models;
+}
+
+// `strata serve -m model` on the real engine with an openai client beside it (srv.client).
+export async function serveModel(model, args = []) {
+  const { default: OpenAI } = await import('openai');
+  const srv = await startServer(['-m', model, ...args], {});
+  srv.client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'unused', maxRetries: 0 });
+  return srv;
 }
 
 export async function startServer(args = [], env = {}) {

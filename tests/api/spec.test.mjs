@@ -3,7 +3,8 @@
 // "speculative.n_max"), the reply is the same token for token as without drafts, greedy and at
 // temperature 0.8 with a seed, on both APIs and streaming; usage.completion_tokens_details counts
 // the drafts accepted and rejected, "timings" has llama.cpp's draft_n / draft_n_accepted, and
-// /metrics sums them; a bad "speculative.type" is a 400 naming the field.
+// /metrics sums them; a bad "speculative.type" is a 400 naming the field. Speculative decoding
+// runs with one slot (--parallel 1; several slots decode together without drafts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -20,7 +21,7 @@ function metric(text, name) {
 }
 
 test('speculative decoding per request: the same text, drafts counted', async () => {
-  const srv = await startServer(['-m', model, '--ctx', '1024']);
+  const srv = await startServer(['-m', model, '--ctx', '1024', '--parallel', '1']);
   const client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'unused', maxRetries: 0 });
   const anthropic = new Anthropic({ baseURL: srv.base, apiKey: 'unused', maxRetries: 0 });
   try {

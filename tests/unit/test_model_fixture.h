@@ -434,4 +434,28 @@ static inline st_model *fx_load(const char *dir, const fx_opts *o, const char *t
     return m;
 }
 
+/* The index of the largest of n logits (the first of equals): a greedy token. */
+static inline int32_t fx_argmax(const float *l, int n) {
+    int32_t b = 0;
+    for (int i = 1; i < n; i++)
+        if (l[i] > l[b]) b = i;
+    return b;
+}
+
+/* The demo model of the tree (models/strata-demo-q8_0.gguf under STRATA_SOURCE_DIR), used in
+ * place; NULL with a note on stderr when it cannot be loaded. */
+static inline st_model *fx_load_demo(void) {
+    const char *src = getenv("STRATA_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/strata-demo-q8_0.gguf", src ? src : ".");
+    st_model_params mp = st_model_default_params();
+    mp.copy_weights = 0;
+    st_model *m = NULL;
+    if (st_model_load(path, &mp, &m) != ST_OK) {
+        fprintf(stderr, "note: %s: %s; the demo model's cases are skipped\n", path, st_last_error());
+        m = NULL;
+    }
+    return m;
+}
+
 #endif
