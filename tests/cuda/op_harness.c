@@ -406,7 +406,7 @@ static void test_gdn(int64_t n_tok, int head_map) {
     memcpy(Sc, S, (size_t)ns * 4);
     float *oc = calloc((size_t)(n_tok * ldv), 4);
     st_gdn_args a = { n_tok, n_k, n_v, d, head_map, q, k, ldqk, ldqk, v, ldv, g, beta, Sc, oc, ldv,
-                      1.0f / sqrtf((float)d) };
+                      1.0f / sqrtf((float)d), NULL };
     st_op_gdn_step(NULL, &a);
     float *dq = dev_from(q, (size_t)(n_tok * ldqk) * 4), *dk = dev_from(k, (size_t)(n_tok * ldqk) * 4);
     float *dv = dev_from(v, (size_t)(n_tok * ldv) * 4);
@@ -697,7 +697,7 @@ static void test_gdn_chunked(int64_t n_tok, int head_map, int64_t n_k, int64_t n
     memcpy(Sc, S, (size_t)ns * 4);
     float *oc = calloc((size_t)(n_tok * ldv), 4);
     st_gdn_args a = { n_tok, n_k, n_v, d, head_map, q, k, ldqk, ldqk, v, ldv, g, beta, Sc, oc, ldv,
-                      1.0f / sqrtf((float)d) };
+                      1.0f / sqrtf((float)d), NULL };
     st_op_gdn_step(NULL, &a);
     float *dq = dev_from(q, (size_t)(n_tok * ldqk) * 4), *dk = dev_from(k, (size_t)(n_tok * ldqk) * 4);
     float *dv = dev_from(v, (size_t)(n_tok * ldv) * 4);
@@ -907,7 +907,7 @@ static void perf_gdn(int64_t n_tok) {
     float *db = dev_from(NULL, (size_t)(n_tok * n_v) * 4), *dS = dev_from(NULL, (size_t)(n_v * d * d) * 4);
     float *dout = dev_from(NULL, (size_t)(n_tok * n_v * d) * 4);
     st_gdn_args a = { n_tok, n_k, n_v, d, ST_GDN_TILED, dq, dk, n_k * d, n_k * d, dv, n_v * d, dg, db, dS,
-                      dout, n_v * d, 0.088f };
+                      dout, n_v * d, 0.088f, NULL };
     GPU(st_cuda_gdn_step(cu, &a));
     float ms;
     const int iters = n_tok > 1 ? 5 : PERF_ITERS;
@@ -1055,7 +1055,7 @@ static void perf_gdn_chunked(int64_t n_tok) {
     float *db = dev_from(NULL, (size_t)(n_tok * n_v) * 4), *dS = dev_from(NULL, (size_t)(n_v * d * d) * 4);
     float *dout = dev_from(NULL, (size_t)(n_tok * n_v * d) * 4);
     st_gdn_args a = { n_tok, n_k, n_v, d, ST_GDN_TILED, dq, dk, n_k * d, n_k * d, dv, n_v * d, dg, db, dS,
-                      dout, n_v * d, 0.088f };
+                      dout, n_v * d, 0.088f, NULL };
     GPU(st_cuda_gdn_chunked(cu, &a));
     float ms, ms_step;
     GPU(st_cuda_timer_start(cu));
