@@ -6,7 +6,7 @@
  * offset 16, two f16 scale conversions and the scale product, around the one product that carries
  * the weight. Here up to ST_DOT_TILE_MR weight rows share them: per block pair, each activation
  * row's bytes, offset product and scales are made once and used against every weight row of the
- * tile. Lane for lane the integers are the same (u.a - 16.a), the scale vector the same products
+ * tile. Lane for lane the integers are the same (u.a - 16.a, here summed onto -16.a), the scale vector the same products
  * (d_w * d_x, rounded to f32), the accumulators take the same fused multiply-adds in block order
  * and end in the same _mm512_reduce_add_ps plus the odd block's term, so every result is bit for
  * bit the one-row kernel's. */
@@ -82,10 +82,11 @@ INLINE void tile_q5_0(int64_t k, const char *w, size_t ws, const int mr, const c
             const char *x0 = x + (size_t)j * xs + (size_t)b * sizeof(block_q8_0), *x1 = x0 + sizeof(block_q8_0);
             const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x0 + 2))),
                                                  _mm256_loadu_si256((const __m256i *)(x1 + 2)), 1);
-            const __m512i o = _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, a);
+            /* -16 sum(a) per lane, the start of each weight row's sum (exact in int32) */
+            const __m512i o = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, a));
             const __m512 sx = halves_ps(h2f(x0), h2f(x1));
             UNROLL for (int m = 0; m < mr; m++) {
-                const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u[m], a), o);
+                const __m512i p = _mm512_dpbusd_epi32(o, u[m], a);
                 acc[m][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sw[m], sx), acc[m][j]);
             }
         }
