@@ -68,7 +68,7 @@ static void test_q5_0(int64_t k) {
             st_dot_fn one = st_dot_kernel(ST_TYPE_Q5_0);
             for (int mr = 1; mr <= ST_DOT_TILE_MR; mr++)
                 for (int nx = 1; nx <= ST_DOT_MAX_NX; nx++) {
-                    float got[ST_DOT_TILE_MR * ST_DOT_MAX_NX + 1], want[ST_DOT_MAX_NX];
+                    float got[ST_DOT_TILE_MR * (ST_DOT_MAX_NX + 1)], want[ST_DOT_MAX_NX]; /* rows ldo = nx + 1 apart */
                     const int64_t ldo = nx + 1;
                     tile(k, w, ws, mr, x, xrow, nx, got, ldo);
                     for (int m = 0; m < mr; m++) {
