@@ -21,6 +21,7 @@
 
 #include "model/moe_exec.h"
 #include "quant/dot.h"
+#include "quant/dot_tile.h"
 #include "quant/types.h"
 
 /* Weight rows per tile: with many rows per expert (a prompt chunk) a small tile stays in L1 while
@@ -37,52 +38,66 @@ typedef struct moe_job {
     atomic_llong next1, next2;
 } moe_job;
 
-static int entry_of_row(const moe_args *a, int64_t p) {
-    int e = 0;
-    while (e + 1 < a->n_ent && a->ent[e + 1].p0 <= p) e++;
-    return e;
+/* A forward-only cursor over the entries: the rows (and tiles) a thread visits only increase, so
+ * finding each one's entry costs O(1) amortised instead of a scan from entry 0 (at 512 experts a
+ * prompt chunk has tens of thousands of tiles). */
+typedef struct ent_cursor {
+    int e;
+    int64_t first;               /* the first tile of entry e (tiles only) */
+} ent_cursor;
+
+static int entry_of_row(const moe_args *a, int64_t p, ent_cursor *c) {
+    while (c->e + 1 < a->n_ent && a->ent[c->e + 1].p0 <= p) c->e++;
+    return c->e;
+}
+
+static int64_t tiles_of(const moe_job *j, int e, int phase) {
+    int64_t m = phase == 1 ? 2 * j->a->ent[e].ff : j->a->d;
+    return (m + j->tile - 1) / j->tile;
 }
 
 /* The entry of tile t of a phase (entries in order, each with ceil(weight rows / tile) tiles). */
-static int entry_of_tile(const moe_job *j, int64_t t, int phase, int64_t *first) {
-    int64_t off = 0;
-    for (int e = 0; e < j->a->n_ent; e++) {
-        int64_t m = phase == 1 ? 2 * j->a->ent[e].ff : j->a->d;
-        int64_t n = (m + j->tile - 1) / j->tile;
-        if (t < off + n) {
-            *first = (t - off) * j->tile;
-            return e;
-        }
-        off += n;
-    }
-    return -1;
+static int entry_of_tile(const moe_job *j, int64_t t, int phase, ent_cursor *c, int64_t *first) {
+    while (c->e < j->a->n_ent && t >= c->first + tiles_of(j, c->e, phase)) c->first += tiles_of(j, c->e++, phase);
+    if (c->e >= j->a->n_ent) return -1;
+    *first = (t - c->first) * j->tile;
+    return c->e;
 }
 
-/* out rows [m0, m1) of weight rows `row(m)` against the entry's activation rows. */
+/* out rows [m0, m1) of weight rows `row(m)` against the entry's activation rows; a projection
+ * with a tile kernel (quant/dot_tile.h) takes ST_DOT_TILE_MR weight rows per call, never across
+ * the gate/up boundary (same bits as one row per call). */
 static void run_tile(const moe_entry *en, int64_t m0, int64_t m1, int phase, const moe_args *j) {
     int64_t K = phase == 1 ? j->d : en->ff;
     const char *act = phase == 1 ? j->act1 : j->act2;
     size_t act_row = phase == 1 ? j->act1_row : j->act2_row;
-    float out[ST_DOT_MAX_NX];
+    float out[ST_DOT_TILE_MR * ST_DOT_MAX_NX];
     for (int64_t i = 0; i < en->rows; i += ST_DOT_MAX_NX) {
         int nx = en->rows - i < ST_DOT_MAX_NX ? (int)(en->rows - i) : ST_DOT_MAX_NX;
         const char *x = act + (size_t)(en->p0 + i) * act_row;
-        for (int64_t m = m0; m < m1; m++) {
+        for (int64_t m = m0; m < m1;) {
             const char *w;
+            size_t rb;
             st_dot_fn dot;
+            st_dot_tile_fn tile;
             float s;
+            int64_t lim = m1;
             if (phase == 2) {
-                w = en->wd + (size_t)m * en->rd, dot = en->dot_d, s = en->sd;
+                w = en->wd + (size_t)m * en->rd, rb = en->rd, dot = en->dot_d, tile = en->tile_d, s = en->sd;
             } else if (m < en->ff) {
-                w = en->wg + (size_t)m * en->rg, dot = en->dot_g, s = en->sg;
+                w = en->wg + (size_t)m * en->rg, rb = en->rg, dot = en->dot_g, tile = en->tile_g, s = en->sg;
+                lim = en->ff < m1 ? en->ff : m1;
             } else {
-                w = en->wu + (size_t)(m - en->ff) * en->ru, dot = en->dot_u, s = en->su;
+                w = en->wu + (size_t)(m - en->ff) * en->ru, rb = en->ru, dot = en->dot_u, tile = en->tile_u, s = en->su;
             }
-            dot(K, w, x, act_row, nx, out);
-            if (phase == 1)
-                for (int r = 0; r < nx; r++) j->gu[(en->p0 + i + r) * j->ld_gu + m] = s == 1.0f ? out[r] : out[r] * s;
-            else
-                for (int r = 0; r < nx; r++) j->y[(en->p0 + i + r) * j->d + m] = s == 1.0f ? out[r] : out[r] * s;
+            const int mr = tile ? (int)(lim - m < ST_DOT_TILE_MR ? lim - m : ST_DOT_TILE_MR) : 1;
+            if (tile) tile(K, w, rb, mr, x, act_row, nx, out, nx);
+            else dot(K, w, x, act_row, nx, out);
+            float *dst = phase == 1 ? j->gu + (en->p0 + i) * j->ld_gu : j->y + (en->p0 + i) * j->d;
+            const int64_t ld = phase == 1 ? j->ld_gu : j->d;
+            for (int q = 0; q < mr; q++)
+                for (int r = 0; r < nx; r++) dst[r * ld + m + q] = s == 1.0f ? out[q * nx + r] : out[q * nx + r] * s;
+            m += mr;
         }
     }
 }
@@ -95,13 +110,14 @@ static void run_tiles(moe_job *j, int phase, int ith, int nth) {
     int64_t total = phase == 1 ? j->tiles1 : j->tiles2;
     long t_static, t_end;
     st_split((long)total, ith, nth, &t_static, &t_end);
+    ent_cursor c = {0, 0};
     for (;;) {
         int64_t t;
         if (j->dynamic) t = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
         else if ((t = t_static++) >= t_end) break;
         if (t >= total) break;
         int64_t m0 = 0;
-        int e = entry_of_tile(j, t, phase, &m0);
+        int e = entry_of_tile(j, t, phase, &c, &m0);
         if (e < 0) break;
         const moe_entry *en = &j->a->ent[e];
         int64_t m_end = phase == 1 ? 2 * en->ff : j->a->d;
@@ -115,8 +131,9 @@ static void moe_worker(void *ctx, int ith, int nth) {
     long b, e;
     /* 1: each gathered row, read from its token, to the gate/up weights' activation form */
     st_split((long)a->P, ith, nth, &b, &e);
+    ent_cursor c1 = {0, 0};
     for (long p = b; p < e; p++) {
-        const moe_entry *en = &a->ent[entry_of_row(a, p)];
+        const moe_entry *en = &a->ent[entry_of_row(a, p, &c1)];
         en->act_g(a->x + (int64_t)a->x_row[p] * a->d, a->act1 + (size_t)p * a->act1_row, a->d);
     }
     st_pool_barrier(j->pool);
@@ -124,8 +141,9 @@ static void moe_worker(void *ctx, int ith, int nth) {
     run_tiles(j, 1, ith, nth);
     st_pool_barrier(j->pool);
     /* 3: silu(gate) * up, to the down weights' activation form */
+    ent_cursor c3 = {0, 0};
     for (long p = b; p < e; p++) {
-        const moe_entry *en = &a->ent[entry_of_row(a, p)];
+        const moe_entry *en = &a->ent[entry_of_row(a, p, &c3)];
         float *g = a->gu + p * a->ld_gu;
         st_op_swiglu(NULL, g, en->ff, g + en->ff, en->ff, g, en->ff, 1, en->ff);
         en->act_d(g, a->act2 + (size_t)p * a->act2_row, en->ff);
@@ -180,6 +198,9 @@ int moe_entry_init(moe_entry *en, const st_tensor *gate, const st_tensor *up, co
     en->dot_g = st_dot_kernel(en->tg);
     en->dot_u = st_dot_kernel(en->tu);
     en->dot_d = st_dot_kernel(en->td);
+    en->tile_g = st_dot_tile_kernel(en->tg);
+    en->tile_u = st_dot_tile_kernel(en->tu);
+    en->tile_d = st_dot_tile_kernel(en->td);
     en->act_g = st_act_converter(st_dot_act_type(en->tg));
     en->act_d = st_act_converter(st_dot_act_type(en->td));
     return en->dot_g && en->dot_u && en->dot_d && en->act_g && en->act_d;

@@ -4,6 +4,7 @@
 
 #include "model/forward.h"
 #include "quant/dot.h"
+#include "quant/dot_tile.h"
 
 /* One expert and the block of gathered rows [p0, p0+rows) it runs on. */
 typedef struct moe_entry {
@@ -14,6 +15,7 @@ typedef struct moe_entry {
     int64_t ff;
     int64_t p0, rows;
     st_dot_fn dot_g, dot_u, dot_d;
+    st_dot_tile_fn tile_g, tile_u, tile_d; /* NULL where the type has no tile kernel */
     st_act_fn act_g, act_d;
 } moe_entry;
 

@@ -15,8 +15,10 @@
  * n/r cached keys and reads W cells: at 32k context it costs little more than at 2k. The pooled
  * keys rotate at position b r in all four IMRoPE sections (set_input_qsa's blk_pos), so for them
  * IMRoPE is plain NeoX; the query rotates like attention's q (text positions (p, p, p, 0)).
- * Rows whose query sees at most W cells read them all (dense), and a chunk of only such rows
- * takes the ordinary attention op. */
+ * Rows whose query sees at most W cells read them all (dense), through the same cells path as
+ * the others: the ordinary attention op sums a prompt chunk in its tiled kernel's order and a lone
+ * row in another, so a chunk of only such rows going there gave other bits than the same rows
+ * inside a longer chunk (a prompt fed in chunks of 7 differed from one chunk). */
 #include "model/forward.h"
 
 /* Pools, norms and rotates blocks n_blocks .. upto-1 of layer il from its raw key cache. */
@@ -51,11 +53,6 @@ void fwd_qsa_attention(st_fwd *f, int il, const float *h, const st_attn_args *a)
     st_op_kv_store(f->s->kv_type, S->idx_cache, dim, f->pos0, kraw, dim, n);
 
     const int64_t p_last = f->pos0 + n - 1;
-    if (p_last + 1 <= W) {
-        /* every row sees at most W cells: all of them, as dense attention */
-        st_op_attention(f->pool, a);
-        return;
-    }
 
     /* Blocks before the last row's tail, cached from earlier chunks or pooled now. */
     pool_blocks(f, il, (p_last + 1) / r);

@@ -14,6 +14,7 @@
 #include "backend/cpu/matmul.h"
 
 #include "quant/dot.h"
+#include "quant/dot_tile.h"
 #include "quant/repack.h"
 #include "quant/types.h"
 
@@ -34,6 +35,7 @@ typedef struct batch_job {
     int owner[MAX_PARTS];         /* the part that converts them (itself, or an earlier twin) */
     int64_t total_rows;           /* weight rows of all parts */
     st_dot_fn dot;
+    st_dot_tile_fn tile;          /* NULL where the type has none */
     st_act_fn convert;
 } batch_job;
 
@@ -55,15 +57,19 @@ static void part_rows(const batch_job *job, int p, int64_t m0, int64_t m1) {
     size_t stride = job->in_place ? (size_t)pt->ldx * sizeof(float) : job->act_row;
     int64_t tile = (int64_t)(TILE_BYTES / job->w_row);
     if (tile < 1) tile = 1;
-    float out[ST_DOT_MAX_NX];
+    float out[ST_DOT_TILE_MR * ST_DOT_MAX_NX];
     for (int64_t t0 = m0; t0 < m1; t0 += tile) {
         int64_t t1 = t0 + tile < m1 ? t0 + tile : m1;
         for (int64_t i = 0; i < pt->n; i += ST_DOT_MAX_NX) {
             int nx = pt->n - i < ST_DOT_MAX_NX ? (int)(pt->n - i) : ST_DOT_MAX_NX;
             const char *x = act + (size_t)i * stride;
-            for (int64_t m = t0; m < t1; m++) {
-                job->dot(job->K, W + (size_t)m * job->w_row, x, stride, nx, out);
-                for (int j = 0; j < nx; j++) pt->Y[(i + j) * pt->ldy + m] = out[j];
+            for (int64_t m = t0, mr = 1; m < t1; m += mr) {
+                /* a tile kernel (quant/dot_tile.h) takes several weight rows at once, same bits */
+                mr = job->tile ? (t1 - m < ST_DOT_TILE_MR ? t1 - m : ST_DOT_TILE_MR) : 1;
+                if (job->tile) job->tile(job->K, W + (size_t)m * job->w_row, job->w_row, (int)mr, x, stride, nx, out, nx);
+                else job->dot(job->K, W + (size_t)m * job->w_row, x, stride, nx, out);
+                for (int64_t q = 0; q < mr; q++)
+                    for (int j = 0; j < nx; j++) pt->Y[(i + j) * pt->ldy + m + q] = out[q * nx + j];
             }
         }
     }
@@ -108,6 +114,7 @@ void st_matmul_batch(st_pool *pool, uint32_t type, int64_t K, const st_matmul_pa
     batch_job job = {
         .pool = pool, .parts = parts, .n_parts = n_parts, .K = K, .w_row = st_row_size(info, K),
         .in_place = act == ST_TYPE_F32, .scratch = scratch, .dot = st_dot_kernel(type),
+        .tile = st_dot_tile_kernel(type),
     };
     if (!job.in_place) {
         job.act_row = st_dot_act_row_size(act, K);

@@ -182,6 +182,12 @@ typedef void (*ops_qsa_scores_fn)(const float *q, int64_t n_head, int64_t dim, c
 void ops_qsa_scores_ref(const float *q, int64_t n_head, int64_t dim, const float *K, int64_t n_blocks, float *sigma);
 void ops_qsa_scores_avx512(const float *q, int64_t n_head, int64_t dim, const float *K, int64_t n_blocks, float *sigma);
 void ops_qsa_scores_avx2(const float *q, int64_t n_head, int64_t dim, const float *K, int64_t n_blocks, float *sigma);
+
+/* ---- QSA's gather of f16 cache rows (ops_qsa.c): dst[i] = (float)src[i], exact at every level ---- */
+typedef void (*ops_qsa_widen_fn)(const uint16_t *src, float *dst, int64_t n);
+void ops_qsa_widen_ref(const uint16_t *src, float *dst, int64_t n);
+void ops_qsa_widen_avx512(const uint16_t *src, float *dst, int64_t n);
+void ops_qsa_widen_avx2(const uint16_t *src, float *dst, int64_t n);
 /* The best attention item kernel of this CPU (ops_attn.c's choice), for the sparse attention. */
 ops_attn_fn ops_attn_item_pick(void);
 

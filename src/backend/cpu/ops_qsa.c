@@ -194,16 +194,26 @@ void st_op_qsa_select(st_pool *pool, const st_qsa_args *a, void *scratch) {
 
 /* ---- attention over the chosen cells ---- */
 
-static void cell_row(const void *base, uint32_t type, int64_t off, int64_t n, float *dst) {
-    if (type == ST_TYPE_F16)
-        for (int64_t i = 0; i < n; i++) dst[i] = st_fp16_to_fp32(((const uint16_t *)base)[off + i]);
-    else
-        memcpy(dst, (const float *)base + off, (size_t)n * sizeof(float));
+void ops_qsa_widen_ref(const uint16_t *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = st_fp16_to_fp32(src[i]);
+}
+
+static ops_qsa_widen_fn widen_pick(void) {
+    const st_cpu_features *f = st_cpu();
+    if (f->avx512f) return ops_qsa_widen_avx512;
+    if (f->avx2 && f->f16c) return ops_qsa_widen_avx2;
+    return ops_qsa_widen_ref;
+}
+
+static void cell_row(const void *base, uint32_t type, int64_t off, int64_t n, float *dst, ops_qsa_widen_fn widen) {
+    if (type == ST_TYPE_F16) widen((const uint16_t *)base + off, dst, n);
+    else memcpy(dst, (const float *)base + off, (size_t)n * sizeof(float));
 }
 
 /* One (token, kv head) item: tiles of gathered f32 rows through the attention item kernel, whose
  * partial softmax states (running max m, sum l, unnormalised acc) are merged tile by tile. */
-static void cells_item_tiled(const st_attn_cells_args *c, int64_t t, int64_t h0, int64_t nh, ops_attn_fn kernel) {
+static void cells_item_tiled(const st_attn_cells_args *c, int64_t t, int64_t h0, int64_t nh, ops_attn_fn kernel,
+                             ops_qsa_widen_fn widen) {
     const st_attn_args *a = &c->a;
     const int64_t hd = a->head_dim, row = a->n_head_kv * hd, g = h0 / (a->n_head / a->n_head_kv);
     const int32_t *cells = c->cells + t * c->ld_cells;
@@ -220,8 +230,8 @@ static void cells_item_tiled(const st_attn_cells_args *c, int64_t t, int64_t h0,
     for (int64_t j0 = 0; j0 < n; j0 += QSA_TILE) {
         const int64_t nc = n - j0 < QSA_TILE ? n - j0 : QSA_TILE;
         for (int64_t j = 0; j < nc; j++) {
-            cell_row(a->k_cache, a->kv_type, cells[j0 + j] * row + g * hd, hd, kt + j * hd);
-            cell_row(a->v_cache, a->kv_type, cells[j0 + j] * row + g * hd, hd, vt + j * hd);
+            cell_row(a->k_cache, a->kv_type, cells[j0 + j] * row + g * hd, hd, kt + j * hd, widen);
+            cell_row(a->v_cache, a->kv_type, cells[j0 + j] * row + g * hd, hd, vt + j * hd, widen);
         }
         const int whole = n <= QSA_TILE; /* one tile: the kernel writes the output itself */
         ops_attn_item it = {
@@ -251,6 +261,7 @@ typedef struct cells_job {
     const st_attn_cells_args *c;
     int64_t per_item, n_items;
     ops_attn_fn kernel;
+    ops_qsa_widen_fn widen;
 } cells_job;
 
 static void cells_worker(void *ctx, int ith, int nth) {
@@ -258,7 +269,7 @@ static void cells_worker(void *ctx, int ith, int nth) {
     const int64_t groups = j->c->a.n_head / j->per_item;
     for (int64_t n = ith; n < j->n_items; n += nth) {
         const int64_t t = n / groups, h0 = (n % groups) * j->per_item;
-        cells_item_tiled(j->c, t, h0, j->per_item, j->kernel);
+        cells_item_tiled(j->c, t, h0, j->per_item, j->kernel, j->widen);
     }
 }
 
@@ -266,7 +277,7 @@ void st_op_attention_cells(st_pool *pool, const st_attn_cells_args *c) {
     const st_attn_args *a = &c->a;
     if (a->head_dim > ATTN_MAX_HD || a->n_head_kv <= 0 || a->n_head % a->n_head_kv) return;
     const int64_t r = a->n_head / a->n_head_kv;
-    cells_job j = {c, r <= ATTN_MAX_GROUP ? r : 1, 0, ops_attn_item_pick()};
+    cells_job j = {c, r <= ATTN_MAX_GROUP ? r : 1, 0, ops_attn_item_pick(), widen_pick()};
     j.n_items = a->n_tok * (a->n_head / j.per_item);
     ops_run(pool, j.n_items > 1, cells_worker, &j);
 }

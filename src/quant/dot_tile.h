@@ -1,0 +1,33 @@
+/* dot_tile.h: dot products of a few weight rows against a few activation rows in one call
+ * ("tiles"), for the types whose one-row kernel (dot.h) spends more on per-row set-up than on the
+ * products at short rows: the activation bytes, their scales and offsets are read once per tile
+ * instead of once per weight row.
+ *
+ *   out[m * ldo + j] = sum_i w_m[i] * x_j[i]      m < mr <= ST_DOT_TILE_MR, j < nx <= ST_DOT_MAX_NX
+ *   w_m = (char *)w + m * w_stride,  x_j = (char *)x + j * x_stride
+ *
+ * Each result is bit for bit what st_dot_kernel(type) returns for that weight row and activation
+ * row at the same CPU level (the same integer lanes, the same float operations in the same order),
+ * so a caller may use either for any row. Only Q5_0 has one (AVX-512 with VNNI, dot_tile_avx512.c):
+ * the qwen4exp rows K = 320 and 640 cannot hold Q4_K, so llama-quantize's fallback writes them in
+ * Q5_0 (hyper-connection up, the experts' down). */
+#ifndef ST_QUANT_DOT_TILE_H
+#define ST_QUANT_DOT_TILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "quant/dot.h"
+
+#define ST_DOT_TILE_MR 4
+
+typedef void (*st_dot_tile_fn)(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
+                               int nx, float *out, int64_t ldo);
+
+/* The tile kernel for `type` at st_dot_kernel(type)'s level now; NULL where there is none (the
+ * caller then runs the one-row kernel per weight row). */
+st_dot_tile_fn st_dot_tile_kernel(uint32_t type);
+
+void st_dot_tile_q5_0_avx512(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
+                             int nx, float *out, int64_t ldo);
+
+#endif
