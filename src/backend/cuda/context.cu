@@ -121,9 +121,18 @@ st_status st_cuda_host_alloc(size_t bytes, void **out) {
     return cu_check(cudaMallocHost(out, bytes), "cudaMallocHost");
 }
 
-st_status st_cuda_host_alloc_mapped(size_t bytes, void **host, void **dev) {
+st_status st_cuda_download_async(st_cuda *cu, void *dst_host, const void *src, size_t bytes) {
+    return cu_check(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, cu->stream), "download");
+}
+
+st_status st_cuda_host_fn(st_cuda *cu, void (*fn)(void *arg), void *arg) {
+    return cu_check(cudaLaunchHostFunc(cu->stream, fn, arg), "cudaLaunchHostFunc");
+}
+
+st_status st_cuda_host_alloc_mapped(size_t bytes, int write_combined, void **host, void **dev) {
     *host = *dev = NULL;
-    ST_TRY(cu_check(cudaHostAlloc(host, bytes, cudaHostAllocMapped | cudaHostAllocWriteCombined), "cudaHostAlloc"));
+    unsigned flags = cudaHostAllocMapped | (write_combined ? cudaHostAllocWriteCombined : 0);
+    ST_TRY(cu_check(cudaHostAlloc(host, bytes, flags), "cudaHostAlloc"));
     st_status s = cu_check(cudaHostGetDevicePointer(dev, *host, 0), "cudaHostGetDevicePointer");
     if (s != ST_OK) {
         cudaFreeHost(*host);

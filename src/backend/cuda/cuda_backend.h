@@ -79,10 +79,16 @@ st_status st_cuda_copy2d(st_cuda *cu, void *dst, size_t dpitch, const void *src,
 /* Host -> device on the stream from pinned host memory (st_cuda_host_alloc); no wait, so it can
  * precede a graph launch. */
 st_status st_cuda_upload_async(st_cuda *cu, void *dst, const void *src_host, size_t bytes);
+/* Device -> pinned host memory on the stream; no wait (graph-safe). */
+st_status st_cuda_download_async(st_cuda *cu, void *dst_host, const void *src, size_t bytes);
+/* fn(arg) on a host thread once the stream's work before it is done; the stream's later work waits
+ * for it to return (a host node in a captured graph, run at every replay). fn must not call CUDA. */
+st_status st_cuda_host_fn(st_cuda *cu, void (*fn)(void *arg), void *arg);
 st_status st_cuda_host_alloc(size_t bytes, void **out);
-/* Pinned host memory that kernels read in place over the bus (mapped, write-combined: the host
- * only writes it once). *dev is the pointer kernels use; free it with st_cuda_host_free(*host). */
-st_status st_cuda_host_alloc_mapped(size_t bytes, void **host, void **dev);
+/* Pinned host memory that kernels read in place over the bus. *dev is the pointer kernels use;
+ * free it with st_cuda_host_free(*host). write_combined: the host only writes it, once (its own
+ * reads of it are uncached and slow); 0: cached, for memory the CPU reads too. */
+st_status st_cuda_host_alloc_mapped(size_t bytes, int write_combined, void **host, void **dev);
 void st_cuda_host_free(void *p);
 
 /* The memory's read bandwidth in GB/s: a buffer of `bytes` read by every SM (best of 5 runs). */

@@ -676,7 +676,7 @@ extern "C" st_status st_cuda_read_bandwidth(st_cuda *cu, size_t bytes, double *g
 extern "C" st_status st_cuda_host_bandwidth(st_cuda *cu, size_t bytes, double *mapped_gbs, double *copy_gbs) {
     *mapped_gbs = *copy_gbs = 0.0;
     void *host = NULL, *mapped = NULL, *dev = NULL;
-    ST_TRY(st_cuda_host_alloc_mapped(bytes + 256, &host, &mapped));
+    ST_TRY(st_cuda_host_alloc_mapped(bytes + 256, 1, &host, &mapped));
     memset(host, 0, bytes + 256);
     st_status s = st_cuda_alloc(cu, bytes + 256, &dev);
     const int64_t n = (int64_t)(bytes / sizeof(int4));

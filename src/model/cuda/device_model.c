@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "model/cuda/device_model.h"
+#include "model/cuda/host_experts.h"
 #include "quant/types.h"
 
 int st_device_count(void) { return st_cuda_device_count(); }
@@ -153,7 +154,8 @@ st_status st_device_model_load(const struct st_model *m, int progress, uint64_t 
                     "session", bb, ub);
     if (s == ST_OK) room = budget - in_use - reserve;
     dm->budget = budget;
-    int tiered = s == ST_OK && st_device_tiers_needed(m, room);
+    const char *force = getenv("STRATA_CUDA_HOST_LAYERS");
+    int tiered = s == ST_OK && (st_device_tiers_needed(m, room) || (force && *force && st_hp_is_moe(&m->hp)));
     if (s == ST_OK) {
         dm->layers = calloc((size_t)m->hp.n_layer, sizeof *dm->layers);
         dm->n_layers = m->hp.n_layer;
@@ -207,6 +209,7 @@ void st_device_model_free(st_device_model *dm) {
         }
         for (int i = 0; i < dm->n_owned; i++) st_cuda_free(dm->cu, dm->owned[i]);
         if (dm->blob) st_cuda_free(dm->cu, dm->blob);
+        st_host_moe_free(dm->cu, dm->host_moe);
         st_cuda_host_free(dm->host_blob);
         st_cuda_close(dm->cu);
     }

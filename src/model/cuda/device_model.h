@@ -13,6 +13,7 @@ struct st_device_model {
     void *blob;                  /* the data section on the device, or (tiers) the tensors kept there */
     void *host_blob;             /* tiers: the routed experts left in pinned host memory, or NULL */
     uint8_t *host_layer;         /* tiers: per layer, 1 when its routed experts are in host_blob */
+    struct st_host_moe *host_moe; /* tiers: the CPU's share of those layers' experts, or NULL */
     char plan[512];              /* what sits where (st_device_model_plan) */
     uint64_t budget;             /* the device memory the process may have in use */
     void **owned;                /* vectors uploaded on their own */

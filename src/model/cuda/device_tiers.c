@@ -9,13 +9,16 @@
  *
  * The plan is by whole layers. With the routing spread evenly, as in random-weight files, a
  * per-expert cache would serve the same share of reads; one filled from routing statistics (real
- * models route unevenly) and CPU-side misses are the next steps (bench/cuda/NOTES.md). */
+ * models route unevenly) is a next step (bench/cuda/NOTES.md). The host CPU computing a share of
+ * each host layer's selected experts beside the GPU (host_experts.c) is there, and off: measured,
+ * its round trips cost more than it saves. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
 #include "model/cuda/device_model.h"
+#include "model/cuda/host_experts.h"
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
@@ -117,7 +120,10 @@ st_status st_device_tiers_upload(st_device_model *dm, const struct st_model *m, 
                        "device budget leaves for weights (--gpu-mem)", db, rb);
     dm->host_layer = calloc((size_t)hp->n_layer, 1);
     if (!dm->host_layer) return st_fail(ST_ERR_NOMEM, "cuda: out of memory");
-    /* the first layers whose experts fit stay on the device */
+    /* the first layers whose experts fit stay on the device; STRATA_CUDA_HOST_LAYERS=N (tests, on
+     * models that fit) keeps at most N layers' experts there and tiers the model even so */
+    const char *force = getenv("STRATA_CUDA_HOST_LAYERS");
+    int64_t max_dev = force && *force ? atoll(force) : -1;
     uint64_t left = room - dense, on_dev = 0, on_host = 0;
     int64_t n_moe = 0, n_dev = 0;
     for (int64_t il = 0; il < hp->n_layer; il++) {
@@ -126,7 +132,7 @@ st_status st_device_tiers_upload(st_device_model *dm, const struct st_model *m, 
             if (st_layer_tensors[j].kind == ST_LT_EXPERTS) b += placed_bytes(st_layer_tensor_get(&m->layers[il], j));
         if (b == 0) continue;
         n_moe++;
-        if (b <= left) {
+        if (b <= left && (max_dev < 0 || n_dev < max_dev)) {
             left -= b;
             on_dev += b;
             n_dev++;
@@ -139,7 +145,12 @@ st_status st_device_tiers_upload(st_device_model *dm, const struct st_model *m, 
     st_status s = st_cuda_alloc(dm->cu, dense + on_dev + 256, &dm->blob);
     u.dev = (tier_block){.base = dm->blob, .size = dense + on_dev + 256};
     void *mapped = NULL;
-    if (s == ST_OK && on_host) s = st_cuda_host_alloc_mapped(on_host + 256, &dm->host_blob, &mapped);
+    /* write-combined (the host writes it once), unless the CPU is to read its share of the
+     * experts from here too (STRATA_CUDA_CPU_EXPERTS, host_experts.c): then cached. The bus
+     * carries both alike (bench/cuda/NOTES.md, v3). */
+    const char *cpu = getenv("STRATA_CUDA_CPU_EXPERTS");
+    int wc = !cpu || !strcmp(cpu, "0");
+    if (s == ST_OK && on_host) s = st_cuda_host_alloc_mapped(on_host + 256, wc, &dm->host_blob, &mapped);
     u.host = (tier_block){.base = mapped, .host = dm->host_blob, .size = on_host + 256};
     if (s == ST_OK) {
         dm->w.tok_embd = m->tok_embd;
@@ -162,9 +173,17 @@ st_status st_device_tiers_upload(st_device_model *dm, const struct st_model *m, 
     gib_str(hb, sizeof hb, on_host);
     gib_str(vb, sizeof vb, dense + on_dev);
     double share = on_dev + on_host ? (double)on_dev / (double)(on_dev + on_host) : 1.0;
+    char note[256] = "";
+    if (on_host) {
+        s = st_host_moe_create(dm->cu, m, dm->layers, dm->host_layer, mapped, dm->host_blob, note, sizeof note,
+                               &dm->host_moe);
+        if (s != ST_OK) return s;
+        dm->w.host_layer = dm->host_layer;
+        dm->w.host_moe = dm->host_moe;
+    }
     snprintf(dm->plan, sizeof dm->plan,
              "%s of weights on the GPU (the dense weights and the experts of %lld of %lld MoE layers), %s of experts in "
-             "pinned host memory read over the bus; the GPU serves %.0f%% of expert reads",
-             vb, (long long)n_dev, (long long)n_moe, hb, 100.0 * share);
+             "pinned host memory read over the bus; the GPU serves %.0f%% of expert reads%s",
+             vb, (long long)n_dev, (long long)n_moe, hb, 100.0 * share, note);
     return ST_OK;
 }

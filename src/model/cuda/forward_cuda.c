@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/cuda/forward_cuda.h"
+#include "model/cuda/host_experts.h"
 #include "model/forward.h"
 #include "quant/types.h"
 
@@ -421,13 +422,24 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
     int32_t *ids = st_workspace_get(f->ws, WSD_IDS);
 
     /* Decode: the shared expert's product and gate on the side stream, beside the routed experts;
-     * only its weighted add into out waits for both branches. */
-    int side = L->gate_shexp.data ? side_begin(f, n) : 0;
+     * only its weighted add into out waits for both branches. On a layer whose experts are in host
+     * memory the side stream also takes the host CPU's share of the selected experts (the last kc
+     * in selection order), after the routing; the GPU computes the others over the bus. */
+    int kc = n == 1 && !f->unfused ? st_host_moe_k_cpu(f->w->host_moe, il) : 0;
+    const float *y_cpu = NULL;
+    int side = L->gate_shexp.data && !kc ? side_begin(f, n) : 0;
     if (side) shared_expert(f, L, h, n);
     side_end(f, side);
 
     dmatmul(f, &L->gate_inp, h, d, n, logits, E);
     DO(st_cuda_moe_route(f->cu, logits, E, n, E, k, ids, w));
+    if (kc && (side = side_begin(f, n))) {
+        if (L->gate_shexp.data) shared_expert(f, L, h, n);
+        DO(st_host_moe_enqueue(f->cu, f->w->host_moe, il, ids, w, h, &y_cpu));
+        side_end(f, side);
+    }
+    if (!y_cpu) kc = 0;
+    int64_t kg = k - kc; /* the experts a token's slots take on the GPU */
 
     if (n > 8 && !L->gate_up_exps.data) {
         /* A prompt chunk: slots sorted by expert, grouped tensor-core GEMMs (waits once), on the
@@ -450,9 +462,9 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
     const st_tensor *dn = &L->down_exps;
     /* slot s = t*k + j: token t's j-th expert; gate and up read row t, down reads slot s */
     st_cuda_experts gu = {.type = gt->type, .W = wg, .W2 = wu, .expert_bytes = (size_t)gt->ne[1] * gt->row_bytes,
-                          .n_expert = E, .M = ff, .ids = ids, .x_group = k, .n_slots = n * k};
+                          .n_expert = E, .M = ff, .ids = ids, .x_group = k, .n_slots = n * kg};
     st_cuda_experts down = {.type = dn->type, .W = dn->data, .expert_bytes = (size_t)dn->ne[1] * dn->row_bytes,
-                            .n_expert = E, .M = d, .ids = ids, .x_group = 1, .n_slots = n * k};
+                            .n_expert = E, .M = d, .ids = ids, .x_group = 1, .n_slots = n * kg};
     if (gt->type == ST_TYPE_F32 || gt->type == ST_TYPE_F16 || gt->type == ST_TYPE_BF16) {
         float *up = ye; /* free until the down product */
         st_cuda_experts g1 = gu, u1 = gu;
@@ -460,13 +472,13 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
         u1.W = wu;
         DO(st_cuda_matmul_id(f->cu, &g1, d, h, d, ge, ff));
         DO(st_cuda_matmul_id(f->cu, &u1, d, h, d, up, ff));
-        DO(st_cuda_pointwise(f->cu, ST_CUDA_SWIGLU, ge, ff, up, ff, ge, ff, n * k, ff));
+        DO(st_cuda_pointwise(f->cu, ST_CUDA_SWIGLU, ge, ff, up, ff, ge, ff, n * kg, ff));
     } else if (f->q8.q && f->q8.n == n && ff % 32 == 0 && is_quant(dn->type)) {
         /* decode: SwiGLU straight into 8 bits, then the down product on it */
-        st_cuda_q8 gq = st_cuda_q8_at(st_workspace_get(f->ws, WSD_GEQ), ff, n * k);
+        st_cuda_q8 gq = st_cuda_q8_at(st_workspace_get(f->ws, WSD_GEQ), ff, n * kg);
         DO(st_cuda_matvec_q8_swiglu_q8(f->cu, &gu, f->q8, gq));
         DO(st_cuda_matvec_q8_id(f->cu, &down, gq, ye, d));
-        DO(st_cuda_moe_combine(f->cu, ye, d, w, n, k, d, out, d, 0));
+        DO(st_cuda_moe_combine(f->cu, ye, d, w, n, kg, d, out, d, 0));
         goto shared;
     } else if (f->q8.q && f->q8.n == n) {
         DO(st_cuda_matvec_q8_id(f->cu, &gu, f->q8, ge, ff));
@@ -474,14 +486,15 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
         DO(st_cuda_matmul_id_swiglu(f->cu, &gu, d, h, d, ge, ff));
     }
     DO(st_cuda_matmul_id(f->cu, &down, ff, ge, ff, ye, d));
-    DO(st_cuda_moe_combine(f->cu, ye, d, w, n, k, d, out, d, 0));
+    DO(st_cuda_moe_combine(f->cu, ye, d, w, n, kg, d, out, d, 0));
 
 shared:
+    side_join(f, side);
     if (L->gate_shexp.data) {
-        if (side) side_join(f, side);
-        else shared_expert(f, L, h, n);
+        if (!side) shared_expert(f, L, h, n);
         DO(st_cuda_moe_combine(f->cu, BUF(WSD_SH_Y), d, BUF(WSD_SH_G), n, 1, d, out, d, 1));
     }
+    if (kc) DO(st_cuda_axpy(f->cu, out, d, y_cpu, 1.0f, 1));
 }
 
 /* ---- the pass ---------------------------------------------------------------------------------- */

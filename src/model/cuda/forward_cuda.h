@@ -21,6 +21,10 @@ typedef struct st_dweights {
     /* Optional f16 copies of each MoE layer's experts for prompt chunks (st_cuda_moe_dequant_f16),
      * per layer gate|up [E][2ff][d] and down [E][d][ff]; NULL when not made. */
     void **moe_gu_f16, **moe_down_f16;
+    /* Memory tiers: per layer, 1 when its routed experts are in host memory (NULL: none are), and
+     * the CPU's share of those layers' selected experts in a decode step (NULL: none). */
+    const uint8_t *host_layer;
+    struct st_host_moe *host_moe;
 } st_dweights;
 
 static inline const st_layer *st_dlayer(const st_dweights *w, int64_t il) { return &w->layers[il]; }
