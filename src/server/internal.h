@@ -18,6 +18,7 @@
 
 #include "server/engine_port.h"
 #include "server/reply.h"
+#include "server/response_store.h"
 #include "server/server.h"
 
 /* An API error: HTTP status, the API's error type and code, the offending field. */
@@ -143,6 +144,7 @@ struct sv_server {
 
     sv_metrics m;
     sv_sampling defaults; /* for requests that send no sampling fields */
+    sv_rstore *responses; /* finished /v1/responses, for previous_response_id */
 
     /* Open connections, oldest first (http.c), for the idle limit and the drain. */
     pthread_mutex_t cmu;
@@ -241,6 +243,9 @@ void sv_enqueue(sv_server *s, sv_job *j, sv_http_reply *out, sv_error *e);
 void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_completions(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_responses(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
+/* GET and DELETE /v1/responses/ID: the body, or NULL with e set (404). */
+char *sv_api_response_get(sv_server *s, const char *id, sv_error *e);
+char *sv_api_response_delete(sv_server *s, const char *id, sv_error *e);
 void sv_api_messages(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_count_tokens(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_embeddings(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
