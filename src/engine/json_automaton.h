@@ -61,13 +61,14 @@ enum st_json_phase { P_ANSWER, P_PRE, P_OPEN, P_NAME, P_MID, P_ARGS, P_CLOSE, P_
 typedef struct st_json_xstate {
     st_json_state c;
     uint8_t phase;  /* enum st_json_phase; P_ANSWER: the whole reply is the schema's object */
-    uint8_t pad;
+    uint8_t neg;    /* the bounded integer being read is negative */
     uint16_t tool;  /* the call's tool, once its name is read */
     uint16_t pend;  /* the node the next value must meet */
     uint16_t cur;   /* the node of the number or enum value being read */
     uint16_t cand;  /* key, enum or tool name candidate; ST_JSON_NO_CAND: a key no property begins */
     uint16_t klen;  /* bytes of it matched; in a fixed text, bytes of the text */
-    uint16_t pad2[2];
+    uint32_t slen;  /* characters of the bounded string being read (without a maximum, at most the minimum) */
+    uint64_t num;   /* the magnitude of the bounded integer being read */
     uint16_t node[ST_JSON_SCHEMA_DEPTH + 1]; /* by depth: the container's node */
     uint64_t seen[ST_JSON_SCHEMA_DEPTH + 1]; /* by depth: properties seen (bit = sorted index) */
 } st_json_xstate;

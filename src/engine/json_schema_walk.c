@@ -9,7 +9,10 @@
  * the unseen ones); '}' against required; ',' in a closed object needs an unseen property left;
  * an enum value is matched as its compact text, and ends where no text goes on. Every state kept
  * can still be finished, so a mask is never empty: names and texts are prefixes of something
- * allowed, and the compiler refused what nothing can meet.
+ * allowed, and the compiler refused what nothing can meet. The bounds: a string whose node bounds
+ * its length counts its characters (slen), an array its items (in seen, which arrays do not use
+ * otherwise), a bounded integer its sign and digits (neg, num); each is refused at the first byte
+ * past which no value can meet them (st_json_schema_int_reachable decides for integers).
  *
  * Tool-call mode wraps that in the call's fixed text: `<tool_call>\n{"name": "`, a tool's name,
  * `", "arguments": `, the arguments object on that tool's node, `}\n</tool_call>`, then the end
@@ -69,10 +72,15 @@ static int x_after(const st_json_schema *sc, st_json_xstate *x, unsigned c) {
     uint8_t d = x->c.depth;
     const st_json_snode *t = &sc->nodes[x->node[d]];
     if (c == ',' && d) {
-        if (st_json_top_is_array(&x->c)) x->pend = t->items;
-        else if (t->closed && (x->seen[d] & all_props(t)) == all_props(t)) return 0;
+        if (st_json_top_is_array(&x->c)) {
+            if ((t->bounds & ST_JB_ITEMS) && x->seen[d] >= t->max_items) return 0;
+            x->pend = t->items;
+        } else if (t->closed && (x->seen[d] & all_props(t)) == all_props(t)) {
+            return 0;
+        }
     }
     if (c == '}' && (x->seen[d] & t->required) != t->required) return 0;
+    if (c == ']' && (t->bounds & ST_JB_ITEMS) && x->seen[d] < t->min_items) return 0;
     if (!st_json_step(&x->c, c)) return 0;
     if (c == '}' || c == ']') { x->node[d] = 0; x->seen[d] = 0; }
     return 1;
@@ -103,8 +111,41 @@ static int x_value_start(const st_json_schema *sc, st_json_xstate *x, unsigned c
     } else {
         x->cur = x->pend;
         x->pend = 0;
+        x->slen = 0;
+        x->num = 0;
+        x->neg = 0;
+        if ((v->bounds & ST_JB_INT) && (c == '-' || st_json_is_digit(c))) {
+            x->neg = c == '-';
+            x->num = c == '-' ? 0 : c - '0';
+            return st_json_schema_int_reachable(v, x->neg, x->num, c == '-' ? -1 : c != '0');
+        }
     }
     return 1;
+}
+
+/* A byte of a string value whose node bounds its length: a character starts with a plain byte,
+ * a UTF-8 lead or a backslash (the low half of an escaped surrogate pair is the same one). */
+static int x_string_byte(const st_json_schema *sc, st_json_xstate *x, unsigned c) {
+    const st_json_snode *v = &sc->nodes[x->cur];
+    if (!(v->bounds & ST_JB_LEN)) return st_json_step(&x->c, c);
+    int starts = x->c.mode == M_STR && c != '"';
+    if (starts && x->slen >= v->max_len) return 0;
+    if (x->c.mode == M_STR && c == '"' && x->slen < v->min_len) return 0;
+    if (!st_json_step(&x->c, c)) return 0;
+    if (starts && ((v->bounds & ST_JB_MAXLEN) || x->slen < v->min_len)) x->slen++;
+    if (!in_string(x->c.mode)) x->slen = 0;
+    return 1;
+}
+
+/* A byte of a number whose node bounds it (an integer): digits so far must still reach the range,
+ * and the byte after the last digit needs the value within it. t: the core state after c. */
+static int x_int_byte(const st_json_schema *sc, st_json_xstate *x, const st_json_state *t, unsigned c) {
+    const st_json_snode *v = &sc->nodes[x->cur];
+    if (!is_number_mode(t->mode)) return st_json_schema_int_reachable(v, x->neg, x->num, 0);
+    if (!st_json_is_digit(c)) return 1;
+    if (x->num > (UINT64_MAX - 9) / 10) return 0;
+    x->num = x->num * 10 + (c - '0');
+    return st_json_schema_int_reachable(v, x->neg, x->num, t->mode == M_NUM_INT);
 }
 
 /* A byte of a key (the core is in a string with F_KEY). */
@@ -164,11 +205,12 @@ static int x_json_byte(const st_json_schema *sc, st_json_xstate *x, unsigned c) 
     if (m == M_ENUM) return x_enum_byte(sc, x, c);
     if (in_string(m)) {
         if (x->c.flags & F_KEY) return x_key_byte(sc, x, c);
-        return st_json_step(&x->c, c);
+        return x_string_byte(sc, x, c);
     }
     if (is_number_mode(m)) {
         st_json_state t = x->c;
         if (!st_json_step(&t, c)) return 0;
+        if ((sc->nodes[x->cur].bounds & ST_JB_INT) && !x_int_byte(sc, x, &t, c)) return 0;
         if (is_number_mode(t.mode)) {
             if (!(sc->nodes[x->cur].types & ST_JT_NUMBER) && (t.mode == M_NUM_DOT || t.mode == M_NUM_E)) return 0;
             x->c = t;
@@ -176,6 +218,8 @@ static int x_json_byte(const st_json_schema *sc, st_json_xstate *x, unsigned c) 
         }
         x->c.mode = M_AFTER; /* the byte ends the number: read it as what follows a value */
         x->cur = 0;
+        x->num = 0;
+        x->neg = 0;
         return x_after(sc, x, c);
     }
     if (st_json_is_ws(c) || m == M_COLON || m == M_DONE || m == M_THINK_OPEN || m == M_THINK || m == M_LIT) return st_json_step(&x->c, c);
@@ -195,7 +239,15 @@ static int x_json_byte(const st_json_schema *sc, st_json_xstate *x, unsigned c) 
         return 1;
     }
     if (m == M_ARR_FIRST && c == ']') return x_after(sc, x, c);
-    return x_value_start(sc, x, c); /* M_PRE, M_VALUE, M_ARR_FIRST */
+    /* M_PRE, M_VALUE, M_ARR_FIRST: in an array, an item, counted against maxItems */
+    uint8_t d = x->c.depth;
+    int item = m != M_PRE && d && st_json_top_is_array(&x->c);
+    const st_json_snode *t = &sc->nodes[x->node[d]];
+    if (item && (t->bounds & ST_JB_ITEMS) && x->seen[d] >= t->max_items) return 0;
+    if (!x_value_start(sc, x, c)) return 0;
+    /* counted only as far as a bound reads it, so the states of an array's items stay alike */
+    if (item && (t->bounds & ST_JB_ITEMS) && (t->max_items != UINT32_MAX || x->seen[d] < t->min_items)) x->seen[d]++;
+    return 1;
 }
 
 /* A byte of a fixed text; at its end, the next phase. */
