@@ -56,7 +56,12 @@ static inline int st_json_top_is_array(const st_json_state *s) { return (s->stac
 enum { M_ENUM = 64 }; /* a core mode only the schema layer reads: an enum value's text */
 /* st_json_xstate.phase: P_ANSWER, the whole reply is the schema's object; the others are the parts
  * of a forced tool call */
-enum st_json_phase { P_ANSWER, P_PRE, P_OPEN, P_NAME, P_MID, P_ARGS, P_CLOSE, P_END, P_NEXT };
+enum st_json_phase {
+    P_ANSWER, P_PRE, P_OPEN, P_NAME, P_MID, P_ARGS, P_CLOSE, P_END, P_NEXT,
+    /* Qwen 3.5's XML form: the newline after the name, a tag (<parameter= or </function>), the rest
+     * of <parameter=, a key, the newline after it, a value, </parameter>\n, the rest of the end */
+    P_XNL, P_XTAG, P_XPOPEN, P_XKEY, P_XVNL, P_XVALUE, P_XVCLOSE, P_XFEND,
+};
 
 typedef struct st_json_xstate {
     st_json_state c;
@@ -69,6 +74,8 @@ typedef struct st_json_xstate {
     uint16_t klen;  /* bytes of it matched; in a fixed text, bytes of the text */
     uint32_t slen;  /* characters of the bounded string being read (without a maximum, at most the minimum) */
     uint64_t num;   /* the magnitude of the bounded integer being read */
+    uint16_t xlit;  /* bytes of an XML-form text matched */
+    uint16_t pad[3];
     uint16_t node[ST_JSON_SCHEMA_DEPTH + 1]; /* by depth: the container's node */
     uint64_t seen[ST_JSON_SCHEMA_DEPTH + 1]; /* by depth: properties seen (bit = sorted index) */
 } st_json_xstate;

@@ -577,7 +577,26 @@ static int cmp_tool(const void *pa, const void *pb) {
     return cmp_text(a->name, a->len, b->name, b->len);
 }
 
-st_status st_json_schema_compile_tools(const char *tools_json, size_t n, const char *only, int parallel, st_json_schema **out) {
+/* In the XML form a '<' cannot be in a name or enum text (a value ends at "</parameter>"), nor a
+ * '>' in a tool's or an argument's name (it ends the tag). */
+static void check_xml(compiler *c) {
+    st_json_schema *s = c->s;
+    for (uint32_t i = 0; i < s->n_tools && !c->failed; i++)
+        if (memchr(s->tools[i].name, '<', s->tools[i].len) || memchr(s->tools[i].name, '>', s->tools[i].len))
+            fail(c, "tools", "a tool name with '<' or '>' cannot be called in Qwen 3.5's XML form");
+    for (uint32_t i = 0; i < s->n_tools && !c->failed; i++) {
+        const st_json_snode *a = &s->nodes[s->tools[i].args];
+        for (uint32_t k = 0; k < a->n_props; k++)
+            if (memchr(s->props[a->first_prop + k].name, '>', s->props[a->first_prop + k].len))
+                fail(c, "tools", "an argument name with '>' cannot be written in Qwen 3.5's XML form");
+    }
+    for (uint32_t i = 0; i < s->n_props && !c->failed; i++)
+        if (memchr(s->props[i].name, '<', s->props[i].len)) fail(c, "tools", "a property name with '<' cannot be written in Qwen 3.5's XML form");
+    for (uint32_t i = 0; i < s->n_enums && !c->failed; i++)
+        if (memchr(s->enums[i], '<', s->enum_len[i])) fail(c, "tools", "an enum value with '<' cannot be written in Qwen 3.5's XML form");
+}
+
+st_status st_json_schema_compile_tools(const char *tools_json, size_t n, const char *only, int parallel, int xml, st_json_schema **out) {
     *out = NULL;
     json_t *tools = json_loadb(tools_json, n, 0, NULL);
     if (!json_is_array(tools) || !json_array_size(tools)) { json_decref(tools); return st_fail(ST_ERR_INVALID, "tools: must be a non-empty array"); }
@@ -607,9 +626,11 @@ st_status st_json_schema_compile_tools(const char *tools_json, size_t n, const c
     json_decref(tools);
     if (!s->tools) { st_json_schema_free(s); return st_fail(ST_ERR_NOMEM, "json schema: out of memory"); }
     if (!c.failed && !s->n_tools) fail(&c, "tool_choice", "names no tool of tools");
+    if (!c.failed && xml) check_xml(&c);
     if (c.failed) { st_json_schema_free(s); return ST_ERR_INVALID; }
     qsort(s->tools, s->n_tools, sizeof *s->tools, cmp_tool);
     s->parallel = parallel;
+    s->xml = xml;
     *out = s;
     return ST_OK;
 }

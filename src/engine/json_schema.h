@@ -17,7 +17,11 @@
  *
  * A tool-call constraint is the reply `<tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>`
  * (Qwen's JSON form) where NAME is one of the tools (or the one named) and ARGS fits that tool's
- * parameters; with parallel calls allowed, more calls may follow. */
+ * parameters; with parallel calls allowed, more calls may follow. In Qwen 3.5's XML form it is
+ * `<tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n...</function>\n</tool_call>`
+ * with the parameters those ARGS would have, each VALUE the JSON text of its value (a string in
+ * quotes), so the reply's arguments are read back exactly; there a tool or key name with '<' or
+ * '>', and a '<' in any name or enum text, is refused (it cannot be written in that form). */
 #ifndef ST_ENGINE_JSON_SCHEMA_H
 #define ST_ENGINE_JSON_SCHEMA_H
 
@@ -78,6 +82,7 @@ typedef struct st_json_schema {
     st_json_stool *tools;
     uint32_t n_tools;
     int parallel;         /* more than one call may follow */
+    int xml;              /* calls in Qwen 3.5's XML form */
     char **owned;         /* the names and texts */
     uint32_t n_owned;
 } st_json_schema;
@@ -86,8 +91,8 @@ typedef struct st_json_schema {
  * enforced, ST_ERR_INVALID with a message starting with the path of the field at fault. */
 st_status st_json_schema_compile(const char *schema_json, size_t n, st_json_schema **out);
 /* A tool-call constraint from an OpenAI-shaped tools array ([{"type": "function", "function":
- * {"name", "parameters"}}]); only: the one tool allowed (NULL: any of them). */
-st_status st_json_schema_compile_tools(const char *tools_json, size_t n, const char *only, int parallel, st_json_schema **out);
+ * {"name", "parameters"}}]); only: the one tool allowed (NULL: any of them); xml: Qwen 3.5's form. */
+st_status st_json_schema_compile_tools(const char *tools_json, size_t n, const char *only, int parallel, int xml, st_json_schema **out);
 void st_json_schema_free(st_json_schema *s);
 
 /* Whether an integer being read can still meet node n's bounds: its sign (neg), the magnitude of

@@ -16,12 +16,21 @@
  *
  * Tool-call mode wraps that in the call's fixed text: `<tool_call>\n{"name": "`, a tool's name,
  * `", "arguments": `, the arguments object on that tool's node, `}\n</tool_call>`, then the end
- * (or, with parallel calls, `\n<tool_call>\n{"name": "` again). */
+ * (or, with parallel calls, `\n<tool_call>\n{"name": "` again). In Qwen 3.5's XML form
+ * (st_json_schema.xml) the call is `<tool_call>\n<function=NAME>\n`, then per argument
+ * `<parameter=KEY>\nVALUE\n</parameter>\n`, then `</function>\n</tool_call>`: the arguments
+ * object is still read by the JSON layer, which is handed the bytes the XML stands for ('{' after
+ * the function line, ',' and '"' for a parameter tag, '"' and ':' for its '>', '}' for
+ * </function>), each value being JSON text on its property's node (a string with its quotes, so
+ * the chat parser, which reads a value as JSON first, gets the very value) without '<' (the
+ * parser would end it at a "</parameter>" inside). */
 #include <string.h>
 #include "engine/json_automaton.h"
 
 static const char lit_open[] = "<tool_call>\n{\"name\": \"", lit_mid[] = ", \"arguments\": ",
                   lit_close[] = "}\n</tool_call>", lit_next[] = "\n<tool_call>\n{\"name\": \"";
+static const char xlit_open[] = "<tool_call>\n<function=", xlit_next[] = "\n<tool_call>\n<function=", xlit_param[] = "<parameter=",
+                  xlit_vclose[] = "</parameter>\n", xlit_fend[] = "</function>\n</tool_call>";
 
 static int is_number_mode(unsigned m) { return m >= M_NUM_MINUS && m <= M_NUM_EXP; }
 static int in_string(unsigned m) { return m >= M_STR && m <= M_STR_LOW_U; }
@@ -257,23 +266,105 @@ static int x_literal(st_json_xstate *x, const char *lit, size_t n, unsigned c, i
     return 1;
 }
 
+/* A byte of the XML form's fixed texts, counted in xlit (klen is the JSON layer's meanwhile). */
+static int x_xliteral(st_json_xstate *x, const char *lit, size_t n, unsigned c, int next) {
+    if (c != (unsigned char)lit[x->xlit]) return 0;
+    if (++x->xlit == n) { x->phase = (uint8_t)next; x->xlit = 0; }
+    return 1;
+}
+
+/* The JSON bytes an XML tag stands for, handed to the JSON layer. */
+static int x_json_text(const st_json_schema *sc, st_json_xstate *x, const char *b) {
+    for (; *b; b++)
+        if (!x_json_byte(sc, x, (unsigned char)*b)) return 0;
+    return 1;
+}
+
+/* The XML form's phases after the function's name (see the top of the file). */
+static int x_xml_step(const st_json_schema *sc, st_json_xstate *x, unsigned c) {
+    switch (x->phase) {
+    case P_XNL: /* the newline after <function=NAME>: the arguments object opens */
+        if (c != '\n') return 0;
+        st_json_init(&x->c);
+        x->c.mode = M_VALUE;
+        x->pend = sc->tools[x->tool].args;
+        x->phase = P_XTAG;
+        x->xlit = 0;
+        return x_json_byte(sc, x, '{');
+    case P_XTAG: /* <parameter= (another member) or </function> (the close), decided at the second byte */
+        if (x->xlit == 0) {
+            if (c != '<') return 0;
+            x->xlit = 1;
+            return 1;
+        }
+        if (c == 'p') {
+            if (!x_json_text(sc, x, x->c.mode == M_AFTER ? ",\"" : "\"")) return 0;
+            x->phase = P_XPOPEN;
+            x->xlit = 2;
+            return 1;
+        }
+        if (c != '/' || !x_json_byte(sc, x, '}')) return 0;
+        x->phase = P_XFEND;
+        x->xlit = 2;
+        return 1;
+    case P_XPOPEN: return x_xliteral(x, xlit_param, sizeof xlit_param - 1, c, P_XKEY);
+    case P_XKEY:
+        if (c == '>') {
+            if (!x_json_text(sc, x, "\":")) return 0;
+            x->phase = P_XVNL;
+            return 1;
+        }
+        if (c == '"' || c == '\\' || c == '<') return 0;
+        return x_json_byte(sc, x, c);
+    case P_XVNL:
+        if (c != '\n') return 0;
+        x->phase = P_XVALUE;
+        return 1;
+    case P_XVALUE: /* a newline after the whole value ends it (past any whitespace bound) */
+        if (c == '\n' && x->c.mode == M_AFTER && x->c.depth == 1) {
+            x->phase = P_XVCLOSE;
+            x->xlit = 0;
+            return 1;
+        }
+        if (c == '<' || !x_json_byte(sc, x, c)) return 0;
+        /* the arguments object's own ',' and '}' are the XML tags' to write, not a value's */
+        if (x->c.depth == 0 || (x->c.depth == 1 && x->c.mode == M_KEY)) return 0;
+        if (c == '\n' && x->c.mode == M_AFTER && x->c.depth == 1) { /* the newline ended a number */
+            x->phase = P_XVCLOSE;
+            x->xlit = 0;
+        }
+        return 1;
+    case P_XVCLOSE: return x_xliteral(x, xlit_vclose, sizeof xlit_vclose - 1, c, P_XTAG);
+    case P_XFEND:
+        if (!x_xliteral(x, xlit_fend, sizeof xlit_fend - 1, c, P_END)) return 0;
+        if (x->phase == P_END) {
+            st_json_init(&x->c);
+            x->pend = 0;
+        }
+        return 1;
+    }
+    return 0;
+}
+
 int st_json_xstep(const st_json_schema *sc, st_json_xstate *x, unsigned c) {
+    const char *open = sc->xml ? xlit_open : lit_open, *next = sc->xml ? xlit_next : lit_next;
+    size_t n_open = sc->xml ? sizeof xlit_open - 1 : sizeof lit_open - 1, n_next = sc->xml ? sizeof xlit_next - 1 : sizeof lit_next - 1;
     switch (x->phase) {
     case P_ANSWER: return x_json_byte(sc, x, c);
     case P_PRE:
         if (st_json_is_ws(c)) return x->klen++ < 8;
         x->phase = P_OPEN;
         x->klen = 0;
-        return x_literal(x, lit_open, sizeof lit_open - 1, c, P_NAME);
-    case P_OPEN: return x_literal(x, lit_open, sizeof lit_open - 1, c, P_NAME);
-    case P_NEXT: return x_literal(x, lit_next, sizeof lit_next - 1, c, P_NAME);
+        return x_literal(x, open, n_open, c, P_NAME);
+    case P_OPEN: return x_literal(x, open, n_open, c, P_NAME);
+    case P_NEXT: return x_literal(x, next, n_next, c, P_NAME);
     case P_NAME: {
         const st_json_stool *t = sc->tools;
-        if (c == '"') {
+        if (c == (sc->xml ? '>' : '"')) {
             if (t[x->cand].len != x->klen) return 0;
             x->tool = x->cand;
             x->cand = x->klen = 0;
-            x->phase = P_MID;
+            x->phase = sc->xml ? P_XNL : P_MID;
             return 1;
         }
         name_list names = tools_of(sc);
@@ -304,9 +395,9 @@ int st_json_xstep(const st_json_schema *sc, st_json_xstate *x, unsigned c) {
         if (!sc->parallel) return 0;
         x->phase = P_NEXT;
         x->klen = 0;
-        return x_literal(x, lit_next, sizeof lit_next - 1, c, P_NAME);
+        return x_literal(x, next, n_next, c, P_NAME);
+    default: return x_xml_step(sc, x, c);
     }
-    return 0;
 }
 
 void st_json_xinit(const st_json_schema *sc, st_json_xstate *x) {

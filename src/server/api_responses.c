@@ -482,7 +482,7 @@ void sv_api_responses(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e
                     parse_tools(req, &chat, &sp, a->echo, e) || sv_get_bool(req, "parallel_tool_calls", &parallel, e) < 0 ||
                     parse_format(req, j, &chat, a->echo, e) || sv_get_bool(req, "stream", &j->stream, e) < 0 ||
                     sv_get_int(req, "max_output_tokens", 1, 1 << 30, &max_tokens, e) < 0;
-    if (!bad) bad = sv_force_tool_call(j, &chat, parallel, e);
+    if (!bad) bad = sv_force_tool_call(s, j, &chat, parallel, e);
     json_object_set_new(a->echo, "parallel_tool_calls", json_boolean(parallel));
     json_object_set_new(a->echo, "temperature", json_real(shortest(j->gen.sampling.temperature)));
     json_object_set_new(a->echo, "top_p", json_real(shortest(j->gen.sampling.top_p)));

@@ -206,11 +206,11 @@ void sv_sampling_settle(sv_sampling *sp);
  * whose param is field and the path inside it. */
 int sv_set_schema(sv_job *j, json_t *schema, const char *field, sv_error *e);
 /* A forced tool call (tool_choice required or named) as a constraint on the reply, for the chat's
- * tools; parallel: more calls may follow. */
-int sv_set_tool_schema(sv_job *j, const sv_chat *chat, int parallel, sv_error *e);
+ * tools, in the form the model writes; parallel: more calls may follow. */
+int sv_set_tool_schema(sv_server *s, sv_job *j, const sv_chat *chat, int parallel, sv_error *e);
 /* With tool_choice required or named: the forced call as the reply's constraint (a response
  * format gives way to it); and parallel_tool_calls into j->one_call. */
-int sv_force_tool_call(sv_job *j, sv_chat *chat, int parallel, sv_error *e);
+int sv_force_tool_call(sv_server *s, sv_job *j, sv_chat *chat, int parallel, sv_error *e);
 /* A failed reply's OpenAI error body (malloc'd); j->http_status becomes j->fail_status. */
 char *sv_failure_openai(sv_job *j, const char *error);
 /* "stop" as a string or an array of strings into j->stops. */

@@ -5,12 +5,14 @@
 // "{"), streamed or not, greedy or sampled, and also when max_tokens cuts it short (the object is
 // closed in time). With a schema every finished reply meets it (checked here by a validator of
 // our own); a forced tool call names one of the tools and its arguments fit that tool's
-// parameters; the bounds (string lengths, item counts, integer ranges) hold in every finished
+// parameters, in Qwen's JSON form and in Qwen 3.5's XML form (the demo model under a Qwen 3.5
+// template); the bounds (string lengths, item counts, integer ranges) hold in every finished
 // reply; a schema that cannot be enforced (or with a keyword the automaton does not enforce, such
 // as pattern or format) is a 400 naming the field.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { startServer } from './server.mjs';
@@ -201,21 +203,46 @@ const weatherTools = [
   { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { type: 'string' } }, required: ['zone'] } } },
 ];
 
-test('a forced tool call names one of the tools, with arguments that fit it', async () => {
-  for (const [i, tool_choice] of ['required', { type: 'function', function: { name: 'get_time' } }, 'required'].entries()) {
-    const r = await client.chat.completions.create({
-      model: 'demo', tools: weatherTools, tool_choice, max_tokens: 120, temperature: i ? 0.9 : 0, seed: i, parallel_tool_calls: false,
+// Forced calls (tool_choice each of choices, greedy and then sampled) through client c: each finished
+// one names one tool (the named one when named) with arguments that fit it; returns how many finished.
+async function forcedCallsFit(c, choices, seed) {
+  let calls = 0;
+  for (const [i, tool_choice] of choices.entries()) {
+    const r = await c.chat.completions.create({
+      model: 'demo', tools: weatherTools, tool_choice, max_tokens: 120, temperature: i ? 0.9 : 0, seed: seed + i, parallel_tool_calls: false,
       messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
     });
-    const c = r.choices[0];
-    if (c.finish_reason === 'length') continue;
-    assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
-    assert.equal(c.message.tool_calls.length, 1);
-    const call = c.message.tool_calls[0].function;
+    const ch = r.choices[0];
+    if (ch.finish_reason === 'length') continue;
+    assert.equal(ch.finish_reason, 'tool_calls', JSON.stringify(ch));
+    assert.equal(ch.message.tool_calls.length, 1);
+    const call = ch.message.tool_calls[0].function;
     const tool = weatherTools.find((t) => t.function.name === call.name);
     assert.ok(tool, call.name);
-    if (typeof tool_choice === 'object') assert.equal(call.name, 'get_time');
+    if (typeof tool_choice === 'object') assert.equal(call.name, tool_choice.function.name);
     assert.ok(meets(JSON.parse(call.arguments), tool.function.parameters), call.arguments);
+    calls++;
+  }
+  return calls;
+}
+
+test('a forced tool call names one of the tools, with arguments that fit it', async () => {
+  await forcedCallsFit(client, ['required', { type: 'function', function: { name: 'get_time' } }, 'required'], 0);
+});
+
+test('Qwen 3.5\'s XML form: a forced call names a tool, each <parameter> value JSON that fits it', async () => {
+  // a template with Qwen 3.5's markers makes the server render (and constrain) that form
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'strata-xml-'));
+  const tmpl = path.join(dir, 'qwen35.jinja');
+  fs.writeFileSync(tmpl, "{{- '<|im_start|>' }}<tool_call>\n<function=x>\n<parameter=y>\n</parameter>\n</function>\n</tool_call>");
+  const xml = await startServer(['--ctx', '2048', '-m', model, '--chat-template-file', tmpl]);
+  try {
+    const c = new OpenAI({ baseURL: xml.base + '/v1', apiKey: 'unused', maxRetries: 0 });
+    const calls = await forcedCallsFit(c, ['required', { type: 'function', function: { name: 'get_weather' } }, 'required', 'required'], 40);
+    assert.ok(calls >= 2, `only ${calls} of 4 calls finished within max_tokens`);
+  } finally {
+    assert.equal(await xml.stop(), 0, xml.stderr());
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });
 

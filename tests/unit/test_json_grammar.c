@@ -779,6 +779,19 @@ static int check_answer(const char *text, size_t n, void *ctx) {
 
 typedef struct tools_ctx { json_t *tools; const char *only; int parallel; const char *opening; } tools_ctx;
 
+/* The parameters of the tool named name (NULL: none given), *found whether there is one. */
+static json_t *tool_params(json_t *tools, const char *name, int *found) {
+    size_t i;
+    json_t *t;
+    *found = 0;
+    json_array_foreach(tools, i, t)
+        if (name && !strcmp(json_string_value(json_object_get(json_object_get(t, "function"), "name")), name)) {
+            *found = 1;
+            return json_object_get(json_object_get(t, "function"), "parameters");
+        }
+    return NULL;
+}
+
 /* <tool_call>\n{"name": N, "arguments": A}\n</tool_call>, once (or more when parallel). */
 static int check_calls(const char *text, size_t n, void *ctx) {
     tools_ctx *tc = ctx;
@@ -793,15 +806,8 @@ static int check_calls(const char *text, size_t n, void *ctx) {
         if (!end) return 0;
         json_t *call = json_loadb(p + 12, (size_t)(end - p - 12), 0, NULL);
         const char *name = json_string_value(json_object_get(call, "name"));
-        json_t *schema = NULL;
-        size_t i;
-        json_t *t;
         int found = 0;
-        json_array_foreach(tc->tools, i, t)
-            if (name && !strcmp(json_string_value(json_object_get(json_object_get(t, "function"), "name")), name)) {
-                schema = json_object_get(json_object_get(t, "function"), "parameters");
-                found = 1;
-            }
+        json_t *schema = tool_params(tc->tools, name, &found);
         int ok = found && (!tc->only || !strcmp(name, tc->only)) && json_object_size(call) == 2 &&
                  meets(json_object_get(call, "arguments"), schema, schema);
         json_decref(call);
@@ -836,6 +842,48 @@ static void masks_along(const st_json_vocab *v, const st_json_schema *sc, int32_
         CHECK(st_json_constraint_complete(c) && st_json_constraint_allows(c, im_end) && mask_exact(c, n_vocab, logits));
         st_json_constraint_free(c);
     }
+}
+
+/* Qwen 3.5's XML calls, read as the chat parser does (text/chat_parse.c: a value is its JSON),
+ * each naming a tool with arguments that fit it. */
+static int check_xml_calls(const char *text, size_t n, void *ctx) {
+    tools_ctx *tc = ctx;
+    int calls = 0;
+    char whole[8300];
+    snprintf(whole, sizeof whole, "%s%s", tc->opening, text);
+    const char *p = whole;
+    while (*p == '\n' || *p == ' ' || *p == '\r' || *p == '\t') p++;
+    while (*p) {
+        if (strncmp(p, "<tool_call>\n<function=", 22)) return 0;
+        p += 22;
+        const char *gt = strchr(p, '>');
+        if (!gt || gt[1] != '\n') return 0;
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(gt - p), p);
+        p = gt + 2;
+        json_t *args = json_object();
+        int ok = 1;
+        while (ok && !strncmp(p, "<parameter=", 11)) {
+            const char *k = p + 11, *kend = strchr(k, '>'), *vend = kend ? strstr(kend, "\n</parameter>\n") : NULL;
+            if (!kend || kend[1] != '\n' || !vend) { ok = 0; break; }
+            char key[64];
+            snprintf(key, sizeof key, "%.*s", (int)(kend - k), k);
+            json_t *val = json_loadb(kend + 2, (size_t)(vend - kend - 2), JSON_DECODE_ANY, NULL);
+            if (val) json_object_set_new(args, key, val);
+            else ok = 0;
+            p = vend + 14;
+        }
+        ok = ok && !strncmp(p, "</function>\n</tool_call>", 24);
+        int found = 0;
+        json_t *schema = tool_params(tc->tools, name, &found);
+        ok = ok && found && (!tc->only || !strcmp(name, tc->only)) && meets(args, schema, schema);
+        json_decref(args);
+        if (!ok) return 0;
+        calls++;
+        p += 24;
+        if (*p == '\n') p++;
+    }
+    return calls == 1 || (tc->parallel && calls > 1);
 }
 
 static void test_schema_constraint(void) {
@@ -940,7 +988,7 @@ static void test_schema_constraint(void) {
     prompt[np++] = id_of_raw("\n");
     for (int mode = 0; mode < 3; mode++) {
         tools_ctx tc = {tools, mode == 1 ? "get_weather" : NULL, mode == 2, mode == 2 ? "" : "<tool_call>\n"};
-        CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), tc.only, tc.parallel, &sc) == ST_OK);
+        CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), tc.only, tc.parallel, 0, &sc) == ST_OK);
         completed = 0;
         CHECK(sample_runs(v, sc, prompt, mode == 2 ? bare : np, n_vocab, check_calls, &tc, &completed));
         CHECKF(completed >= 10, "tools mode %d: only %d of 40 runs finished", mode, completed);
@@ -952,7 +1000,7 @@ static void test_schema_constraint(void) {
         st_json_schema_free(sc);
     }
     /* a named tool's forced opening is read from the prompt: only its arguments are left */
-    CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), "get_time", 0, &sc) == ST_OK);
+    CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), "get_time", 0, 0, &sc) == ST_OK);
     int complete2 = 0;
     st_json_constraint *c = NULL;
     CHECK(st_json_constraint_new_schema(v, sc, prompt, np, &c) == ST_OK);
@@ -964,9 +1012,69 @@ static void test_schema_constraint(void) {
     CHECK(st_json_constraint_allows(c, im_end) && !st_json_constraint_allows(c, id_of_raw("\n")));
     st_json_constraint_free(c);
     st_json_schema_free(sc);
-    CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), "launch", 0, &sc) == ST_ERR_INVALID && !sc);
+    CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), "launch", 0, 0, &sc) == ST_ERR_INVALID && !sc);
     st_clear_error();
 
+    /* Qwen 3.5's XML form: each value the JSON text of its argument, on its property's rules */
+    CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), NULL, 0, 1, &sc) == ST_OK);
+    const char *w = "<tool_call>\n<function=get_weather>\n";
+    char doc[256];
+    schema_doc(v, sc, "<tool_call>\n<function=get_weather>\n<parameter=unit>\n\"c\"\n</parameter>\n<parameter=city>\n\"Paris\"\n</parameter>\n"
+                      "</function>\n</tool_call>", ok);
+    schema_doc(v, sc, "\n<tool_call>\n<function=get_time>\n</function>\n</tool_call>", ok);
+    schema_doc(v, sc, "<tool_call>\n<function=get_time>\n<parameter=zone>\n [1, {\"a\": null},\n 2.5e3] \n</parameter>\n<parameter=x>\n-7\n"
+                      "</parameter>\n</function>\n</tool_call>", ok);
+    snprintf(doc, sizeof doc, "%s<parameter=city>\nParis", w);
+    schema_doc(v, sc, doc, 52);                           /* a string in its quotes */
+    snprintf(doc, sizeof doc, "%s</", w);
+    schema_doc(v, sc, doc, 36);                           /* city and unit are required */
+    snprintf(doc, sizeof doc, "%s<parameter=town", w);
+    schema_doc(v, sc, doc, 46);                           /* closed */
+    snprintf(doc, sizeof doc, "%s<parameter=city>\n\"a<", w);
+    schema_doc(v, sc, doc, 54);                           /* no '<' in a value */
+    snprintf(doc, sizeof doc, "%s<parameter=unit>\n\"k", w);
+    schema_doc(v, sc, doc, 53);                           /* the enum */
+    snprintf(doc, sizeof doc, "%s<parameter=unit>\n\"c\"\n</parameter>\n<parameter=unit", w);
+    schema_doc(v, sc, doc, 80);                           /* each key once */
+    snprintf(doc, sizeof doc, "%s<parameter=city>\n\"Oslo\"</parameter>", w);
+    schema_doc(v, sc, doc, 58);                           /* the value's line ends first */
+    schema_doc(v, sc, "<tool_call>\n{", 12);             /* not the JSON form */
+    schema_doc(v, sc, "<tool_call>\n<function=get_weathe>", 32);
+    complete = 1;
+    snprintf(doc, sizeof doc, "%s<parameter=unit>\n\"c\"\n</parameter>\n<parameter=city>\n\"x\"\n</parameter>\n</function>", w);
+    schema_accepts(v, sc, doc, &complete);
+    CHECK(!complete);
+    logits = malloc(sizeof *logits * (size_t)n_vocab);
+    masks_along(v, sc, n_vocab, logits, "<tool_call>\n<function=get_weather>\n<parameter=city>\n\"hello there\"\n</parameter>\n<parameter=unit>\n\"f\"\n"
+                                        "</parameter>\n</function>\n</tool_call>");
+    masks_along(v, sc, n_vocab, logits, "<tool_call>\n<function=get_time>\n<parameter=q>\n{\"k\": [true, 123]}\n</parameter>\n</function>\n</tool_call>");
+    free(logits);
+    st_json_schema_free(sc);
+    for (int mode = 0; mode < 3; mode++) {
+        tools_ctx tc = {tools, mode == 1 ? "get_weather" : NULL, mode == 2, mode == 0 ? "<tool_call>\n<function=" : ""};
+        CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), tc.only, tc.parallel, 1, &sc) == ST_OK);
+        int32_t xp[32];
+        size_t nx = 0;
+        for (size_t k = 0; k < bare; k++) xp[nx++] = prompt[k];
+        if (mode == 0) {
+            xp[nx++] = id_of_raw("<tool_call>");
+            xp[nx++] = id_of_raw("\n");
+            for (const char *q = "<function="; *q; q++) xp[nx++] = (unsigned char)*q;
+        }
+        completed = 0;
+        CHECK(sample_runs(v, sc, xp, nx, n_vocab, check_xml_calls, &tc, &completed));
+        CHECKF(completed >= 10, "xml tools mode %d: only %d of 40 runs finished", mode, completed);
+        st_json_schema_free(sc);
+    }
+    /* names the XML form cannot write */
+    const char *angle = "[{\"type\":\"function\",\"function\":{\"name\":\"a>b\"}}]";
+    CHECK(st_json_schema_compile_tools(angle, strlen(angle), NULL, 0, 0, &sc) == ST_OK);
+    st_json_schema_free(sc);
+    CHECK(st_json_schema_compile_tools(angle, strlen(angle), NULL, 0, 1, &sc) == ST_ERR_INVALID && !sc);
+    st_clear_error();
+    const char *lt = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"properties\":{\"a\":{\"enum\":[\"<x>\"]}}}}}]";
+    CHECK(st_json_schema_compile_tools(lt, strlen(lt), NULL, 0, 1, &sc) == ST_ERR_INVALID && !sc);
+    st_clear_error();
     json_decref(tools);
     st_json_vocab_free(v);
     st_tokenizer_free(t);
