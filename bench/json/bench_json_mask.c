@@ -207,7 +207,7 @@ int main(int argc, char **argv) {
         "{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}]";
     st_json_schema *sc = NULL, *tc = NULL;
     if (st_json_schema_compile(person, strlen(person), &sc) != ST_OK ||
-        st_json_schema_compile_tools(tools, strlen(tools), NULL, 0, &tc) != ST_OK) { fprintf(stderr, "%s\n", st_last_error()); return 1; }
+        st_json_schema_compile_tools(tools, strlen(tools), NULL, 0, 0, &tc) != ST_OK) { fprintf(stderr, "%s\n", st_last_error()); return 1; }
     printf("\nWith a schema: `%s`; tool calls of `get_weather(city)` and `get_time()`.\n\n"
            "| state after | allowed | full mask (ms) | cached mask (ms) |\n|---|---|---|---|\n", person);
     const char *sstates[] = {"", "{", "{\"na", "{\"name\": \"Alice likes", "{\"name\": \"A\", \"age\": 12",

@@ -32,6 +32,7 @@ typedef struct serve_flags {
     int log_format; /* 0 text, 1 json */
     int64_t cache_mib;   /* -1: st_prompt_cache_default_bytes */
     int parallel;
+    int64_t responses_max, responses_mib; /* the kept /v1/responses */
 } serve_flags;
 
 #define OWN(field) offsetof(serve_flags, field)
@@ -55,6 +56,11 @@ static const cli_flag serve_own[] = {
      "keep the states of recent conversations (KV rows, recurrent checkpoints) in up to\n"
      "MiB of memory, so a request that extends any of them reuses it; 0: off (default: a\n"
      "quarter of the memory available at start, at most 8192)", 0},
+    {"--responses-kept", NULL, "N", CLI_INT64, OWN(responses_max), 0, 1 << 20, NULL, NULL,
+     "keep the last N finished /v1/responses (not those sent with store: false) for\n"
+     "previous_response_id and GET /v1/responses/ID (default 256; 0: none)", 0},
+    {"--responses-mib", NULL, "MiB", CLI_INT64, OWN(responses_mib), 1, 1 << 20, NULL, NULL,
+     "the most memory the kept responses take (default 64); the least recently used go first", 0},
     {"--engine", NULL, "KIND", CLI_STRING, OWN(engine), 0, 0, NULL, NULL,
      "strata (default) or echo: the deterministic stand-in of the server's tests", 0},
     {"--alias", NULL, "NAME", CLI_STRING, OWN(cfg.alias), 0, 0, NULL, NULL,
@@ -117,6 +123,8 @@ int cmd_serve(int argc, char **argv) {
     serve_flags sf = {.engine = "strata", .cache_mib = -1, .parallel = 4};
     sv_config_defaults(&sf.cfg);
     sf.max_body = (int64_t)sf.cfg.max_body;
+    sf.responses_max = (int64_t)sf.cfg.responses_max;
+    sf.responses_mib = (int64_t)(sf.cfg.responses_bytes >> 20);
     sf.cfg.api_key = getenv("STRATA_API_KEY");
     o.sampling.temperature = o.sampling.top_p = o.sampling.min_p = o.sampling.repeat_penalty = NAN;
     o.sampling.top_k = INT32_MIN;
@@ -125,6 +133,8 @@ int cmd_serve(int argc, char **argv) {
     if (prc >= 0) return prc;
     sv_config cfg = sf.cfg;
     cfg.max_body = (size_t)sf.max_body;
+    cfg.responses_max = (size_t)sf.responses_max;
+    cfg.responses_bytes = (size_t)sf.responses_mib << 20;
     sampling_defaults(&o.sampling, &cfg);
     cfg.webui = !sf.no_webui;
     cfg.log = log_line;

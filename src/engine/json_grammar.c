@@ -15,44 +15,15 @@
  *     token without '<'; those sets are precomputed, so only the other tokens are walked;
  *   - the last few masks are kept with the state they were made for (structure repeats: the same
  *     mask serves every "after a value at depth 2 in an object").
- * And the sampler asks for the mask only when the token it picked is refused. */
+ * And the sampler asks for the mask only when the token it picked is refused.
+ *
+ * With a schema, the state is the schema layer's (json_schema_walk.c, over this automaton), and
+ * the same walks, sets and cache serve it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "engine/json_grammar.h"
-#include "engine/json_schema.h"
+#include "engine/json_automaton.h"
 #include "text/tokenizer.h"
-
-enum mode {
-    M_PRE,        /* before the reply: whitespace, "<think>" or "{" */
-    M_THINK_OPEN, /* sub bytes of "<think>" read */
-    M_THINK,      /* in the think block; sub bytes of "</think>" read */
-    M_VALUE,      /* a value must come (at depth 0: the object) */
-    M_ARR_FIRST,  /* after '[': a value or ']' */
-    M_OBJ_FIRST,  /* after '{': a key or '}' */
-    M_KEY,        /* after ',' in an object: a key */
-    M_COLON,      /* after a key */
-    M_AFTER,      /* after a value inside a container: ',' or the close */
-    M_DONE,       /* the object is closed */
-    M_STR,        /* in a string */
-    M_STR_ESC,    /* after a backslash */
-    M_STR_HEX,    /* sub hex digits of \uXXXX read; aux says what the first two were */
-    M_STR_UTF8,   /* sub continuation bytes still due; aux the lead byte while the second is due */
-    M_STR_LOW_BS, /* after a high surrogate escape: '\' must come */
-    M_STR_LOW_U,  /* then 'u' */
-    M_LIT,        /* aux which literal, sub bytes read */
-    M_NUM_MINUS,  /* '-' read: a digit must come */
-    M_NUM_ZERO,   /* a leading 0 */
-    M_NUM_INT,    /* integer digits */
-    M_NUM_DOT,    /* '.' read: a digit must come */
-    M_NUM_FRAC,   /* fraction digits */
-    M_NUM_E,      /* 'e' read: a sign or digit */
-    M_NUM_ESIGN,  /* sign read: a digit */
-    M_NUM_EXP,    /* exponent digits */
-};
-
-enum { F_KEY = 1, F_LOW = 2 };
-enum { HEX_PLAIN = 0, HEX_D = 1, HEX_HIGH = 2 }; /* aux of M_STR_HEX */
 
 static const char think_open[] = "<think>", think_close[] = "</think>";
 static const char *const literals[3] = {"true", "false", "null"};
@@ -61,11 +32,8 @@ void st_json_init(st_json_state *s) { memset(s, 0, sizeof *s); }
 
 int st_json_complete(const st_json_state *s) { return s->mode == M_DONE; }
 
-static int is_ws(unsigned c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-static int is_digit(unsigned c) { return c >= '0' && c <= '9'; }
-static int is_hex(unsigned c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+static int is_hex(unsigned c) { return st_json_is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
-static int top_is_array(const st_json_state *s) { return (s->stack >> (s->depth - 1)) & 1; }
 
 /* A value ended: the next byte is what follows it in its container, or the object is done. */
 static void value_done(st_json_state *s) { s->mode = s->depth ? M_AFTER : M_DONE; }
@@ -80,7 +48,7 @@ static int push(st_json_state *s, int array) {
 }
 
 static int close_container(st_json_state *s, int array) {
-    if (!s->depth || top_is_array(s) != array) return 0;
+    if (!s->depth || st_json_top_is_array(s) != array) return 0;
     s->depth--;
     s->stack &= ~(1ull << s->depth);
     value_done(s);
@@ -181,26 +149,26 @@ static int number_byte(st_json_state *s, unsigned c) {
         return 0;
     case M_NUM_ZERO:
     case M_NUM_INT:
-        if (is_digit(c) && s->mode == M_NUM_INT) return 1;
+        if (st_json_is_digit(c) && s->mode == M_NUM_INT) return 1;
         if (c == '.') { s->mode = M_NUM_DOT; return 1; }
         if (c == 'e' || c == 'E') { s->mode = M_NUM_E; return 1; }
         break;
     case M_NUM_DOT:
-        if (is_digit(c)) { s->mode = M_NUM_FRAC; return 1; }
+        if (st_json_is_digit(c)) { s->mode = M_NUM_FRAC; return 1; }
         return 0;
     case M_NUM_FRAC:
-        if (is_digit(c)) return 1;
+        if (st_json_is_digit(c)) return 1;
         if (c == 'e' || c == 'E') { s->mode = M_NUM_E; return 1; }
         break;
     case M_NUM_E:
         if (c == '+' || c == '-') { s->mode = M_NUM_ESIGN; return 1; }
-        if (is_digit(c)) { s->mode = M_NUM_EXP; return 1; }
+        if (st_json_is_digit(c)) { s->mode = M_NUM_EXP; return 1; }
         return 0;
     case M_NUM_ESIGN:
-        if (is_digit(c)) { s->mode = M_NUM_EXP; return 1; }
+        if (st_json_is_digit(c)) { s->mode = M_NUM_EXP; return 1; }
         return 0;
     case M_NUM_EXP:
-        if (is_digit(c)) return 1;
+        if (st_json_is_digit(c)) return 1;
         break;
     }
     value_done(s); /* depth > 0: a number is never the top-level value */
@@ -208,9 +176,9 @@ static int number_byte(st_json_state *s, unsigned c) {
 }
 
 static int after_value_byte(st_json_state *s, unsigned c) {
-    if (is_ws(c)) return take_ws(s);
+    if (st_json_is_ws(c)) return take_ws(s);
     s->ws = 0;
-    if (c == ',') { s->mode = top_is_array(s) ? M_VALUE : M_KEY; return 1; }
+    if (c == ',') { s->mode = st_json_top_is_array(s) ? M_VALUE : M_KEY; return 1; }
     if (c == '}' || c == ']') return close_container(s, c == ']');
     return 0;
 }
@@ -219,7 +187,7 @@ static int after_value_byte(st_json_state *s, unsigned c) {
 static int step(st_json_state *s, unsigned c) {
     switch (s->mode) {
     case M_PRE:
-        if (is_ws(c)) return take_ws(s);
+        if (st_json_is_ws(c)) return take_ws(s);
         s->ws = 0;
         if (c == '<') { s->mode = M_THINK_OPEN; s->sub = 1; return 1; }
         return value_start(s, c);
@@ -236,26 +204,26 @@ static int step(st_json_state *s, unsigned c) {
         return 1;
     case M_VALUE:
     case M_ARR_FIRST:
-        if (is_ws(c)) return take_ws(s);
+        if (st_json_is_ws(c)) return take_ws(s);
         s->ws = 0;
         if (c == ']' && s->mode == M_ARR_FIRST) return close_container(s, 1);
         return value_start(s, c);
     case M_OBJ_FIRST:
     case M_KEY:
-        if (is_ws(c)) return take_ws(s);
+        if (st_json_is_ws(c)) return take_ws(s);
         s->ws = 0;
         if (c == '"') { s->mode = M_STR; s->flags = F_KEY; return 1; }
         if (c == '}' && s->mode == M_OBJ_FIRST) return close_container(s, 0);
         return 0;
     case M_COLON:
-        if (is_ws(c)) return take_ws(s);
+        if (st_json_is_ws(c)) return take_ws(s);
         s->ws = 0;
         if (c == ':') { s->mode = M_VALUE; return 1; }
         return 0;
     case M_AFTER:
         return after_value_byte(s, c);
     case M_DONE:
-        return is_ws(c) && take_ws(s);
+        return st_json_is_ws(c) && take_ws(s);
     case M_STR:
         return string_byte(s, c);
     case M_STR_ESC:
@@ -290,6 +258,8 @@ static int step(st_json_state *s, unsigned c) {
     }
 }
 
+int st_json_step(st_json_state *s, unsigned c) { return step(s, c); }
+
 int st_json_feed(st_json_state *s, const char *bytes, size_t n) {
     st_json_state t = *s;
     for (size_t i = 0; i < n; i++)
@@ -323,300 +293,6 @@ int st_json_close_cost(const st_json_state *s) {
     case M_NUM_MINUS: case M_NUM_DOT: case M_NUM_E: case M_NUM_ESIGN: return 1 + d;
     default: return d; /* a number that may end here */
     }
-}
-
-/* ---- the schema layer ----
- *
- * With a schema (json_schema.h) the core automaton still reads every byte; around it, a frame per
- * open container names the schema node it must meet and the properties already seen, `pend` the
- * node the next value must meet, and a candidate (the first name or enum text, in sorted order,
- * that the bytes so far begin) with how many bytes matched. A value's first byte is checked
- * against the node's types; a key's bytes against the property names (for a closed object, only
- * the unseen ones); '}' against required; ',' in a closed object needs an unseen property left;
- * an enum value is matched as its compact text, and ends where no text goes on. Every state kept
- * can still be finished, so a mask is never empty: names and texts are prefixes of something
- * allowed, and the compiler refused what nothing can meet.
- *
- * Tool-call mode wraps that in the call's fixed text: `<tool_call>\n{"name": "`, a tool's name,
- * `", "arguments": `, the arguments object on that tool's node, `}\n</tool_call>`, then the end
- * (or, with parallel calls, `\n<tool_call>\n{"name": "` again). */
-
-#define NO_CAND 0xFFFF
-enum { M_ENUM = 64 }; /* a core mode only the schema layer reads: an enum value's text */
-enum phase { P_ANSWER, P_PRE, P_OPEN, P_NAME, P_MID, P_ARGS, P_CLOSE, P_END, P_NEXT };
-static const char lit_open[] = "<tool_call>\n{\"name\": \"", lit_mid[] = ", \"arguments\": ",
-                  lit_close[] = "}\n</tool_call>", lit_next[] = "\n<tool_call>\n{\"name\": \"";
-
-typedef struct xstate {
-    st_json_state c;
-    uint8_t phase;  /* enum phase; P_ANSWER: the whole reply is the schema's object */
-    uint8_t pad;
-    uint16_t tool;  /* the call's tool, once its name is read */
-    uint16_t pend;  /* the node the next value must meet */
-    uint16_t cur;   /* the node of the number or enum value being read */
-    uint16_t cand;  /* key, enum or tool name candidate; NO_CAND: a key no property begins */
-    uint16_t klen;  /* bytes of it matched; in a fixed text, bytes of the text */
-    uint16_t pad2[2];
-    uint16_t node[ST_JSON_SCHEMA_DEPTH + 1]; /* by depth: the container's node */
-    uint64_t seen[ST_JSON_SCHEMA_DEPTH + 1]; /* by depth: properties seen (bit = sorted index) */
-} xstate;
-
-static int is_number_mode(unsigned m) { return m >= M_NUM_MINUS && m <= M_NUM_EXP; }
-static int in_string(unsigned m) { return m >= M_STR && m <= M_STR_LOW_U; }
-
-static const st_json_sprop *prop_of(const st_json_schema *sc, const st_json_snode *t, uint32_t i) {
-    return &sc->props[t->first_prop + i];
-}
-
-/* The first of n sorted names (from index `from`, which begins the bytes read so far, k of them)
- * that goes on with byte c, skipping those `skip` has a bit for; n when none. The names and their
- * lengths are read with strides, from an array of structs or from two arrays. */
-typedef struct name_list {
-    const char *name0; /* &first name pointer */
-    const char *len0;  /* &first length (uint32_t) */
-    size_t name_stride, len_stride;
-    uint32_t n;
-} name_list;
-
-static const char *nl_name(const name_list *l, uint32_t i) { return *(const char *const *)(l->name0 + (size_t)i * l->name_stride); }
-static uint32_t nl_len(const name_list *l, uint32_t i) { return *(const uint32_t *)(l->len0 + (size_t)i * l->len_stride); }
-
-static uint32_t next_candidate(const name_list *l, uint32_t from, uint32_t k, unsigned c, uint64_t skip) {
-    for (uint32_t i = from; i < l->n; i++) {
-        if (k && (nl_len(l, i) < k || memcmp(nl_name(l, i), nl_name(l, from), k))) break;
-        if (nl_len(l, i) > k && (unsigned char)nl_name(l, i)[k] == c && !(i < 64 && ((skip >> i) & 1))) return i;
-    }
-    return l->n;
-}
-
-static name_list props_of(const st_json_schema *sc, const st_json_snode *t) {
-    const st_json_sprop *p = &sc->props[t->first_prop];
-    return (name_list){(const char *)&p->name, (const char *)&p->len, sizeof *p, sizeof *p, t->n_props};
-}
-
-static name_list enums_of(const st_json_schema *sc, const st_json_snode *v) {
-    return (name_list){(const char *)&sc->enums[v->first_enum], (const char *)&sc->enum_len[v->first_enum], sizeof *sc->enums,
-                       sizeof *sc->enum_len, v->n_enum};
-}
-
-static name_list tools_of(const st_json_schema *sc) {
-    return (name_list){(const char *)&sc->tools->name, (const char *)&sc->tools->len, sizeof *sc->tools, sizeof *sc->tools, sc->n_tools};
-}
-
-static uint64_t all_props(const st_json_snode *t) { return t->n_props == 64 ? ~0ull : (1ull << t->n_props) - 1; }
-
-static int xstep(const st_json_schema *sc, xstate *x, unsigned c);
-
-/* ',', '}' or ']' after a value (or whitespace), with the container's rules. */
-static int x_after(const st_json_schema *sc, xstate *x, unsigned c) {
-    uint8_t d = x->c.depth;
-    const st_json_snode *t = &sc->nodes[x->node[d]];
-    if (c == ',' && d) {
-        if (top_is_array(&x->c)) x->pend = t->items;
-        else if (t->closed && (x->seen[d] & all_props(t)) == all_props(t)) return 0;
-    }
-    if (c == '}' && (x->seen[d] & t->required) != t->required) return 0;
-    if (!step(&x->c, c)) return 0;
-    if (c == '}' || c == ']') { x->node[d] = 0; x->seen[d] = 0; }
-    return 1;
-}
-
-static int x_value_start(const st_json_schema *sc, xstate *x, unsigned c) {
-    const st_json_snode *v = &sc->nodes[x->pend];
-    if (v->n_enum) {
-        name_list texts = enums_of(sc, v);
-        uint32_t i = next_candidate(&texts, 0, 0, c, 0);
-        if (i == v->n_enum) return 0;
-        x->c.mode = M_ENUM;
-        x->c.ws = 0;
-        x->cur = x->pend;
-        x->pend = 0;
-        x->cand = (uint16_t)i;
-        x->klen = 1;
-        return 1;
-    }
-    int need = c == '{' ? ST_JT_OBJECT : c == '[' ? ST_JT_ARRAY : c == '"' ? ST_JT_STRING : c == '-' || is_digit(c) ? ST_JT_NUMBER | ST_JT_INTEGER
-             : c == 't' || c == 'f' ? ST_JT_BOOL : c == 'n' ? ST_JT_NULL : 0;
-    if (!(v->types & need) || !step(&x->c, c)) return 0;
-    if (c == '{' || c == '[') {
-        if (x->c.depth > ST_JSON_SCHEMA_DEPTH) return 0;
-        x->node[x->c.depth] = x->pend;
-        x->seen[x->c.depth] = 0;
-        x->pend = c == '[' ? v->items : 0;
-    } else {
-        x->cur = x->pend;
-        x->pend = 0;
-    }
-    return 1;
-}
-
-/* A byte of a key (the core is in a string with F_KEY). */
-static int x_key_byte(const st_json_schema *sc, xstate *x, unsigned c) {
-    uint8_t d = x->c.depth;
-    const st_json_snode *t = &sc->nodes[x->node[d]];
-    if (x->cand == NO_CAND) { /* a key no property begins: any string, its value meets extra */
-        if (!step(&x->c, c)) return 0;
-        if (x->c.mode == M_COLON) { x->pend = t->extra; x->cand = 0; x->klen = 0; }
-        return 1;
-    }
-    if (c == '\\') return 0;
-    if (c == '"') {
-        const st_json_sprop *p = prop_of(sc, t, x->cand);
-        int exact = p->len == x->klen;
-        if (exact && ((x->seen[d] >> x->cand) & 1)) return 0; /* each key once */
-        if (!exact && t->closed) return 0;
-        if (!step(&x->c, c)) return 0;
-        if (exact) { x->seen[d] |= 1ull << x->cand; x->pend = p->node; }
-        else x->pend = t->extra;
-        x->cand = 0;
-        x->klen = 0;
-        return 1;
-    }
-    name_list names = props_of(sc, t);
-    uint32_t i = next_candidate(&names, x->cand, x->klen, c, t->closed ? x->seen[d] : 0);
-    if (!step(&x->c, c)) return 0;
-    if (i == t->n_props) {
-        if (t->closed) return 0;
-        x->cand = NO_CAND;
-        x->klen = 0;
-        return 1;
-    }
-    x->cand = (uint16_t)i;
-    x->klen++;
-    return 1;
-}
-
-static int x_enum_byte(const st_json_schema *sc, xstate *x, unsigned c) {
-    const st_json_snode *v = &sc->nodes[x->cur];
-    name_list texts = enums_of(sc, v);
-    uint32_t i = next_candidate(&texts, x->cand, x->klen, c, 0);
-    if (i < v->n_enum) {
-        x->cand = (uint16_t)i;
-        x->klen++;
-        return 1;
-    }
-    if (nl_len(&texts, x->cand) != x->klen) return 0;
-    x->c.mode = M_AFTER; /* an enum value is never the top level */
-    x->cur = x->cand = x->klen = 0;
-    return x_after(sc, x, c);
-}
-
-/* One byte of the schema's JSON value (the core plus the schema's rules). */
-static int x_json_byte(const st_json_schema *sc, xstate *x, unsigned c) {
-    unsigned m = x->c.mode;
-    if (m == M_ENUM) return x_enum_byte(sc, x, c);
-    if (in_string(m)) {
-        if (x->c.flags & F_KEY) return x_key_byte(sc, x, c);
-        return step(&x->c, c);
-    }
-    if (is_number_mode(m)) {
-        st_json_state t = x->c;
-        if (!step(&t, c)) return 0;
-        if (is_number_mode(t.mode)) {
-            if (!(sc->nodes[x->cur].types & ST_JT_NUMBER) && (t.mode == M_NUM_DOT || t.mode == M_NUM_E)) return 0;
-            x->c = t;
-            return 1;
-        }
-        x->c.mode = M_AFTER; /* the byte ends the number: read it as what follows a value */
-        x->cur = 0;
-        return x_after(sc, x, c);
-    }
-    if (is_ws(c) || m == M_COLON || m == M_DONE || m == M_THINK_OPEN || m == M_THINK || m == M_LIT) return step(&x->c, c);
-    if (m == M_PRE && c == '<') return step(&x->c, c);
-    if (m == M_AFTER) return x_after(sc, x, c);
-    if (m == M_OBJ_FIRST || m == M_KEY) {
-        const st_json_snode *t = &sc->nodes[x->node[x->c.depth]];
-        if (c == '}') return x_after(sc, x, c);
-        if (c != '"' || !step(&x->c, c)) return 0;
-        uint64_t skip = t->closed ? x->seen[x->c.depth] : 0;
-        if (t->closed && (skip & all_props(t)) == all_props(t)) return 0;
-        /* the first candidate: the first name (unseen, for a closed object) */
-        uint32_t i = 0;
-        while (i < t->n_props && ((skip >> i) & 1)) i++;
-        x->cand = t->n_props ? (uint16_t)i : NO_CAND;
-        x->klen = 0;
-        return 1;
-    }
-    if (m == M_ARR_FIRST && c == ']') return x_after(sc, x, c);
-    return x_value_start(sc, x, c); /* M_PRE, M_VALUE, M_ARR_FIRST */
-}
-
-/* A byte of a fixed text; at its end, the next phase. */
-static int x_literal(xstate *x, const char *lit, size_t n, unsigned c, int next) {
-    if (c != (unsigned char)lit[x->klen]) return 0;
-    if (++x->klen == n) { x->phase = (uint8_t)next; x->klen = 0; }
-    return 1;
-}
-
-static int xstep(const st_json_schema *sc, xstate *x, unsigned c) {
-    switch (x->phase) {
-    case P_ANSWER: return x_json_byte(sc, x, c);
-    case P_PRE:
-        if (is_ws(c)) return x->klen++ < 8;
-        x->phase = P_OPEN;
-        x->klen = 0;
-        return x_literal(x, lit_open, sizeof lit_open - 1, c, P_NAME);
-    case P_OPEN: return x_literal(x, lit_open, sizeof lit_open - 1, c, P_NAME);
-    case P_NEXT: return x_literal(x, lit_next, sizeof lit_next - 1, c, P_NAME);
-    case P_NAME: {
-        const st_json_stool *t = sc->tools;
-        if (c == '"') {
-            if (t[x->cand].len != x->klen) return 0;
-            x->tool = x->cand;
-            x->cand = x->klen = 0;
-            x->phase = P_MID;
-            return 1;
-        }
-        name_list names = tools_of(sc);
-        uint32_t i = next_candidate(&names, x->cand, x->klen, c, 0);
-        if (i == sc->n_tools) return 0;
-        x->cand = (uint16_t)i;
-        x->klen++;
-        return 1;
-    }
-    case P_MID:
-        if (!x_literal(x, lit_mid, sizeof lit_mid - 1, c, P_ARGS)) return 0;
-        if (x->phase == P_ARGS) {
-            st_json_init(&x->c);
-            x->c.mode = M_VALUE; /* the arguments object, no think block before it */
-            x->pend = sc->tools[x->tool].args;
-        }
-        return 1;
-    case P_ARGS:
-        if (!x_json_byte(sc, x, c)) return 0;
-        if (x->c.mode == M_DONE) { /* the call's '}' follows at once */
-            st_json_init(&x->c);
-            x->pend = 0;
-            x->phase = P_CLOSE;
-        }
-        return 1;
-    case P_CLOSE: return x_literal(x, lit_close, sizeof lit_close - 1, c, P_END);
-    case P_END:
-        if (!sc->parallel) return 0;
-        x->phase = P_NEXT;
-        x->klen = 0;
-        return x_literal(x, lit_next, sizeof lit_next - 1, c, P_NAME);
-    }
-    return 0;
-}
-
-static void xinit(const st_json_schema *sc, xstate *x) {
-    memset(x, 0, sizeof *x);
-    st_json_init(&x->c);
-    if (sc->n_tools) x->phase = P_PRE;
-    else x->pend = sc->root;
-}
-
-static int xcomplete(const st_json_schema *sc, const xstate *x) {
-    return sc->n_tools ? x->phase == P_END : x->c.mode == M_DONE;
-}
-
-static int xfeed(const st_json_schema *sc, xstate *x, const char *bytes, size_t n) {
-    xstate t = *x;
-    for (size_t i = 0; i < n; i++)
-        if (!xstep(sc, &t, (unsigned char)bytes[i])) return 0;
-    *x = t;
-    return 1;
 }
 
 /* ---- the vocabulary ---- */
@@ -798,7 +474,7 @@ st_status st_json_vocab_new(const st_tokenizer *tok, int32_t n_vocab, st_json_vo
 
 typedef struct mask_entry {
     st_json_state key;
-    xstate xkey; /* with a schema */
+    st_json_xstate xkey; /* with a schema */
     uint64_t *allowed;
     int32_t n_allowed;
     int valid;
@@ -810,8 +486,8 @@ struct st_json_constraint {
     st_json_state *path; /* a walk's states after each byte of the current token (max_len + 1) */
     int64_t left;  /* tokens the reply may still have, or -1: no bound */
     const st_json_schema *sc; /* NULL: any object (s); else x */
-    xstate x;
-    xstate *xpath; /* the walk's states with a schema (max_len + 1) */
+    st_json_xstate x;
+    st_json_xstate *xpath; /* the walk's states with a schema (max_len + 1) */
     mask_entry cache[MASK_CACHE];
     int next_evict;
 };
@@ -819,10 +495,10 @@ struct st_json_constraint {
 /* ---- the constraint with a schema ---- */
 
 /* Whether a token may follow x; on 1, *after is the state after it. */
-static int xtoken_step(const st_json_vocab *v, const st_json_schema *sc, const xstate *x, int32_t id, xstate *after) {
+static int xtoken_step(const st_json_vocab *v, const st_json_schema *sc, const st_json_xstate *x, int32_t id, st_json_xstate *after) {
     if (id < 0 || id >= v->n) return 0;
     switch (v->kind[id]) {
-    case K_EOG: return xcomplete(sc, x);
+    case K_EOG: return st_json_xcomplete(sc, x);
     case K_NEVER: return 0;
     case K_THINK:
         if (x->phase != P_ANSWER || (x->c.mode != M_PRE && x->c.mode != M_THINK)) return 0;
@@ -833,7 +509,7 @@ static int xtoken_step(const st_json_vocab *v, const st_json_schema *sc, const x
     default: break;
     }
     *after = *x;
-    return xfeed(sc, after, v->bytes[id], v->len[id]);
+    return st_json_xfeed(sc, after, v->bytes[id], v->len[id]);
 }
 
 /* Whether a token may follow state s; on 1, *after is the state after it. limit: the most the
@@ -863,7 +539,7 @@ static int32_t close_limit(const st_json_constraint *c) {
 
 int st_json_constraint_allows(const st_json_constraint *c, int32_t token) {
     if (c->sc) {
-        xstate after;
+        st_json_xstate after;
         return xtoken_step(c->v, c->sc, &c->x, token, &after);
     }
     st_json_state after;
@@ -872,7 +548,7 @@ int st_json_constraint_allows(const st_json_constraint *c, int32_t token) {
 
 st_status st_json_constraint_accept(st_json_constraint *c, int32_t token) {
     if (c->sc) {
-        xstate after;
+        st_json_xstate after;
         if (!xtoken_step(c->v, c->sc, &c->x, token, &after))
             return st_fail(ST_ERR_INVALID, "json constraint: token %d cannot continue what the schema allows here", token);
         c->x = after;
@@ -890,7 +566,7 @@ st_status st_json_constraint_accept(st_json_constraint *c, int32_t token) {
  * OpenAI's structured outputs are, with finish_reason "length"). */
 void st_json_constraint_set_budget(st_json_constraint *c, int64_t tokens) { c->left = tokens < 0 || c->sc ? -1 : tokens; }
 
-int st_json_constraint_complete(const st_json_constraint *c) { return c->sc ? xcomplete(c->sc, &c->x) : st_json_complete(&c->s); }
+int st_json_constraint_complete(const st_json_constraint *c) { return c->sc ? st_json_xcomplete(c->sc, &c->x) : st_json_complete(&c->s); }
 const st_json_state *st_json_constraint_state(const st_json_constraint *c) { return c->sc ? &c->x.c : &c->s; }
 
 /* How a walk moves either automaton's state: its size, one byte, and whether the state after a
@@ -905,14 +581,14 @@ typedef struct walker {
 
 static int plain_advance(const void *ctx, void *state, unsigned c) { (void)ctx; return step(state, c); }
 static int plain_passes(const void *state, int32_t limit) { return limit == INT32_MAX || st_json_close_cost(state) <= limit; }
-static int schema_advance(const void *ctx, void *state, unsigned c) { return xstep(ctx, state, c); }
+static int schema_advance(const void *ctx, void *state, unsigned c) { return st_json_xstep(ctx, state, c); }
 
 /* The tokens of w allowed in state s under limit, set in allowed; returns how many. A token that
  * shares its first k bytes with the one before starts from the state after them, and a refused
  * prefix skips every token that starts with it. path: room for max_len + 1 states. */
 static inline __attribute__((always_inline)) int32_t walk_with(const walker wk, const st_json_vocab *v, const walk_list *w,
                                                                const void *s, int32_t limit, uint64_t *allowed, unsigned char *path) {
-    _Alignas(8) unsigned char st[sizeof(xstate)];
+    _Alignas(8) unsigned char st[sizeof(st_json_xstate)];
     int32_t n_ok = 0;
     uint32_t depth = 0; /* path[0..depth] hold for the token walked last */
     memcpy(path, s, wk.size);
@@ -945,8 +621,8 @@ static int32_t walk(const st_json_vocab *v, const walk_list *w, const st_json_st
     return walk_with((walker){sizeof *s, plain_advance, plain_passes, NULL}, v, w, s, limit, allowed, (unsigned char *)path);
 }
 
-static int32_t xwalk(const st_json_vocab *v, const st_json_schema *sc, const walk_list *w, const xstate *x, uint64_t *allowed,
-                     xstate *path) {
+static int32_t xwalk(const st_json_vocab *v, const st_json_schema *sc, const walk_list *w, const st_json_xstate *x, uint64_t *allowed,
+                     st_json_xstate *path) {
     return walk_with((walker){sizeof *x, schema_advance, NULL, sc}, v, w, x, INT32_MAX, allowed, (unsigned char *)path);
 }
 
@@ -997,16 +673,18 @@ static mask_entry *cached_mask(st_json_constraint *c) {
 
 /* The allowed tokens of x into a zeroed bitset; returns how many (the walk as for the plain
  * automaton, with the same precomputed sets where the schema leaves the state alone). */
-static int32_t xcompute_mask(const st_json_vocab *v, const st_json_schema *sc, const xstate *x, uint64_t *allowed, xstate *path) {
+static int32_t xcompute_mask(const st_json_vocab *v, const st_json_schema *sc, const st_json_xstate *x, uint64_t *allowed, st_json_xstate *path) {
     int32_t n = 0;
     const walk_list *w = &v->all;
     const uint64_t *loop = NULL;
     int free_text = x->phase == P_ANSWER || x->phase == P_ARGS;
-    if (free_text && x->c.mode == M_STR && (!(x->c.flags & F_KEY) || x->cand == NO_CAND)) { loop = v->str_loop; w = &v->str_rest; }
+    /* a string's plain tokens keep its state, but for the count of a length with a maximum */
+    int loops = (x->c.flags & F_KEY) ? x->cand == ST_JSON_NO_CAND : !(sc->nodes[x->cur].bounds & ST_JB_MAXLEN);
+    if (free_text && x->c.mode == M_STR && loops) { loop = v->str_loop; w = &v->str_rest; }
     else if (x->phase == P_ANSWER && x->c.mode == M_THINK && x->c.sub == 0) { loop = v->think_loop; w = &v->think_rest; }
     if (loop) n += take_set(v, loop, allowed);
     n += xwalk(v, sc, w, x, allowed, path);
-    xstate after;
+    st_json_xstate after;
     for (int32_t i = 0; i < v->n_special; i++)
         if (xtoken_step(v, sc, x, v->special[i], &after)) { bit_set(allowed, v->special[i]); n++; }
     return n;
@@ -1106,7 +784,7 @@ static st_status feed_opening(st_json_constraint *c, const int32_t *prompt, size
         if (end) p = end + 8;
     }
     size_t len = n - (size_t)(p - b);
-    int ok = c->sc ? xfeed(c->sc, &c->x, p, len) : st_json_feed(&c->s, p, len);
+    int ok = c->sc ? st_json_xfeed(c->sc, &c->x, p, len) : st_json_feed(&c->s, p, len);
     st_status st = ok ? ST_OK : st_fail(ST_ERR_INVALID, "json constraint: the reply the prompt opens ('%.*s') is not the start of %s",
                                         (int)(len < 40 ? len : 40), p, !c->sc ? "a JSON object" : c->sc->n_tools ? "the tool call" : "what the schema allows");
     free(b);
@@ -1126,7 +804,7 @@ st_status st_json_constraint_new_schema(const st_json_vocab *v, const st_json_sc
     c->left = -1;
     c->sc = schema;
     st_json_init(&c->s);
-    if (schema) xinit(schema, &c->x);
+    if (schema) st_json_xinit(schema, &c->x);
     if (!(c->path = malloc(sizeof *c->path * ((size_t)v->max_len + 1))) ||
         (schema && !(c->xpath = malloc(sizeof *c->xpath * ((size_t)v->max_len + 1))))) {
         st_json_constraint_free(c);

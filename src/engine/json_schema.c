@@ -1,10 +1,13 @@
 /* json_schema.c: compiling a JSON Schema (or a tools array) into the node table of json_schema.h.
  *
  * One pass over the schema, depth first: each subschema becomes a node (a type mask, the sorted
- * properties with a bit per required one, the node of other keys, of items, the enum texts);
+ * properties with a bit per required one, the node of other keys, of items, the enum texts, the
+ * bounds on a string's length, an array's items and an integer's value; an enum's values are
+ * filtered by the bounds instead);
  * "any value" is node 0 and is shared. $ref is followed into the root's $defs / definitions, with
  * the references being compiled on a stack, so a recursive one is refused instead of looping.
  * Every refusal names the field by its path from the schema's root. Knows nothing of tokens. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,20 +102,24 @@ static int cmp_tx(const void *pa, const void *pb) {
     return cmp_text(a->p, a->n, b->p, b->n);
 }
 
-/* The enum texts of node, from values admitted by its types; sorted, without repeats. */
-static int set_enum(compiler *c, int node, json_t *values, const char *path) {
+typedef struct bounds bounds;
+static int in_bounds(json_t *v, const bounds *b);
+
+/* The enum texts of node, from values admitted by its types (and b, unless NULL); sorted, without
+ * repeats. */
+static int set_enum(compiler *c, int node, json_t *values, const bounds *b, const char *path) {
     size_t n = json_array_size(values), k = 0;
     text *t = calloc(n ? n : 1, sizeof *t);
     if (!t) return fail(c, path, "out of memory");
     uint8_t types = c->s->nodes[node].types;
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(values, i);
-        if (!(value_types(v) & types)) continue;
+        if (!(value_types(v) & types) || (b && !in_bounds(v, b))) continue;
         char *s = keep(c, json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY));
         if (!s) { free(t); return fail(c, path, "out of memory"); }
         t[k++] = (text){s, (uint32_t)strlen(s)};
     }
-    if (!k) { free(t); return fail(c, path, "no value of the enum (or const) has an allowed type: nothing can meet it"); }
+    if (!k) { free(t); return fail(c, path, "no value of the enum (or const) has an allowed type and meets the bounds: nothing can meet it"); }
     qsort(t, k, sizeof *t, cmp_tx);
     st_json_schema *s = c->s;
     if (grow((void **)&s->enums, &c->cap_enums, s->n_enums + (uint32_t)k, sizeof *s->enums)) { free(t); return fail(c, path, "out of memory"); }
@@ -128,6 +135,147 @@ static int set_enum(compiler *c, int node, json_t *values, const char *path) {
     return 0;
 }
 
+/* ---- bounds ---- */
+
+/* A schema's bounds as written: lengths and counts (-1: none), the numeric range (+-INFINITY:
+ * none) and whether its ends are exclusive. */
+struct bounds {
+    double min_len, max_len, min_items, max_items;
+    double lo, hi;
+    int lo_excl, hi_excl;
+    const char *num_key; /* the first numeric bound present, to name it */
+};
+
+static const char *const bound_keys[] = {"minLength", "maxLength", "minItems", "maxItems",
+                                         "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+
+static const char *first_bound(json_t *sch) {
+    for (size_t i = 0; i < sizeof bound_keys / sizeof *bound_keys; i++)
+        if (json_object_get(sch, bound_keys[i])) return bound_keys[i];
+    return NULL;
+}
+
+/* A count (minLength, maxItems, ...) into *out; -1 when absent. */
+static int read_count(compiler *c, json_t *sch, const char *key, const char *path, double *out) {
+    json_t *v = json_object_get(sch, key);
+    *out = -1;
+    if (!v) return 0;
+    char p[512];
+    sub_path(p, sizeof p, path, key, NULL);
+    double x = json_is_number(v) ? json_number_value(v) : -1;
+    if (x < 0 || x != floor(x)) return fail(c, p, "must be a non-negative integer");
+    *out = x;
+    return 0;
+}
+
+/* minimum / maximum, and exclusiveMinimum / exclusiveMaximum as numbers (or, as in draft 4, as
+ * booleans that make minimum / maximum exclusive); the stricter end wins. */
+static int read_end(compiler *c, json_t *sch, const char *key, const char *ex_key, int upper, const char *path, double *end, int *excl) {
+    char p[512];
+    json_t *v = json_object_get(sch, key), *ex = json_object_get(sch, ex_key);
+    *end = upper ? INFINITY : -INFINITY;
+    *excl = 0;
+    if (v) {
+        sub_path(p, sizeof p, path, key, NULL);
+        if (!json_is_number(v)) return fail(c, p, "must be a number");
+        *end = json_number_value(v);
+    }
+    if (ex && json_is_boolean(ex)) {
+        *excl = json_is_true(ex) && v;
+    } else if (ex) {
+        sub_path(p, sizeof p, path, ex_key, NULL);
+        if (!json_is_number(ex)) return fail(c, p, "must be a number");
+        double x = json_number_value(ex);
+        if (upper ? x <= *end : x >= *end) { *end = x; *excl = 1; }
+    }
+    return 0;
+}
+
+static int read_bounds(compiler *c, json_t *sch, const char *path, bounds *b) {
+    memset(b, 0, sizeof *b);
+    if (read_count(c, sch, "minLength", path, &b->min_len) || read_count(c, sch, "maxLength", path, &b->max_len) ||
+        read_count(c, sch, "minItems", path, &b->min_items) || read_count(c, sch, "maxItems", path, &b->max_items) ||
+        read_end(c, sch, "minimum", "exclusiveMinimum", 0, path, &b->lo, &b->lo_excl) ||
+        read_end(c, sch, "maximum", "exclusiveMaximum", 1, path, &b->hi, &b->hi_excl))
+        return -1;
+    static const char *const num_keys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+    b->num_key = NULL;
+    for (int i = 0; i < 4 && !b->num_key; i++)
+        if (json_object_get(sch, num_keys[i])) b->num_key = num_keys[i];
+    return 0;
+}
+
+static size_t utf8_chars(const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return k;
+}
+
+static int count_in(double n, double lo, double hi) { return (lo < 0 || n >= lo) && (hi < 0 || n <= hi); }
+
+/* Whether an enum's value meets the bounds of its type. */
+static int in_bounds(json_t *v, const bounds *b) {
+    if (json_is_string(v)) return count_in((double)utf8_chars(json_string_value(v), json_string_length(v)), b->min_len, b->max_len);
+    if (json_is_array(v)) return count_in((double)json_array_size(v), b->min_items, b->max_items);
+    if (json_is_number(v)) {
+        double x = json_number_value(v);
+        return (b->lo_excl ? x > b->lo : x >= b->lo) && (b->hi_excl ? x < b->hi : x <= b->hi);
+    }
+    return 1;
+}
+
+static uint32_t count_of(double x, uint32_t none) { return x < 0 ? none : x >= (double)UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)x; }
+
+/* The bounds of node (no enum) for the automaton: a string's length, an array's items, an
+ * integer's value; a type that admits fractions takes no numeric bound. */
+static int set_bounds(compiler *c, int node, const bounds *b, const char *path) {
+    char p[512];
+    st_json_snode *n = &c->s->nodes[node];
+    if ((n->types & ST_JT_STRING) && (b->min_len >= 0 || b->max_len >= 0)) {
+        n->bounds |= ST_JB_LEN | (b->max_len >= 0 ? ST_JB_MAXLEN : 0);
+        n->min_len = count_of(b->min_len, 0);
+        n->max_len = count_of(b->max_len, UINT32_MAX);
+        if (n->min_len > n->max_len) return fail(c, path, "minLength is more than maxLength: nothing can meet it");
+    }
+    if ((n->types & ST_JT_ARRAY) && (b->min_items >= 0 || b->max_items >= 0)) {
+        n->bounds |= ST_JB_ITEMS;
+        n->min_items = count_of(b->min_items, 0);
+        n->max_items = count_of(b->max_items, UINT32_MAX);
+        if (n->min_items > n->max_items) return fail(c, path, "minItems is more than maxItems: nothing can meet it");
+    }
+    if (b->num_key && (n->types & ST_JT_INTEGER)) {
+        sub_path(p, sizeof p, path, b->num_key, NULL);
+        if (n->types & ST_JT_NUMBER)
+            return fail(c, p, "is enforced on integers only: give the type integer (or an enum of the values)");
+        /* the integers within: ceil / floor of the ends, one past an exclusive integral end */
+        double lo = b->lo_excl ? floor(b->lo) + 1 : ceil(b->lo), hi = b->hi_excl ? ceil(b->hi) - 1 : floor(b->hi);
+        const double two63 = 9223372036854775808.0;
+        if (lo >= two63 || hi < -two63 || lo > hi) return fail(c, p, "no 64-bit integer is within the bounds: nothing can meet it");
+        n->bounds |= ST_JB_INT;
+        n->min_int = lo < -two63 ? INT64_MIN : (int64_t)lo;
+        n->max_int = hi >= two63 ? INT64_MAX : (int64_t)hi;
+    }
+    return 0;
+}
+
+__extension__ typedef __int128 wide;
+
+int st_json_schema_int_reachable(const st_json_snode *n, int neg, uint64_t mag, int more) {
+    wide lo = n->min_int, hi = n->max_int;
+    if (more < 0) return lo <= 0; /* "-": -0 and every negative integer are ahead */
+    /* the values ahead: mag itself, then mag * 10^k + [0, 10^k) for k digits more */
+    wide base = mag, span = 1;
+    for (int k = 0; k < 21; k++) {
+        wide a = base, b = base + span - 1;
+        wide v_lo = neg ? -b : a, v_hi = neg ? -a : b;
+        if (v_lo <= hi && v_hi >= lo) return 1;
+        if (!more || mag == 0 || base > ((wide)1 << 64)) return 0;
+        base *= 10;
+        span *= 10;
+    }
+    return 0;
+}
+
 static int compile(compiler *c, json_t *sch, const char *path, int depth);
 
 static json_t *resolve_ref(compiler *c, const char *ref) {
@@ -138,8 +286,20 @@ static json_t *resolve_ref(compiler *c, const char *ref) {
     return name ? json_object_get(defs, name) : NULL;
 }
 
+/* One kind of bound over anyOf's branches that admit its type: none where a branch has none (the
+ * union is then exact), else the intersection (a narrower union: a value within it meets every
+ * such branch). */
+typedef struct span { int on, seen; int64_t lo, hi; } span;
+
+static void fold_span(span *s, int on, int64_t lo, int64_t hi) {
+    if (!s->seen) *s = (span){on != 0, 1, lo, hi};
+    else if (!on) s->on = 0;
+    else if (s->on) { s->lo = lo > s->lo ? lo : s->lo; s->hi = hi < s->hi ? hi : s->hi; }
+}
+
 /* anyOf whose branches differ by type: their union, with the one branch that has an object or
- * array structure giving it; enum branches unite with enums, null and booleans. */
+ * array structure giving it; enum branches unite with enums, null and booleans; bounds as
+ * fold_span says. */
 static int compile_any_of(compiler *c, json_t *branches, const char *path, int depth) {
     char p[512];
     if (!json_is_array(branches) || !json_array_size(branches)) return fail(c, path, "anyOf: must be a non-empty array");
@@ -157,6 +317,7 @@ static int compile_any_of(compiler *c, json_t *branches, const char *path, int d
     }
     st_json_snode m = {0};
     json_t *values = has_enum ? json_array() : NULL;
+    span len = {0}, items = {0}, ints = {0};
     for (size_t i = 0; i < n && !c->failed; i++) {
         const st_json_snode *x = &c->s->nodes[b[i]];
         if (has_enum) {
@@ -176,13 +337,25 @@ static int compile_any_of(compiler *c, json_t *branches, const char *path, int d
         m.types |= x->types;
         if (x->n_props || x->closed || x->extra) { m.n_props = x->n_props; m.first_prop = x->first_prop; m.required = x->required; m.closed = x->closed; m.extra = x->extra; }
         if (x->items) m.items = x->items;
+        if (x->types & ST_JT_STRING) fold_span(&len, x->bounds & ST_JB_LEN, x->min_len, x->max_len);
+        if (x->types & ST_JT_ARRAY) fold_span(&items, x->bounds & ST_JB_ITEMS, x->min_items, x->max_items);
+        if (x->types & ST_JT_INTEGER) fold_span(&ints, x->bounds & ST_JB_INT, x->min_int, x->max_int);
     }
     free(b);
+    if (len.on && len.lo <= len.hi) {
+        m.bounds |= ST_JB_LEN | (len.hi != UINT32_MAX ? ST_JB_MAXLEN : 0);
+        m.min_len = (uint32_t)len.lo;
+        m.max_len = (uint32_t)len.hi;
+    }
+    if (items.on && items.lo <= items.hi) { m.bounds |= ST_JB_ITEMS; m.min_items = (uint32_t)items.lo; m.max_items = (uint32_t)items.hi; }
+    if (ints.on && ints.lo <= ints.hi) { m.bounds |= ST_JB_INT; m.min_int = ints.lo; m.max_int = ints.hi; }
+    if ((len.on && len.lo > len.hi) || (items.on && items.lo > items.hi) || (ints.on && ints.lo > ints.hi))
+        fail(c, path, "anyOf: branches of one type whose bounds leave nothing in common are not supported");
     if (c->failed) { json_decref(values); return -1; }
     m.types = has_enum ? ST_JT_ANY : m.types;
     c->s->nodes[out] = m;
     if (has_enum) {
-        int r = set_enum(c, out, values, path);
+        int r = set_enum(c, out, values, NULL, path);
         json_decref(values);
         if (r) return -1;
     }
@@ -266,13 +439,24 @@ static int compile(compiler *c, json_t *sch, const char *path, int depth) {
     if (!json_is_object(sch)) return fail(c, path, "a schema must be an object or a boolean");
     static const char *const refused[] = {"oneOf", "allOf", "not", "if", "then", "else", "patternProperties", "prefixItems",
                                           "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
-                                          "contains", "propertyNames", "$dynamicRef", "$recursiveRef"};
+                                          "contains", "propertyNames", "$dynamicRef", "$recursiveRef", "pattern", "format",
+                                          "multipleOf", "minProperties", "maxProperties", "dependencies", "minContains",
+                                          "maxContains", "contentSchema"};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
         if (json_object_get(sch, refused[i])) {
             sub_path(p, sizeof p, path, refused[i], NULL);
             return fail(c, p, "not supported by constrained decoding");
         }
+    if (json_is_true(json_object_get(sch, "uniqueItems"))) {
+        sub_path(p, sizeof p, path, "uniqueItems", NULL);
+        return fail(c, p, "not supported by constrained decoding");
+    }
+    const char *bound = first_bound(sch);
     json_t *ref = json_object_get(sch, "$ref");
+    if (ref && bound) {
+        sub_path(p, sizeof p, path, bound, NULL);
+        return fail(c, p, "beside $ref is not supported");
+    }
     if (ref) {
         const char *r = json_string_value(ref);
         json_t *target = r ? resolve_ref(c, r) : NULL;
@@ -287,6 +471,10 @@ static int compile(compiler *c, json_t *sch, const char *path, int depth) {
         return x;
     }
     json_t *any_of = json_object_get(sch, "anyOf");
+    if (any_of && bound) {
+        sub_path(p, sizeof p, path, bound, NULL);
+        return fail(c, p, "beside anyOf is not supported: put it in the branches");
+    }
     if (any_of) {
         if (json_object_get(sch, "type") || json_object_get(sch, "properties") || json_object_get(sch, "items") || json_object_get(sch, "enum"))
             return fail(c, path, "anyOf beside type, properties, items or enum is not supported");
@@ -316,7 +504,9 @@ static int compile(compiler *c, json_t *sch, const char *path, int depth) {
         types = ST_JT_ANY;
     }
     if (types & ST_JT_NUMBER) types |= ST_JT_INTEGER;
-    if (types == ST_JT_ANY && !en && !cn) return 0;
+    if (types == ST_JT_ANY && !en && !cn && !bound) return 0;
+    bounds bd;
+    if (read_bounds(c, sch, path, &bd)) return -1;
     if ((types & (ST_JT_OBJECT | ST_JT_ARRAY)) && depth >= ST_JSON_SCHEMA_DEPTH && !(types & ~(ST_JT_OBJECT | ST_JT_ARRAY)))
         return fail(c, path, "objects and arrays nested deeper than 16 levels");
     int node = new_node(c, path);
@@ -325,10 +515,11 @@ static int compile(compiler *c, json_t *sch, const char *path, int depth) {
     if (en || cn) {
         json_t *values = cn ? json_pack("[O]", cn) : json_incref(en);
         sub_path(p, sizeof p, path, cn ? "const" : "enum", NULL);
-        int bad = !json_is_array(values) ? fail(c, p, "must be an array of values") : set_enum(c, node, values, p);
+        int bad = !json_is_array(values) ? fail(c, p, "must be an array of values") : set_enum(c, node, values, &bd, p);
         json_decref(values);
         return bad ? -1 : node;
     }
+    if (set_bounds(c, node, &bd, path)) return -1;
     if ((types & ST_JT_OBJECT) && depth < ST_JSON_SCHEMA_DEPTH && compile_object(c, sch, node, path, depth)) return -1;
     json_t *items = json_object_get(sch, "items");
     if ((types & ST_JT_ARRAY) && items) {
@@ -386,7 +577,26 @@ static int cmp_tool(const void *pa, const void *pb) {
     return cmp_text(a->name, a->len, b->name, b->len);
 }
 
-st_status st_json_schema_compile_tools(const char *tools_json, size_t n, const char *only, int parallel, st_json_schema **out) {
+/* In the XML form a '<' cannot be in a name or enum text (a value ends at "</parameter>"), nor a
+ * '>' in a tool's or an argument's name (it ends the tag). */
+static void check_xml(compiler *c) {
+    st_json_schema *s = c->s;
+    for (uint32_t i = 0; i < s->n_tools && !c->failed; i++)
+        if (memchr(s->tools[i].name, '<', s->tools[i].len) || memchr(s->tools[i].name, '>', s->tools[i].len))
+            fail(c, "tools", "a tool name with '<' or '>' cannot be called in Qwen 3.5's XML form");
+    for (uint32_t i = 0; i < s->n_tools && !c->failed; i++) {
+        const st_json_snode *a = &s->nodes[s->tools[i].args];
+        for (uint32_t k = 0; k < a->n_props; k++)
+            if (memchr(s->props[a->first_prop + k].name, '>', s->props[a->first_prop + k].len))
+                fail(c, "tools", "an argument name with '>' cannot be written in Qwen 3.5's XML form");
+    }
+    for (uint32_t i = 0; i < s->n_props && !c->failed; i++)
+        if (memchr(s->props[i].name, '<', s->props[i].len)) fail(c, "tools", "a property name with '<' cannot be written in Qwen 3.5's XML form");
+    for (uint32_t i = 0; i < s->n_enums && !c->failed; i++)
+        if (memchr(s->enums[i], '<', s->enum_len[i])) fail(c, "tools", "an enum value with '<' cannot be written in Qwen 3.5's XML form");
+}
+
+st_status st_json_schema_compile_tools(const char *tools_json, size_t n, const char *only, int parallel, int xml, st_json_schema **out) {
     *out = NULL;
     json_t *tools = json_loadb(tools_json, n, 0, NULL);
     if (!json_is_array(tools) || !json_array_size(tools)) { json_decref(tools); return st_fail(ST_ERR_INVALID, "tools: must be a non-empty array"); }
@@ -416,9 +626,11 @@ st_status st_json_schema_compile_tools(const char *tools_json, size_t n, const c
     json_decref(tools);
     if (!s->tools) { st_json_schema_free(s); return st_fail(ST_ERR_NOMEM, "json schema: out of memory"); }
     if (!c.failed && !s->n_tools) fail(&c, "tool_choice", "names no tool of tools");
+    if (!c.failed && xml) check_xml(&c);
     if (c.failed) { st_json_schema_free(s); return ST_ERR_INVALID; }
     qsort(s->tools, s->n_tools, sizeof *s->tools, cmp_tool);
     s->parallel = parallel;
+    s->xml = xml;
     *out = s;
     return ST_OK;
 }

@@ -421,7 +421,7 @@ void sv_api_messages(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e)
     snprintf(j->endpoint, sizeof j->endpoint, "messages");
     int parallel = 1;
     int bad = parse_sampling(s, req, j, &max_tokens, e) || parse_chat(req, &chat, &ms, &parallel, e);
-    if (!bad) bad = sv_force_tool_call(j, &chat, parallel, e);
+    if (!bad) bad = sv_force_tool_call(s, j, &chat, parallel, e);
     if (!bad) bad = sv_prepare_chat(s, j, &chat, max_tokens, e, "messages");
     msgs_free(&ms);
     if (bad) { sv_job_release(j); return; }

@@ -142,10 +142,10 @@ int sv_set_schema(sv_job *j, json_t *schema, const char *field, sv_error *e) {
                         "'%s' cannot be enforced: %s", param, colon ? colon + 2 : msg);
 }
 
-int sv_set_tool_schema(sv_job *j, const sv_chat *chat, int parallel, sv_error *e) {
+int sv_set_tool_schema(sv_server *s, sv_job *j, const sv_chat *chat, int parallel, sv_error *e) {
     if (!chat->tools_json || chat->tool_choice < SV_TOOLS_REQUIRED) return 0;
     const char *only = chat->tool_choice == SV_TOOLS_NAMED ? chat->tool_name : NULL;
-    st_status st = st_json_schema_compile_tools(chat->tools_json, strlen(chat->tools_json), only, parallel, &j->schema);
+    st_status st = st_json_schema_compile_tools(chat->tools_json, strlen(chat->tools_json), only, parallel, s->info.tool_xml, &j->schema);
     if (st == ST_OK) {
         j->gen.schema = j->schema;
         return 0;
@@ -381,7 +381,7 @@ char *sv_failure_openai(sv_job *j, const char *error) {
     return sv_error_openai(&e);
 }
 
-int sv_force_tool_call(sv_job *j, sv_chat *chat, int parallel, sv_error *e) {
+int sv_force_tool_call(sv_server *s, sv_job *j, sv_chat *chat, int parallel, sv_error *e) {
     j->one_call = !parallel;
     if (!chat->tools_json || chat->tool_choice < SV_TOOLS_REQUIRED) return 0;
     /* the call is the constraint (its name and arguments that fit the tool), in place of a
@@ -390,5 +390,5 @@ int sv_force_tool_call(sv_job *j, sv_chat *chat, int parallel, sv_error *e) {
     st_json_schema_free(j->schema);
     j->schema = NULL;
     j->gen.schema = NULL;
-    return sv_set_tool_schema(j, chat, parallel, e);
+    return sv_set_tool_schema(s, j, chat, parallel, e);
 }

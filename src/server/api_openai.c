@@ -475,7 +475,7 @@ void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e) {
               sv_parse_thinking(req, &chat.enable_thinking, e) || sv_parse_tools(req, &chat, &sp, e) ||
               sv_get_bool(req, "parallel_tool_calls", &parallel, e) < 0 || parse_response_format(req, j, &chat.json_object, e);
     chat.messages = msgs;
-    if (!bad) bad = sv_force_tool_call(j, &chat, parallel, e);
+    if (!bad) bad = sv_force_tool_call(s, j, &chat, parallel, e);
     if (!bad) bad = sv_prepare_chat(s, j, &chat, max_tokens, e, "messages");
     if (!bad) bad = alloc_choices(a, j->n_choices, e);
     free(msgs);

@@ -7,7 +7,10 @@
  * tools (the flat {type, name, parameters} shape; hosted tool types are left out, since nothing
  * here runs them), tool_choice, parallel_tool_calls, reasoning.effort (thinking on or off),
  * text.format (json_object, json_schema by constrained decoding), max_output_tokens and sampling.
- * Nothing is stored: previous_response_id is refused, the client sends the whole conversation.
+ * previous_response_id continues a kept response (response_store.c): its conversation (input and
+ * output items, those of the responses before it first) goes before this request's input, and
+ * instructions are not carried over, as OpenAI's are not. A finished response is kept unless the
+ * request says store: false; GET and DELETE /v1/responses/ID reach a kept one.
  *
  * The reply is a list of output items: a reasoning item (the thinking, as reasoning_text), a
  * message with one output_text part, function_call items. Streamed, each item opens with
@@ -27,6 +30,10 @@ typedef enum { ITEM_NONE, ITEM_REASONING, ITEM_MESSAGE, ITEM_CALL } item_kind;
 
 typedef struct rs_state {
     char *id;
+    sv_server *srv;
+    json_t *conv;     /* the conversation through this request's input (kept with the output) */
+    int store;        /* keep the finished response */
+    char *prev_id;    /* previous_response_id, or NULL */
     json_t *echo;     /* the request's fields the response repeats (model, tools, ...) */
     long long created;
     json_t *output;   /* the items so far */
@@ -41,6 +48,8 @@ static void rs_free(void *p) {
     rs_state *a = p;
     if (!a) return;
     free(a->id);
+    free(a->prev_id);
+    json_decref(a->conv);
     json_decref(a->echo);
     json_decref(a->output);
     free(a->text);
@@ -70,8 +79,8 @@ static json_t *usage_json(const sv_usage *u) {
 /* The response object: status "in_progress", "completed", "incomplete" or "failed". */
 static json_t *response_json(sv_job *j, const char *status, const sv_usage *u, const char *error) {
     rs_state *a = j->api;
-    json_t *r = json_pack("{s:s,s:s,s:I,s:s,s:O,s:n,s:n,s:b}", "id", a->id, "object", "response", "created_at", (json_int_t)a->created,
-                          "status", status, "output", a->output, "error", "previous_response_id", "store", 0);
+    json_t *r = json_pack("{s:s,s:s,s:I,s:s,s:O,s:n,s:s?,s:b}", "id", a->id, "object", "response", "created_at", (json_int_t)a->created,
+                          "status", status, "output", a->output, "error", "previous_response_id", a->prev_id, "store", a->store);
     json_object_update(r, a->echo);
     json_object_set_new(r, "usage", u ? usage_json(u) : json_null());
     json_object_set_new(r, "incomplete_details", !strcmp(status, "incomplete") ? json_pack("{s:s}", "reason", "max_output_tokens") : json_null());
@@ -182,6 +191,15 @@ static void on_event(sv_job *j, sv_event kind, const char *text, size_t len, con
                     (int)json_array_size(a->output) - 1, "content_index", 0, "delta", text, len));
 }
 
+/* A finished response, kept for previous_response_id (unless store is false): the response and the
+ * conversation through its output. */
+static void keep(sv_job *j, json_t *response) {
+    rs_state *a = j->api;
+    if (!a->store || !a->conv) return;
+    json_array_extend(a->conv, a->output);
+    sv_rstore_put(a->srv->responses, a->id, response, a->conv);
+}
+
 static void stream_begin(sv_job *j) {
     event(j, "response.created", json_pack("{s:o}", "response", response_json(j, "in_progress", NULL, NULL)));
     event(j, "response.in_progress", json_pack("{s:o}", "response", response_json(j, "in_progress", NULL, NULL)));
@@ -195,9 +213,9 @@ static void stream_end(sv_job *j, st_status s, const char *error, sv_finish f, c
         event(j, "response.failed", json_pack("{s:o}", "response", response_json(j, "failed", u, error)));
         return;
     }
-    const char *status = f == SV_FINISH_LENGTH ? "incomplete" : "completed";
-    event(j, f == SV_FINISH_LENGTH ? "response.incomplete" : "response.completed",
-          json_pack("{s:o}", "response", response_json(j, status, u, NULL)));
+    json_t *r = response_json(j, f == SV_FINISH_LENGTH ? "incomplete" : "completed", u, NULL);
+    keep(j, r);
+    event(j, f == SV_FINISH_LENGTH ? "response.incomplete" : "response.completed", json_pack("{s:o}", "response", r));
 }
 
 static void whole_begin(sv_job *j) {}
@@ -210,6 +228,7 @@ static void whole_end(sv_job *j, st_status s, const char *error, sv_finish f, co
         body = sv_failure_openai(j, error);
     } else {
         json_t *r = response_json(j, f == SV_FINISH_LENGTH ? "incomplete" : "completed", u, NULL);
+        keep(j, r);
         body = json_dumps(r, JSON_COMPACT);
         json_decref(r);
     }
@@ -266,9 +285,8 @@ static void system_add(turns *t, const char *text) {
 
 static const char *const input_parts[] = {"input_text", "output_text", "text", NULL};
 
-static int parse_item(json_t *it, size_t i, turns *t, sv_strpool *sp, sv_error *e) {
-    char f[96];
-    snprintf(f, sizeof f, "input[%zu]", i);
+/* One input item; f names it in errors ("input[2]"). */
+static int parse_item(json_t *it, const char *f, turns *t, sv_strpool *sp, sv_error *e) {
     if (!json_is_object(it)) return sv_error_set(e, 400, "invalid_request_error", "invalid_type", f, "'%s' must be an object", f);
     const char *type = json_string_value(json_object_get(it, "type"));
     const char *role = json_string_value(json_object_get(it, "role"));
@@ -319,21 +337,44 @@ static int parse_item(json_t *it, size_t i, turns *t, sv_strpool *sp, sv_error *
                         "'%s' is '%s': message, function_call, function_call_output and reasoning items are supported", cf, type);
 }
 
-static int parse_input(json_t *req, turns *t, sv_strpool *sp, sv_error *e) {
-    const char *instructions;
+/* instructions, the kept conversation previous_response_id names, and input, into t; a->conv
+ * becomes the conversation through this input (the items of both). */
+static int parse_input(sv_server *s, json_t *req, rs_state *a, turns *t, sv_strpool *sp, sv_error *e) {
+    const char *instructions, *prev = NULL;
     if (sv_get_string(req, "instructions", &instructions, e) < 0) return -1;
     else if (instructions) system_add(t, instructions);
+    if (sv_get_string(req, "previous_response_id", &prev, e) < 0) return -1;
     json_t *in = json_object_get(req, "input");
     if (!in) return sv_error_set(e, 400, "invalid_request_error", "missing_required_parameter", "input", "'input' is required");
-    if (json_is_string(in)) {
-        turn_add(t, "user")->content = json_string_value(in);
-        return 0;
-    }
-    if (!json_is_array(in) || !json_array_size(in))
+    if (!json_is_string(in) && (!json_is_array(in) || !json_array_size(in)))
         return sv_error_set(e, 400, "invalid_request_error", "invalid_type", "input", "'input' must be a string or a non-empty array of items");
     size_t i;
     json_t *it;
-    json_array_foreach(in, i, it) if (parse_item(it, i, t, sp, e)) return -1;
+    if (prev) {
+        a->prev_id = strdup(prev);
+        a->conv = sv_rstore_conversation(s->responses, prev);
+        if (!a->conv)
+            return sv_error_set(e, 400, "invalid_request_error", "previous_response_not_found", "previous_response_id",
+                                "Previous response with id '%s' not found (it was not kept: store false, or pushed out by newer ones).", prev);
+        json_array_foreach(a->conv, i, it) {
+            char f[64];
+            snprintf(f, sizeof f, "previous_response_id's item %zu", i);
+            if (parse_item(it, f, t, sp, e)) return -1;
+        }
+    } else {
+        a->conv = json_array();
+    }
+    if (json_is_string(in)) {
+        turn_add(t, "user")->content = json_string_value(in);
+        json_array_append_new(a->conv, json_pack("{s:s,s:s,s:s}", "type", "message", "role", "user", "content", json_string_value(in)));
+        return 0;
+    }
+    json_array_foreach(in, i, it) {
+        char f[32];
+        snprintf(f, sizeof f, "input[%zu]", i);
+        if (parse_item(it, f, t, sp, e)) return -1;
+        json_array_append_new(a->conv, json_deep_copy(it)); /* the request is freed on another thread */
+    }
     return 0;
 }
 
@@ -422,6 +463,8 @@ void sv_api_responses(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e
     sv_job *j = sv_job_new();
     rs_state *a = calloc(1, sizeof *a);
     a->id = sv_make_id(s, "resp_");
+    a->srv = s;
+    a->store = 1;
     a->created = (long long)time(NULL);
     a->output = json_array();
     const char *model = json_string_value(json_object_get(req, "model"));
@@ -435,15 +478,11 @@ void sv_api_responses(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e
     sv_chat chat = {0};
     long long max_tokens = 0;
     int parallel = 1, bad = 0;
-    json_t *prev = json_object_get(req, "previous_response_id");
-    if (prev && !json_is_null(prev))
-        bad = sv_error_set(e, 400, "invalid_request_error", "invalid_value", "previous_response_id",
-                           "responses are not stored here: send the whole conversation in 'input'");
-    if (!bad) bad = parse_input(req, &t, &sp, e) || sv_parse_sampling(s, req, j, e) || parse_reasoning(req, &chat, a->echo, e) ||
+    bad = sv_get_bool(req, "store", &a->store, e) < 0 || parse_input(s, req, a, &t, &sp, e) || sv_parse_sampling(s, req, j, e) || parse_reasoning(req, &chat, a->echo, e) ||
                     parse_tools(req, &chat, &sp, a->echo, e) || sv_get_bool(req, "parallel_tool_calls", &parallel, e) < 0 ||
                     parse_format(req, j, &chat, a->echo, e) || sv_get_bool(req, "stream", &j->stream, e) < 0 ||
                     sv_get_int(req, "max_output_tokens", 1, 1 << 30, &max_tokens, e) < 0;
-    if (!bad) bad = sv_force_tool_call(j, &chat, parallel, e);
+    if (!bad) bad = sv_force_tool_call(s, j, &chat, parallel, e);
     json_object_set_new(a->echo, "parallel_tool_calls", json_boolean(parallel));
     json_object_set_new(a->echo, "temperature", json_real(shortest(j->gen.sampling.temperature)));
     json_object_set_new(a->echo, "top_p", json_real(shortest(j->gen.sampling.top_p)));
@@ -468,4 +507,23 @@ void sv_api_responses(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e
     j->reply_flags = SV_REPLY_REASONING | (chat.tools_json && chat.tool_choice != SV_TOOLS_NONE ? SV_REPLY_TOOLS : 0);
     if (j->stream) j->fmt = &rs_stream;
     sv_enqueue(s, j, out, e);
+}
+
+/* GET /v1/responses/ID: the kept response as it was answered. */
+char *sv_api_response_get(sv_server *s, const char *id, sv_error *e) {
+    json_t *r = sv_rstore_response(s->responses, id);
+    if (!r) {
+        sv_error_set(e, 404, "invalid_request_error", "not_found", NULL, "Response with id '%s' not found.", id);
+        return NULL;
+    }
+    return sv_dump(r);
+}
+
+/* DELETE /v1/responses/ID: forgets it. */
+char *sv_api_response_delete(sv_server *s, const char *id, sv_error *e) {
+    if (!sv_rstore_delete(s->responses, id)) {
+        sv_error_set(e, 404, "invalid_request_error", "not_found", NULL, "Response with id '%s' not found.", id);
+        return NULL;
+    }
+    return sv_dump(json_pack("{s:s,s:s,s:b}", "id", id, "object", "response", "deleted", 1));
 }

@@ -149,6 +149,7 @@ typedef struct sv_model_info {
     const char *chat_template; /* the template's text (NUL-terminated, lives as the engine), or NULL */
     sv_sampling sampling;  /* the model's recommended sampling (GGUF general.sampling.*) */
     unsigned sampling_set; /* SV_SET_*: which of them the model gives */
+    int tool_xml;          /* the model writes tool calls in Qwen 3.5's XML form (else Qwen's JSON form) */
 } sv_model_info;
 
 typedef struct sv_engine sv_engine;

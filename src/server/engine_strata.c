@@ -366,8 +366,8 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     st_session *ss = sl->session;
     st_status st = decoder_for(x, req);
     if (x->spec) st_spec_stats_reset(x->spec);
-    /* A tool call is enforced in Qwen's JSON form; Qwen 3.5's XML calls are not (yet). */
-    const st_json_schema *schema = req->schema && (!req->schema->n_tools || x->style == ST_CHAT_QWEN3) ? req->schema : NULL;
+    /* A forced tool call's constraint is in the form the model writes (sv_model_info.tool_xml). */
+    const st_json_schema *schema = req->schema;
     if (st == ST_OK && (req->json_object || schema) && !x->json_vocab)
         st = st_json_vocab_new(x->model->tok, st_model_n_vocab(x->model), &x->json_vocab);
     double t0 = st_now(), t1 = t0;
@@ -604,6 +604,7 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
     }
     model_sampling(x->model->gguf, &x->info);
     x->info.chat_template = x->template_text;
+    x->info.tool_xml = x->style == ST_CHAT_QWEN35;
     const char *base = strrchr(model_path, '/');
     if (st_gguf_get_str(x->model->gguf, "general.name", &name, &nlen) == ST_OK && nlen)
         snprintf(x->info.name, sizeof x->info.name, "%.*s", (int)nlen, name);

@@ -48,6 +48,8 @@ void sv_config_defaults(sv_config *c) {
     c->max_connections = 256;
     c->drain_ms = 3000;
     c->webui = 1;
+    c->responses_max = 256;
+    c->responses_bytes = 64u << 20;
 }
 
 /* One open connection (MHD's socket context). */
@@ -402,7 +404,7 @@ static enum MHD_Result dispatch(sv_server *s, struct MHD_Connection *c, const ch
         struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
         if (s->cfg.cors) {
             add_cors(s, c, r);
-            MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+            MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS");
             char allow[1024];
             allowed_headers(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers"), allow, sizeof allow);
             MHD_add_response_header(r, "Access-Control-Allow-Headers", allow);
@@ -441,6 +443,10 @@ static enum MHD_Result dispatch(sv_server *s, struct MHD_Connection *c, const ch
         if (!strcmp(url, "/v1/sessions")) return send_text(s, c, sv_api_sessions(s), "application/json");
         if (!strcmp(url, "/props")) return send_text(s, c, sv_api_props(s), "application/json");
         if (!strcmp(url, "/slots")) return send_text(s, c, sv_api_slots(s), "application/json");
+    }
+    if ((!strcmp(method, "GET") || !strcmp(method, "DELETE")) && !strncmp(url, "/v1/responses/", 14) && url[14] && !strchr(url + 14, '/')) {
+        char *body = !strcmp(method, "GET") ? sv_api_response_get(s, url + 14, &e) : sv_api_response_delete(s, url + 14, &e);
+        return body ? send_body(s, c, 200, body, "application/json") : send_error(s, c, 0, &e);
     }
     if (fn && !strcmp(method, "POST") && atomic_load(&s->draining)) {
         sv_error_set(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
@@ -596,9 +602,11 @@ st_status sv_server_start(const sv_config *cfg, sv_engine *engine, sv_server **o
     engine->ops->info(engine, &s->info);
     if (cfg->alias && *cfg->alias) snprintf(s->info.name, sizeof s->info.name, "%s", cfg->alias);
     s->defaults = request_defaults(cfg, &s->info);
-    st_status st = sv_queue_start(s);
+    s->responses = sv_rstore_new(cfg->responses_max, cfg->responses_bytes);
+    st_status st = s->responses ? sv_queue_start(s) : st_fail(ST_ERR_NOMEM, "serve: out of memory");
     if (st != ST_OK) {
         freeaddrinfo(ai);
+        sv_rstore_free(s->responses);
         free(s);
         return st;
     }
@@ -615,6 +623,7 @@ st_status sv_server_start(const sv_config *cfg, sv_engine *engine, sv_server **o
     freeaddrinfo(ai);
     if (!s->daemon) {
         sv_queue_stop(s);
+        sv_rstore_free(s->responses);
         free(s);
         return st_fail(ST_ERR_IO, "could not listen on %s port %d (in use, or not allowed)", cfg->host, cfg->port);
     }
@@ -640,5 +649,6 @@ void sv_server_stop(sv_server *s) {
     }
     MHD_stop_daemon(s->daemon);
     pthread_mutex_destroy(&s->cmu);
+    sv_rstore_free(s->responses);
     free(s);
 }

@@ -18,6 +18,7 @@
 
 #include "server/engine_port.h"
 #include "server/reply.h"
+#include "server/response_store.h"
 #include "server/server.h"
 
 /* An API error: HTTP status, the API's error type and code, the offending field. */
@@ -143,6 +144,7 @@ struct sv_server {
 
     sv_metrics m;
     sv_sampling defaults; /* for requests that send no sampling fields */
+    sv_rstore *responses; /* finished /v1/responses, for previous_response_id */
 
     /* Open connections, oldest first (http.c), for the idle limit and the drain. */
     pthread_mutex_t cmu;
@@ -204,11 +206,11 @@ void sv_sampling_settle(sv_sampling *sp);
  * whose param is field and the path inside it. */
 int sv_set_schema(sv_job *j, json_t *schema, const char *field, sv_error *e);
 /* A forced tool call (tool_choice required or named) as a constraint on the reply, for the chat's
- * tools; parallel: more calls may follow. */
-int sv_set_tool_schema(sv_job *j, const sv_chat *chat, int parallel, sv_error *e);
+ * tools, in the form the model writes; parallel: more calls may follow. */
+int sv_set_tool_schema(sv_server *s, sv_job *j, const sv_chat *chat, int parallel, sv_error *e);
 /* With tool_choice required or named: the forced call as the reply's constraint (a response
  * format gives way to it); and parallel_tool_calls into j->one_call. */
-int sv_force_tool_call(sv_job *j, sv_chat *chat, int parallel, sv_error *e);
+int sv_force_tool_call(sv_server *s, sv_job *j, sv_chat *chat, int parallel, sv_error *e);
 /* A failed reply's OpenAI error body (malloc'd); j->http_status becomes j->fail_status. */
 char *sv_failure_openai(sv_job *j, const char *error);
 /* "stop" as a string or an array of strings into j->stops. */
@@ -241,6 +243,9 @@ void sv_enqueue(sv_server *s, sv_job *j, sv_http_reply *out, sv_error *e);
 void sv_api_chat(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_completions(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_responses(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
+/* GET and DELETE /v1/responses/ID: the body, or NULL with e set (404). */
+char *sv_api_response_get(sv_server *s, const char *id, sv_error *e);
+char *sv_api_response_delete(sv_server *s, const char *id, sv_error *e);
 void sv_api_messages(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_count_tokens(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);
 void sv_api_embeddings(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e);

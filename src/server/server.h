@@ -27,6 +27,8 @@ typedef struct sv_config {
     const char *alias;   /* the model's id in /v1/models and in replies (NULL: the model's name) */
     int webui;           /* serve the web app at / (1) or not (0: 404) */
     int embeddings;      /* answer /v1/embeddings (it uses the session: off by default) */
+    size_t responses_max;   /* finished /v1/responses kept for previous_response_id (0: none) */
+    size_t responses_bytes; /* and the most bytes they may take */
     /* One line per request (id, endpoint, status, prompt tokens, cached, generated, time to first
      * token, total), as text or JSON (log_json); NULL: none. Called from any thread. */
     void (*log)(void *ctx, const char *line);

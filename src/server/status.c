@@ -54,6 +54,10 @@ char *sv_api_status(sv_server *s) {
                                                     s->cfg.max_connections, "evicted",
                                                     (json_int_t)atomic_load(&m->connections_evicted)));
     pthread_mutex_unlock(&s->cmu);
+    size_t kept, kept_bytes;
+    sv_rstore_usage(s->responses, &kept, &kept_bytes);
+    json_object_set_new(r, "responses", json_pack("{s:I,s:I,s:I,s:I}", "kept", (json_int_t)kept, "bytes", (json_int_t)kept_bytes,
+                                                  "max", (json_int_t)s->cfg.responses_max, "max_bytes", (json_int_t)s->cfg.responses_bytes));
     return sv_dump(r);
 }
 

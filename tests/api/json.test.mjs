@@ -5,10 +5,14 @@
 // "{"), streamed or not, greedy or sampled, and also when max_tokens cuts it short (the object is
 // closed in time). With a schema every finished reply meets it (checked here by a validator of
 // our own); a forced tool call names one of the tools and its arguments fit that tool's
-// parameters; a schema that cannot be enforced is a 400 naming the field.
+// parameters, in Qwen's JSON form and in Qwen 3.5's XML form (the demo model under a Qwen 3.5
+// template); the bounds (string lengths, item counts, integer ranges) hold in every finished
+// reply; a schema that cannot be enforced (or with a keyword the automaton does not enforce, such
+// as pattern or format) is a 400 naming the field.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { startServer } from './server.mjs';
@@ -91,8 +95,13 @@ test('a forced tool call takes precedence over json_object (no error)', async ()
   parsesAsObject(r.choices[0].message.content, 'tools offered');
 });
 
-// A validator for the schema subset these tests use.
+// A validator for the schema subset these tests use (lengths count code points, as JSON Schema's).
 function meets(v, s) {
+  const n = typeof v === 'string' ? [...v].length : Array.isArray(v) ? v.length : null;
+  if (typeof v === 'string' && ((s.minLength ?? 0) > n || (s.maxLength ?? Infinity) < n)) return false;
+  if (Array.isArray(v) && ((s.minItems ?? 0) > n || (s.maxItems ?? Infinity) < n)) return false;
+  if (typeof v === 'number' && ((s.minimum ?? -Infinity) > v || (s.maximum ?? Infinity) < v
+    || (s.exclusiveMinimum ?? -Infinity) >= v || (s.exclusiveMaximum ?? Infinity) <= v)) return false;
   if (s.enum) return s.enum.some((e) => JSON.stringify(e) === JSON.stringify(v));
   if (s.anyOf) return s.anyOf.some((b) => meets(v, b));
   const types = [s.type ?? []].flat();
@@ -117,23 +126,30 @@ const person = {
   required: ['name', 'age', 'pet', 'scores', 'nick'], additionalProperties: false,
 };
 
+// Six replies under a strict schema whose keys are all required, greedy and then sampled: each
+// finished one (a reply cut by max_tokens is unfinished, as OpenAI's) parses, meets the schema and
+// has every key; at least three finish.
+async function everyFinishedMeets(schema, content, { thinking = false, max_tokens = 160, seed = 11 } = {}) {
+  let finished = 0;
+  for (let i = 0; i < 6; i++) {
+    const r = await client.chat.completions.create({
+      model: 'demo', max_tokens, temperature: i ? 1 : 0, seed: seed + i, chat_template_kwargs: { enable_thinking: thinking },
+      response_format: { type: 'json_schema', json_schema: { name: 'reply', strict: true, schema } },
+      messages: [{ role: 'user', content }],
+    });
+    const c = r.choices[0];
+    if (c.finish_reason !== 'stop') continue;
+    finished++;
+    const v = parsesAsObject(c.message.content, `run ${i}`);
+    assert.ok(meets(v, schema), `run ${i}: ${c.message.content}`);
+    assert.deepEqual(Object.keys(v).sort(), [...schema.required].sort());
+  }
+  assert.ok(finished >= 3, `only ${finished} of 6 replies finished within max_tokens`);
+}
+
 for (const thinking of [false, true]) {
   test(`json_schema: every finished reply meets a strict {name, age} schema (thinking ${thinking ? 'on' : 'off'})`, async () => {
-    let finished = 0;
-    for (let i = 0; i < 6; i++) {
-      const r = await client.chat.completions.create({
-        model: 'demo', max_tokens: 160, temperature: i ? 1 : 0, seed: 11 + i, chat_template_kwargs: { enable_thinking: thinking },
-        response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: person } },
-        messages: [{ role: 'user', content: 'Describe a person as JSON.' }],
-      });
-      const c = r.choices[0];
-      if (c.finish_reason !== 'stop') continue; // cut by max_tokens: unfinished, as OpenAI's
-      finished++;
-      const v = parsesAsObject(c.message.content, `run ${i}`);
-      assert.ok(meets(v, person), `run ${i}: ${c.message.content}`);
-      assert.deepEqual(Object.keys(v).sort(), ['age', 'name', 'nick', 'pet', 'scores']);
-    }
-    assert.ok(finished >= 3, `only ${finished} of 6 replies finished within max_tokens`);
+    await everyFinishedMeets(person, 'Describe a person as JSON.', { thinking });
   });
 }
 
@@ -151,8 +167,24 @@ test('json_schema through the SDK helper: the streamed reply parses and meets th
   if (finish === 'stop') assert.ok(meets(JSON.parse(text), person), text);
 });
 
+const bounded = {
+  type: 'object',
+  properties: { code: { type: 'string', minLength: 3, maxLength: 5 }, words: { type: 'array', items: { type: 'string', maxLength: 8 }, minItems: 1, maxItems: 3 },
+    year: { type: 'integer', minimum: 1900, maximum: 2100 }, level: { type: 'integer', exclusiveMinimum: 0, exclusiveMaximum: 10 } },
+  required: ['code', 'words', 'year', 'level'], additionalProperties: false,
+};
+
+test('json_schema bounds: lengths, item counts and integer ranges hold in every finished reply', async () => {
+  await everyFinishedMeets(bounded, 'Describe a year as JSON.', { max_tokens: 240, seed: 21 });
+});
+
 test('a schema that cannot be enforced is a 400 naming the field', async () => {
   const bad = [
+    [{ type: 'object', properties: { a: { type: 'string', pattern: '^[a-z]+$' } } }, 'response_format.json_schema.schema.properties.a.pattern'],
+    [{ type: 'object', properties: { a: { type: 'string', format: 'date-time' } } }, 'response_format.json_schema.schema.properties.a.format'],
+    [{ type: 'object', properties: { a: { type: 'number', minimum: 0 } } }, 'response_format.json_schema.schema.properties.a.minimum'],
+    [{ type: 'object', properties: { a: { type: 'array', uniqueItems: true } } }, 'response_format.json_schema.schema.properties.a.uniqueItems'],
+    [{ type: 'object', minProperties: 1 }, 'response_format.json_schema.schema.minProperties'],
     [{ type: 'object', properties: { a: { type: 'strng' } } }, 'response_format.json_schema.schema.properties.a.type'],
     [{ type: 'object', properties: { a: { enum: [] } } }, 'response_format.json_schema.schema.properties.a.enum'],
     [{ type: 'object', properties: { a: { oneOf: [{ type: 'string' }] } } }, 'response_format.json_schema.schema.properties.a.oneOf'],
@@ -171,21 +203,46 @@ const weatherTools = [
   { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { type: 'string' } }, required: ['zone'] } } },
 ];
 
-test('a forced tool call names one of the tools, with arguments that fit it', async () => {
-  for (const [i, tool_choice] of ['required', { type: 'function', function: { name: 'get_time' } }, 'required'].entries()) {
-    const r = await client.chat.completions.create({
-      model: 'demo', tools: weatherTools, tool_choice, max_tokens: 120, temperature: i ? 0.9 : 0, seed: i, parallel_tool_calls: false,
+// Forced calls (tool_choice each of choices, greedy and then sampled) through client c: each finished
+// one names one tool (the named one when named) with arguments that fit it; returns how many finished.
+async function forcedCallsFit(c, choices, seed) {
+  let calls = 0;
+  for (const [i, tool_choice] of choices.entries()) {
+    const r = await c.chat.completions.create({
+      model: 'demo', tools: weatherTools, tool_choice, max_tokens: 120, temperature: i ? 0.9 : 0, seed: seed + i, parallel_tool_calls: false,
       messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
     });
-    const c = r.choices[0];
-    if (c.finish_reason === 'length') continue;
-    assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
-    assert.equal(c.message.tool_calls.length, 1);
-    const call = c.message.tool_calls[0].function;
+    const ch = r.choices[0];
+    if (ch.finish_reason === 'length') continue;
+    assert.equal(ch.finish_reason, 'tool_calls', JSON.stringify(ch));
+    assert.equal(ch.message.tool_calls.length, 1);
+    const call = ch.message.tool_calls[0].function;
     const tool = weatherTools.find((t) => t.function.name === call.name);
     assert.ok(tool, call.name);
-    if (typeof tool_choice === 'object') assert.equal(call.name, 'get_time');
+    if (typeof tool_choice === 'object') assert.equal(call.name, tool_choice.function.name);
     assert.ok(meets(JSON.parse(call.arguments), tool.function.parameters), call.arguments);
+    calls++;
+  }
+  return calls;
+}
+
+test('a forced tool call names one of the tools, with arguments that fit it', async () => {
+  await forcedCallsFit(client, ['required', { type: 'function', function: { name: 'get_time' } }, 'required'], 0);
+});
+
+test('Qwen 3.5\'s XML form: a forced call names a tool, each <parameter> value JSON that fits it', async () => {
+  // a template with Qwen 3.5's markers makes the server render (and constrain) that form
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'strata-xml-'));
+  const tmpl = path.join(dir, 'qwen35.jinja');
+  fs.writeFileSync(tmpl, "{{- '<|im_start|>' }}<tool_call>\n<function=x>\n<parameter=y>\n</parameter>\n</function>\n</tool_call>");
+  const xml = await startServer(['--ctx', '2048', '-m', model, '--chat-template-file', tmpl]);
+  try {
+    const c = new OpenAI({ baseURL: xml.base + '/v1', apiKey: 'unused', maxRetries: 0 });
+    const calls = await forcedCallsFit(c, ['required', { type: 'function', function: { name: 'get_weather' } }, 'required', 'required'], 40);
+    assert.ok(calls >= 2, `only ${calls} of 4 calls finished within max_tokens`);
+  } finally {
+    assert.equal(await xml.stop(), 0, xml.stderr());
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });
 

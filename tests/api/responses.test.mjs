@@ -3,8 +3,10 @@
 // engine: text, reasoning items (thinking on) and none (effort none), instructions, a forced and
 // a chosen function call, the round trip of function_call / function_call_output items, the
 // event sequence of a stream with its numbering, max_output_tokens (incomplete), json_schema by
-// text.format, the refusals; and a Codex-style request (store false, developer instructions,
-// reasoning items in the input, hosted tool types, parallel_tool_calls false, streamed).
+// text.format, the refusals; a Codex-style request (store false, developer instructions,
+// reasoning items in the input, hosted tool types, parallel_tool_calls false, streamed); and the
+// kept responses: previous_response_id continues a conversation (text turns, the tool loop,
+// streamed, forks), GET and DELETE /v1/responses/ID, store false, and the bounds by count and bytes.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -117,12 +119,14 @@ test('text.format json_schema is checked (400 naming the field); json_object ans
   assert.deepEqual(JSON.parse(r.output_text), { echo: 'give json' });
 });
 
-test('refusals: no input, unknown items, stored responses', async () => {
+test('refusals: no input, unknown items, a response not kept', async () => {
   for (const [body, param] of [
     [{ model: 'echo' }, 'input'],
     [{ model: 'echo', input: [{ type: 'image_generation_call' }] }, 'input[0].type'],
     [{ model: 'echo', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'x' }] }] }, 'input[0].content[0]'],
     [{ model: 'echo', input: 'x', previous_response_id: 'resp_1' }, 'previous_response_id'],
+    [{ model: 'echo', input: 'x', previous_response_id: 7 }, 'previous_response_id'],
+    [{ model: 'echo', input: 'x', store: 'yes' }, 'store'],
     [{ model: 'echo', input: 'x', reasoning: { effort: 'max' } }, 'reasoning.effort'],
   ]) {
     const r = await post(srv.base, '/v1/responses', body);
@@ -156,4 +160,90 @@ test('a Codex-style request: store false, developer instructions, reasoning item
   const items = events.filter((e) => e.type === 'response.output_item.done').map((e) => e.item);
   assert.deepEqual(items.map((i) => i.type), ['reasoning', 'message']);
   assert.equal(items[1].content[0].text, 'The tool returned: README.md');
+});
+
+const quiet = { reasoning: { effort: 'none' } };
+
+test('previous_response_id: the next turn reads the conversation so far, whose prompt is reused', async () => {
+  const r1 = await client.responses.create({ model: 'echo', input: 'first turn', instructions: 'Be brief.', ...quiet });
+  assert.equal(r1.store, true);
+  assert.equal(r1.previous_response_id, null);
+  const r2 = await client.responses.create({ model: 'echo', input: 'second turn', previous_response_id: r1.id, ...quiet });
+  assert.equal(r2.output_text, 'Echo: second turn');
+  assert.equal(r2.previous_response_id, r1.id);
+  // the whole first turn is in the prompt, and read again from the held state; instructions are
+  // not carried over (as OpenAI's are not), so the prompt starts otherwise and reuses nothing of it
+  const same = await client.responses.create({ model: 'echo', input: [
+    { role: 'user', content: 'first turn' }, { role: 'assistant', content: 'Echo: first turn' }, { role: 'user', content: 'second turn' }], ...quiet });
+  assert.equal(r2.usage.input_tokens, same.usage.input_tokens);
+  const r3 = await client.responses.create({ model: 'echo', input: [{ role: 'user', content: 'third' }], previous_response_id: r2.id, ...quiet });
+  assert.ok(r3.usage.input_tokens > r2.usage.input_tokens + r2.usage.output_tokens, JSON.stringify(r3.usage));
+  // all of the second prompt but the empty think block that opened its reply (the history renders
+  // the reply without it) is read again from the held state
+  assert.ok(r3.usage.input_tokens_details.cached_tokens >= r2.usage.input_tokens - '<think>\n\n</think>\n\n'.length, JSON.stringify(r3.usage));
+  // a fork from the first turn again
+  const fork = await client.responses.create({ model: 'echo', input: 'another second', previous_response_id: r1.id, ...quiet });
+  assert.equal(fork.output_text, 'Echo: another second');
+  assert.equal(fork.usage.input_tokens, r2.usage.input_tokens - 'second turn'.length + 'another second'.length);
+});
+
+test('the tool loop through previous_response_id: the call, then its output', async () => {
+  const r1 = await client.responses.create({ model: 'echo', tools: [weather], input: '/tool get_weather {"city": "Paris"}', ...quiet });
+  const call = r1.output[0];
+  assert.equal(call.type, 'function_call');
+  const r2 = await client.responses.create({ model: 'echo', tools: [weather], previous_response_id: r1.id, ...quiet,
+    input: [{ type: 'function_call_output', call_id: call.call_id, output: 'sunny, 21 C' }] });
+  assert.equal(r2.output_text, 'The tool returned: sunny, 21 C');
+  assert.ok(r2.usage.input_tokens > r1.usage.input_tokens + r1.usage.output_tokens);
+  // streamed, and the streamed response is kept too
+  const stream = client.responses.stream({ model: 'echo', tools: [weather], previous_response_id: r2.id, input: '/tool get_weather {"city": "Oslo"}', ...quiet });
+  const final = await stream.finalResponse();
+  assert.equal(final.previous_response_id, r2.id);
+  assert.equal(final.output[0].name, 'get_weather');
+  const r4 = await client.responses.create({ model: 'echo', tools: [weather], previous_response_id: final.id, ...quiet,
+    input: [{ type: 'function_call_output', call_id: final.output[0].call_id, output: 'rain' }] });
+  assert.equal(r4.output_text, 'The tool returned: rain');
+  assert.ok(r4.usage.input_tokens > r2.usage.input_tokens);
+});
+
+test('GET and DELETE /v1/responses/ID; store false keeps nothing', async () => {
+  const r = await client.responses.create({ model: 'echo', input: 'keep me', ...quiet });
+  const got = await client.responses.retrieve(r.id);
+  assert.equal(got.id, r.id);
+  assert.equal(got.output_text, 'Echo: keep me');
+  await client.responses.delete(r.id);
+  await assert.rejects(client.responses.retrieve(r.id), (e) => e.status === 404);
+  await assert.rejects(client.responses.delete(r.id), (e) => e.status === 404);
+  await assert.rejects(client.responses.create({ model: 'echo', input: 'x', previous_response_id: r.id }),
+    (e) => e.status === 400 && e.param === 'previous_response_id' && e.code === 'previous_response_not_found');
+  const other = await client.responses.create({ model: 'echo', input: 'and me', ...quiet });
+  const del = await fetch(`${srv.base}/v1/responses/${other.id}`, { method: 'DELETE' });
+  assert.deepEqual(await del.json(), { id: other.id, object: 'response', deleted: true });
+  const unkept = await client.responses.create({ model: 'echo', input: 'forget me', store: false, ...quiet });
+  assert.equal(unkept.store, false);
+  await assert.rejects(client.responses.retrieve(unkept.id), (e) => e.status === 404);
+  await assert.rejects(client.responses.create({ model: 'echo', input: 'x', previous_response_id: unkept.id }), (e) => e.status === 400);
+});
+
+test('the kept responses are bounded by count and by bytes, the least recently used going first', async () => {
+  const small = await startServer(['--ctx', '1000000', '--responses-kept', '2', '--responses-mib', '1']);
+  try {
+    const c = new OpenAI({ baseURL: small.base + '/v1', apiKey: 'unused', maxRetries: 0 });
+    const ids = [];
+    for (const t of ['a', 'b']) ids.push((await c.responses.create({ model: 'echo', input: t, ...quiet })).id);
+    await c.responses.retrieve(ids[0]); // a is now the most recently used
+    ids.push((await c.responses.create({ model: 'echo', input: 'c', ...quiet })).id);
+    await assert.rejects(c.responses.retrieve(ids[1]), (e) => e.status === 404);
+    for (const id of [ids[0], ids[2]]) assert.equal((await c.responses.retrieve(id)).id, id);
+    // 600 KB each: the count allows two, the bytes only one
+    const big = [];
+    for (const t of ['x', 'y']) big.push((await c.responses.create({ model: 'echo', input: t.repeat(600000), max_output_tokens: 8, ...quiet })).id);
+    await assert.rejects(c.responses.retrieve(big[0]), (e) => e.status === 404);
+    assert.equal((await c.responses.retrieve(big[1])).id, big[1]);
+    const st = await (await fetch(small.base + '/v1/status')).json();
+    assert.equal(st.responses.kept, 1);
+    assert.ok(st.responses.bytes > 600000 && st.responses.bytes <= 1 << 20, JSON.stringify(st.responses));
+  } finally {
+    assert.equal(await small.stop(), 0, small.stderr());
+  }
 });

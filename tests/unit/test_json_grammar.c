@@ -12,10 +12,12 @@
  *     temperature give a valid prefix at every step, and an end only after a complete object;
  *   - schemas (engine/json_schema.h): every refusal of the compiler names the field; byte by byte,
  *     documents a schema allows are taken and others refused at exactly the first byte it does
- *     not (names, required, each key once, closed objects, integers, enums, anyOf, $ref); the mask
- *     equals a walk of every token under a schema too; replies sampled on random logits meet the
- *     schema by an independent check; a forced tool call (any tool, a named one, parallel calls)
- *     names a tool and its arguments fit that tool's parameters. */
+ *     not (names, required, each key once, closed objects, integers, enums, anyOf, $ref, and the
+ *     bounds: string lengths in characters, item counts, integer ranges, enums filtered by them);
+ *     the mask equals a walk of every token under a schema too; replies sampled on random logits
+ *     meet the schema by an independent check; a forced tool call (any tool, a named one, parallel
+ *     calls) names a tool and its arguments fit that tool's parameters; every keyword the automaton
+ *     does not enforce (pattern, format, minProperties, a number's minimum, ...) is refused. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -548,9 +550,35 @@ static void test_sampler(void) {
 
 /* ---- schemas (engine/json_schema.h) ---- */
 
+/* Whether v meets the bounds sch gives its type (lengths in code points). */
+static int meets_bounds(json_t *v, json_t *sch) {
+    double lo = -INFINITY, hi = INFINITY, n = -1;
+    const char *min_key = "minItems", *max_key = "maxItems";
+    if (json_is_string(v)) {
+        n = 0;
+        for (const char *p = json_string_value(v); *p; p++) n += ((unsigned char)*p & 0xC0) != 0x80;
+        min_key = "minLength";
+        max_key = "maxLength";
+    } else if (json_is_array(v)) {
+        n = (double)json_array_size(v);
+    }
+    if (n >= 0) {
+        json_t *a = json_object_get(sch, min_key), *b = json_object_get(sch, max_key);
+        return (!a || n >= json_number_value(a)) && (!b || n <= json_number_value(b));
+    }
+    if (!json_is_number(v)) return 1;
+    double x = json_number_value(v);
+    json_t *a = json_object_get(sch, "minimum"), *b = json_object_get(sch, "maximum");
+    json_t *ea = json_object_get(sch, "exclusiveMinimum"), *eb = json_object_get(sch, "exclusiveMaximum");
+    if (a) lo = json_number_value(a);
+    if (b) hi = json_number_value(b);
+    return x >= lo && x <= hi && (!ea || x > json_number_value(ea)) && (!eb || x < json_number_value(eb));
+}
+
 /* An independent check of a value against the subset of JSON Schema the compiler takes. */
 static int meets(json_t *v, json_t *sch, json_t *root) {
     if (json_is_true(sch) || !sch) return 1;
+    if (!meets_bounds(v, sch)) return 0;
     json_t *ref = json_object_get(sch, "$ref");
     if (ref) return meets(v, json_object_get(json_object_get(root, "$defs"), json_string_value(ref) + 8), root);
     json_t *any = json_object_get(sch, "anyOf");
@@ -631,11 +659,40 @@ static void test_schema_compile(void) {
     st_json_schema *sc = NULL;
     CHECK(st_json_schema_compile(person_schema, strlen(person_schema), &sc) == ST_OK && sc && !sc->n_tools);
     st_json_schema_free(sc);
-    /* bounds are accepted (not enforced) */
-    const char *bounds = "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":3,\"pattern\":\"x\"}},\"minProperties\":1}";
-    CHECK(st_json_schema_compile(bounds, strlen(bounds), &sc) == ST_OK);
+    /* what the automaton does not enforce is refused, never ignored */
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":3,\"pattern\":\"x\"}}}", "properties.s.pattern");
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"pattern\":\"x\"}}}", "properties.s.pattern");
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"format\":\"date\"}}}", "properties.s.format");
+    schema_error("{\"type\":\"object\",\"minProperties\":1}", "minProperties");
+    schema_error("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"multipleOf\":2}}}", "properties.n.multipleOf");
+    schema_error("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"uniqueItems\":true}}}", "properties.a.uniqueItems");
+    schema_error("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"number\",\"minimum\":0}}}", "properties.n.minimum");
+    schema_error("{\"type\":\"object\",\"properties\":{\"n\":{\"maximum\":3}}}", "properties.n.maximum");
+    schema_error("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":5,\"exclusiveMaximum\":5}}}", "properties.n.minimum");
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}}}", "properties.s");
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"minLength\":1.5}}}", "properties.s.minLength");
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"anyOf\":[{\"type\":\"string\"}],\"maxLength\":2}}}", "properties.s.maxLength");
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"$ref\":\"#/$defs/t\",\"maxLength\":2}},\"$defs\":{\"t\":{}}}", "properties.s.maxLength");
+    schema_error("{\"type\":\"object\",\"properties\":{\"e\":{\"enum\":[\"abc\",\"de\"],\"maxLength\":1}}}", "properties.e.enum");
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"anyOf\":[{\"type\":\"string\",\"maxLength\":1},{\"type\":\"string\",\"minLength\":2}]}}}",
+                 "properties.s");
+    /* annotations, and bounds that do not apply to the type, constrain nothing */
+    const char *fine = "{\"type\":\"object\",\"title\":\"t\",\"description\":\"d\",\"properties\":{\"a\":{\"type\":\"array\",\"uniqueItems\":false,"
+                       "\"default\":[],\"examples\":[[1]]},\"b\":{\"type\":\"boolean\",\"maxLength\":2,\"minimum\":1}}}";
+    CHECK(st_json_schema_compile(fine, strlen(fine), &sc) == ST_OK);
     st_json_schema_free(sc);
 }
+
+static const char bounds_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"s\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":3},"
+    "\"m\":{\"type\":[\"string\",\"null\"],\"minLength\":1},"
+    "\"i\":{\"type\":\"integer\",\"minimum\":-5,\"maximum\":120},"
+    "\"p\":{\"type\":\"integer\",\"exclusiveMinimum\":10},"
+    "\"a\":{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9},\"minItems\":1,\"maxItems\":2},"
+    "\"e\":{\"enum\":[\"x\",\"yy\",\"zzz\",3,30],\"maxLength\":2,\"maximum\":10},"
+    "\"n\":{\"anyOf\":[{\"type\":\"string\",\"maxLength\":1},{\"type\":\"null\"}]}},"
+    "\"additionalProperties\":false}";
 
 /* How many bytes of doc a schema constraint takes as single-byte tokens; *complete after them. */
 static size_t schema_accepts(const st_json_vocab *v, const st_json_schema *sc, const char *doc, int *complete) {
@@ -713,14 +770,27 @@ static int sample_runs(const st_json_vocab *v, const st_json_schema *sc, const i
 
 static int check_answer(const char *text, size_t n, void *ctx) {
     json_t *schema = ctx;
-    const char *p = strstr(text, "</think>");
-    json_t *v = json_loads(p ? p + 8 : text, 0, NULL);
+    const char *p = memmem(text, n, "</think>", 8); /* a think block may hold any byte, NUL too */
+    json_t *v = p ? json_loadb(p + 8, n - (size_t)(p + 8 - text), 0, NULL) : json_loadb(text, n, 0, NULL);
     int ok = v && meets(v, schema, schema);
     json_decref(v);
     return ok;
 }
 
 typedef struct tools_ctx { json_t *tools; const char *only; int parallel; const char *opening; } tools_ctx;
+
+/* The parameters of the tool named name (NULL: none given), *found whether there is one. */
+static json_t *tool_params(json_t *tools, const char *name, int *found) {
+    size_t i;
+    json_t *t;
+    *found = 0;
+    json_array_foreach(tools, i, t)
+        if (name && !strcmp(json_string_value(json_object_get(json_object_get(t, "function"), "name")), name)) {
+            *found = 1;
+            return json_object_get(json_object_get(t, "function"), "parameters");
+        }
+    return NULL;
+}
 
 /* <tool_call>\n{"name": N, "arguments": A}\n</tool_call>, once (or more when parallel). */
 static int check_calls(const char *text, size_t n, void *ctx) {
@@ -736,21 +806,81 @@ static int check_calls(const char *text, size_t n, void *ctx) {
         if (!end) return 0;
         json_t *call = json_loadb(p + 12, (size_t)(end - p - 12), 0, NULL);
         const char *name = json_string_value(json_object_get(call, "name"));
-        json_t *schema = NULL;
-        size_t i;
-        json_t *t;
         int found = 0;
-        json_array_foreach(tc->tools, i, t)
-            if (name && !strcmp(json_string_value(json_object_get(json_object_get(t, "function"), "name")), name)) {
-                schema = json_object_get(json_object_get(t, "function"), "parameters");
-                found = 1;
-            }
+        json_t *schema = tool_params(tc->tools, name, &found);
         int ok = found && (!tc->only || !strcmp(name, tc->only)) && json_object_size(call) == 2 &&
                  meets(json_object_get(call, "arguments"), schema, schema);
         json_decref(call);
         if (!ok) return 0;
         calls++;
         p = end + 13;
+        if (*p == '\n') p++;
+    }
+    return calls == 1 || (tc->parallel && calls > 1);
+}
+
+/* Feeds doc to a schema constraint token by token (the longest known token first), the mask
+ * exact before each, complete at the end; twice, the second time from the mask cache. */
+static void masks_along(const st_json_vocab *v, const st_json_schema *sc, int32_t n_vocab, float *logits, const char *doc) {
+    for (int again = 0; again < 2; again++) {
+        st_json_constraint *c = NULL;
+        CHECK(st_json_constraint_new_schema(v, sc, NULL, 0, &c) == ST_OK);
+        int exact = 1, fed = 1;
+        for (size_t i = 0; doc[i] && fed;) {
+            exact &= mask_exact(c, n_vocab, logits);
+            CHECK(!st_json_constraint_allows(c, im_end));
+            int best = -1;
+            size_t best_len = 0;
+            for (int k = 0; k < n_tok; k++)
+                if (types[k] == ST_TOKEN_NORMAL && raw_len[k] > best_len && !strncmp(doc + i, raw[k], raw_len[k])) { best = k; best_len = raw_len[k]; }
+            if (!strncmp(doc + i, "<think>", 7)) { best = think_open; best_len = 7; }
+            if (!strncmp(doc + i, "</think>", 8)) { best = think_close; best_len = 8; }
+            fed = best >= 0 && st_json_constraint_accept(c, best) == ST_OK;
+            i += best_len;
+        }
+        CHECKF(exact && fed, "%s: masks exact %d, fed %d", doc, exact, fed);
+        CHECK(st_json_constraint_complete(c) && st_json_constraint_allows(c, im_end) && mask_exact(c, n_vocab, logits));
+        st_json_constraint_free(c);
+    }
+}
+
+/* Qwen 3.5's XML calls, read as the chat parser does (text/chat_parse.c: a value is its JSON),
+ * each naming a tool with arguments that fit it. */
+static int check_xml_calls(const char *text, size_t n, void *ctx) {
+    tools_ctx *tc = ctx;
+    int calls = 0;
+    char whole[8300];
+    snprintf(whole, sizeof whole, "%s%s", tc->opening, text);
+    const char *p = whole;
+    while (*p == '\n' || *p == ' ' || *p == '\r' || *p == '\t') p++;
+    while (*p) {
+        if (strncmp(p, "<tool_call>\n<function=", 22)) return 0;
+        p += 22;
+        const char *gt = strchr(p, '>');
+        if (!gt || gt[1] != '\n') return 0;
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(gt - p), p);
+        p = gt + 2;
+        json_t *args = json_object();
+        int ok = 1;
+        while (ok && !strncmp(p, "<parameter=", 11)) {
+            const char *k = p + 11, *kend = strchr(k, '>'), *vend = kend ? strstr(kend, "\n</parameter>\n") : NULL;
+            if (!kend || kend[1] != '\n' || !vend) { ok = 0; break; }
+            char key[64];
+            snprintf(key, sizeof key, "%.*s", (int)(kend - k), k);
+            json_t *val = json_loadb(kend + 2, (size_t)(vend - kend - 2), JSON_DECODE_ANY, NULL);
+            if (val) json_object_set_new(args, key, val);
+            else ok = 0;
+            p = vend + 14;
+        }
+        ok = ok && !strncmp(p, "</function>\n</tool_call>", 24);
+        int found = 0;
+        json_t *schema = tool_params(tc->tools, name, &found);
+        ok = ok && found && (!tc->only || !strcmp(name, tc->only)) && meets(args, schema, schema);
+        json_decref(args);
+        if (!ok) return 0;
+        calls++;
+        p += 24;
         if (*p == '\n') p++;
     }
     return calls == 1 || (tc->parallel && calls > 1);
@@ -795,30 +925,8 @@ static void test_schema_constraint(void) {
 
     /* the mask equals a walk of every token, along documents (and again, from the cache) */
     float *logits = malloc(sizeof *logits * (size_t)n_vocab);
-    const char *docs[] = {"{\"name\":\"hello\",\"age\":123,\"tags\":[\"bc\",null],\"sub\":{\"x\":-0.5,\"ok\":false}}",
-                          "<think>\nthe</think>\n\n{\"age\":12,\"name\":\"\xE6\x97\xA5\\n\",\"home\":{\"city\":\"Oslo\",\"x\":[true]}}"};
-    for (size_t d = 0; d < 2; d++)
-        for (int again = 0; again < 2; again++) {
-            st_json_constraint *c = NULL;
-            CHECK(st_json_constraint_new_schema(v, sc, NULL, 0, &c) == ST_OK);
-            int exact = 1, fed = 1;
-            for (size_t i = 0; docs[d][i] && fed;) {
-                exact &= mask_exact(c, n_vocab, logits);
-                CHECK(!st_json_constraint_allows(c, im_end));
-                int best = -1;
-                size_t best_len = 0;
-                for (int k = 0; k < n_tok; k++)
-                    if (types[k] == ST_TOKEN_NORMAL && raw_len[k] > best_len && !strncmp(docs[d] + i, raw[k], raw_len[k])) { best = k; best_len = raw_len[k]; }
-                if (!strncmp(docs[d] + i, "<think>", 7)) { best = think_open; best_len = 7; }
-                if (!strncmp(docs[d] + i, "</think>", 8)) { best = think_close; best_len = 8; }
-                fed = best >= 0 && st_json_constraint_accept(c, best) == ST_OK;
-                i += best_len;
-            }
-            CHECKF(exact && fed, "%s: masks exact %d, fed %d", docs[d], exact, fed);
-            CHECK(st_json_constraint_complete(c) && st_json_constraint_allows(c, im_end) && mask_exact(c, n_vocab, logits));
-            st_json_constraint_free(c);
-        }
-    free(logits);
+    masks_along(v, sc, n_vocab, logits, "{\"name\":\"hello\",\"age\":123,\"tags\":[\"bc\",null],\"sub\":{\"x\":-0.5,\"ok\":false}}");
+    masks_along(v, sc, n_vocab, logits, "<think>\nthe</think>\n\n{\"age\":12,\"name\":\"\xE6\x97\xA5\\n\",\"home\":{\"city\":\"Oslo\",\"x\":[true]}}");
 
     /* sampled on random logits: every finished reply meets the schema */
     json_t *schema = json_loads(person_schema, 0, NULL);
@@ -827,6 +935,39 @@ static void test_schema_constraint(void) {
     CHECKF(completed >= 10, "only %d of 40 runs finished", completed);
     json_decref(schema);
     st_json_schema_free(sc);
+
+    /* bounds: lengths in characters (UTF-8 and escapes, a surrogate pair as one), items, integers */
+    CHECK(st_json_schema_compile(bounds_schema, strlen(bounds_schema), &sc) == ST_OK);
+    schema_doc(v, sc, "{\"s\":\"ab\",\"m\":\"x\",\"i\":-5,\"p\":11,\"a\":[0,9],\"e\":\"yy\",\"n\":\"q\"}", ok);
+    schema_doc(v, sc, "{\"s\":\"\xE6\x97\xA5\xE6\x9C\xAC\",\"i\":120,\"p\":1000,\"a\":[5],\"e\":3,\"n\":null,\"m\":null}", ok);
+    schema_doc(v, sc, "{\"s\":\"\\ud83d\\ude00\\n\\u00e9\",\"i\":0,\"p\":109,\"e\":\"x\",\"i\":-0}", 51); /* each key once */
+    schema_doc(v, sc, "{\"s\":\"a\"", 7);         /* shorter than 2 */
+    schema_doc(v, sc, "{\"s\":\"abcd", 9);         /* longer than 3 */
+    schema_doc(v, sc, "{\"s\":\"\xE6\x97\xA5\xE6\x97\xA5\xE6\x97\xA5x", 15);
+    schema_doc(v, sc, "{\"s\":\"\\ud83d\\ude00\\ud83d\\ude00\\ud83d\\ude00\\ud83d", 42);
+    schema_doc(v, sc, "{\"m\":\"\"", 6);
+    schema_doc(v, sc, "{\"i\":-6", 6);
+    schema_doc(v, sc, "{\"i\":-50", 7);
+    schema_doc(v, sc, "{\"i\":121", 7);
+    schema_doc(v, sc, "{\"i\":1.5", 6);
+    schema_doc(v, sc, "{\"p\":10}", 7);          /* 10 could have gone on to 100 */
+    schema_doc(v, sc, "{\"p\":-", 5);
+    schema_doc(v, sc, "{\"p\":0", 5);
+    schema_doc(v, sc, "{\"a\":[]", 6);
+    schema_doc(v, sc, "{\"a\":[1,2,", 9);
+    schema_doc(v, sc, "{\"a\":[10", 7);
+    schema_doc(v, sc, "{\"e\":\"z", 6);          /* "zzz" is longer than maxLength */
+    schema_doc(v, sc, "{\"e\":30", 6);            /* 30 is above maximum */
+    schema_doc(v, sc, "{\"n\":\"ab", 7);
+    masks_along(v, sc, n_vocab, logits, "{\"s\":\"abc\",\"m\":\"hello there\",\"i\":-5,\"p\":123,\"a\":[9],\"e\":\"yy\",\"n\":\"\"}");
+    masks_along(v, sc, n_vocab, logits, "{\"s\":\"\xE6\x97\xA5\\n\",\"a\":[1,2],\"i\":99}");
+    schema = json_loads(bounds_schema, 0, NULL);
+    completed = 0;
+    CHECK(sample_runs(v, sc, NULL, 0, n_vocab, check_answer, schema, &completed));
+    CHECKF(completed >= 10, "bounds: only %d of 40 runs finished", completed);
+    json_decref(schema);
+    st_json_schema_free(sc);
+    free(logits);
 
     /* tool calls: the call's text, a name among the tools, arguments that fit its parameters */
     const char *tools_text = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
@@ -847,7 +988,7 @@ static void test_schema_constraint(void) {
     prompt[np++] = id_of_raw("\n");
     for (int mode = 0; mode < 3; mode++) {
         tools_ctx tc = {tools, mode == 1 ? "get_weather" : NULL, mode == 2, mode == 2 ? "" : "<tool_call>\n"};
-        CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), tc.only, tc.parallel, &sc) == ST_OK);
+        CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), tc.only, tc.parallel, 0, &sc) == ST_OK);
         completed = 0;
         CHECK(sample_runs(v, sc, prompt, mode == 2 ? bare : np, n_vocab, check_calls, &tc, &completed));
         CHECKF(completed >= 10, "tools mode %d: only %d of 40 runs finished", mode, completed);
@@ -859,7 +1000,7 @@ static void test_schema_constraint(void) {
         st_json_schema_free(sc);
     }
     /* a named tool's forced opening is read from the prompt: only its arguments are left */
-    CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), "get_time", 0, &sc) == ST_OK);
+    CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), "get_time", 0, 0, &sc) == ST_OK);
     int complete2 = 0;
     st_json_constraint *c = NULL;
     CHECK(st_json_constraint_new_schema(v, sc, prompt, np, &c) == ST_OK);
@@ -871,7 +1012,68 @@ static void test_schema_constraint(void) {
     CHECK(st_json_constraint_allows(c, im_end) && !st_json_constraint_allows(c, id_of_raw("\n")));
     st_json_constraint_free(c);
     st_json_schema_free(sc);
-    CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), "launch", 0, &sc) == ST_ERR_INVALID && !sc);
+    CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), "launch", 0, 0, &sc) == ST_ERR_INVALID && !sc);
+    st_clear_error();
+
+    /* Qwen 3.5's XML form: each value the JSON text of its argument, on its property's rules */
+    CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), NULL, 0, 1, &sc) == ST_OK);
+    const char *w = "<tool_call>\n<function=get_weather>\n";
+    char doc[256];
+    schema_doc(v, sc, "<tool_call>\n<function=get_weather>\n<parameter=unit>\n\"c\"\n</parameter>\n<parameter=city>\n\"Paris\"\n</parameter>\n"
+                      "</function>\n</tool_call>", ok);
+    schema_doc(v, sc, "\n<tool_call>\n<function=get_time>\n</function>\n</tool_call>", ok);
+    schema_doc(v, sc, "<tool_call>\n<function=get_time>\n<parameter=zone>\n [1, {\"a\": null},\n 2.5e3] \n</parameter>\n<parameter=x>\n-7\n"
+                      "</parameter>\n</function>\n</tool_call>", ok);
+    snprintf(doc, sizeof doc, "%s<parameter=city>\nParis", w);
+    schema_doc(v, sc, doc, 52);                           /* a string in its quotes */
+    snprintf(doc, sizeof doc, "%s</", w);
+    schema_doc(v, sc, doc, 36);                           /* city and unit are required */
+    snprintf(doc, sizeof doc, "%s<parameter=town", w);
+    schema_doc(v, sc, doc, 46);                           /* closed */
+    snprintf(doc, sizeof doc, "%s<parameter=city>\n\"a<", w);
+    schema_doc(v, sc, doc, 54);                           /* no '<' in a value */
+    snprintf(doc, sizeof doc, "%s<parameter=unit>\n\"k", w);
+    schema_doc(v, sc, doc, 53);                           /* the enum */
+    snprintf(doc, sizeof doc, "%s<parameter=unit>\n\"c\"\n</parameter>\n<parameter=unit", w);
+    schema_doc(v, sc, doc, 80);                           /* each key once */
+    snprintf(doc, sizeof doc, "%s<parameter=city>\n\"Oslo\"</parameter>", w);
+    schema_doc(v, sc, doc, 58);                           /* the value's line ends first */
+    schema_doc(v, sc, "<tool_call>\n{", 12);             /* not the JSON form */
+    schema_doc(v, sc, "<tool_call>\n<function=get_weathe>", 32);
+    complete = 1;
+    snprintf(doc, sizeof doc, "%s<parameter=unit>\n\"c\"\n</parameter>\n<parameter=city>\n\"x\"\n</parameter>\n</function>", w);
+    schema_accepts(v, sc, doc, &complete);
+    CHECK(!complete);
+    logits = malloc(sizeof *logits * (size_t)n_vocab);
+    masks_along(v, sc, n_vocab, logits, "<tool_call>\n<function=get_weather>\n<parameter=city>\n\"hello there\"\n</parameter>\n<parameter=unit>\n\"f\"\n"
+                                        "</parameter>\n</function>\n</tool_call>");
+    masks_along(v, sc, n_vocab, logits, "<tool_call>\n<function=get_time>\n<parameter=q>\n{\"k\": [true, 123]}\n</parameter>\n</function>\n</tool_call>");
+    free(logits);
+    st_json_schema_free(sc);
+    for (int mode = 0; mode < 3; mode++) {
+        tools_ctx tc = {tools, mode == 1 ? "get_weather" : NULL, mode == 2, mode == 0 ? "<tool_call>\n<function=" : ""};
+        CHECK(st_json_schema_compile_tools(tools_text, strlen(tools_text), tc.only, tc.parallel, 1, &sc) == ST_OK);
+        int32_t xp[32];
+        size_t nx = 0;
+        for (size_t k = 0; k < bare; k++) xp[nx++] = prompt[k];
+        if (mode == 0) {
+            xp[nx++] = id_of_raw("<tool_call>");
+            xp[nx++] = id_of_raw("\n");
+            for (const char *q = "<function="; *q; q++) xp[nx++] = (unsigned char)*q;
+        }
+        completed = 0;
+        CHECK(sample_runs(v, sc, xp, nx, n_vocab, check_xml_calls, &tc, &completed));
+        CHECKF(completed >= 10, "xml tools mode %d: only %d of 40 runs finished", mode, completed);
+        st_json_schema_free(sc);
+    }
+    /* names the XML form cannot write */
+    const char *angle = "[{\"type\":\"function\",\"function\":{\"name\":\"a>b\"}}]";
+    CHECK(st_json_schema_compile_tools(angle, strlen(angle), NULL, 0, 0, &sc) == ST_OK);
+    st_json_schema_free(sc);
+    CHECK(st_json_schema_compile_tools(angle, strlen(angle), NULL, 0, 1, &sc) == ST_ERR_INVALID && !sc);
+    st_clear_error();
+    const char *lt = "[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"properties\":{\"a\":{\"enum\":[\"<x>\"]}}}}}]";
+    CHECK(st_json_schema_compile_tools(lt, strlen(lt), NULL, 0, 1, &sc) == ST_ERR_INVALID && !sc);
     st_clear_error();
     json_decref(tools);
     st_json_vocab_free(v);
