@@ -126,7 +126,7 @@ static void adjust_heap_kept(int32_t *h, float *hv, int64_t hole, int64_t len, i
     int64_t child = hole;
     while (child < (len - 1) / 2) {
         child = 2 * (child + 1);
-        if (hv[child] > hv[child - 1]) child--;
+        child -= hv[child] > hv[child - 1]; /* no branch: the comparison is a coin toss */
         h[hole] = h[child];
         hv[hole] = hv[child];
         hole = child;
