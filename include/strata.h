@@ -102,6 +102,12 @@ typedef struct st_ctx_fit {
 } st_ctx_fit;
 st_ctx_fit st_model_ctx_fit(const st_model *m, int kv_f32);
 
+/* Bytes of the session's caches one decoded token reads after n_past held positions: the K and V
+ * rows of every position a full-attention layer attends to (n_past + 1; for qwen4exp's QSA layers
+ * only the W cells the indexer selects, with the pooled block keys it scores and the raw indexer
+ * keys it pools). A recurrent layer's state is not counted. */
+uint64_t st_model_decode_kv_bytes(const st_model *m, int kv_f32, int64_t n_past);
+
 /* ---- Text (through the model's tokenizer) ---------------------------------------------------- */
 
 int st_model_has_tokenizer(const st_model *m);

@@ -4,11 +4,17 @@
  * time per call and per token. It exists to choose between the GDN forms and to see what share of
  * the prefill / decode budget the ops take; it asserts nothing.
  *
- *   bench_ops [--repeats R] [--threads N] [--attn]   (N = the largest thread count tried, default 2)
+ *   bench_ops [--repeats R] [--threads N] [--attn] [--qsa]   (N = the largest thread count tried, default 2)
  *
  * --attn: attention only, for prompt chunks of 512 after 0, 4096 and 16384 cached positions and
  * for decode after 16384, with the attention FLOPs per second (4 hd per query head and visible
- * cell: q.k and the weighted sum of v). */
+ * cell: q.k and the weighted sum of v).
+ *
+ * --qsa: qwen4exp's QSA decode step at the flash preset's shape (24 q / 2 kv heads of 256, f16 KV;
+ * indexer 4 heads of 128, r = 4, W = 2051) after 2047, 4096, 16384 and 65536 cached positions:
+ * the block scores with the selection, and the attention over the selected cells, apart. The
+ * block keys are random (scores in no order: few heap replacements) or made so that the scores
+ * grow with the position (every block replaces the heap's top: the selection's worst case). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,12 +147,63 @@ static void bench_attn_depth(st_pool *pool, int nth) {
     }
 }
 
+/* ---- QSA decode: qwen4exp flash's shapes ---- */
+typedef struct qsa_ctx {
+    st_qsa_args s;
+    st_attn_cells_args c;
+    void *scratch;
+} qsa_ctx;
+static void run_qsa_select(void *p, st_pool *pool) {
+    qsa_ctx *c = p;
+    st_op_qsa_select(pool, &c->s, c->scratch);
+}
+static void run_qsa_cells(void *p, st_pool *pool) { st_op_attention_cells(pool, &((qsa_ctx *)p)->c); }
+
+static void bench_qsa(st_pool *pool, int nth) {
+    const int64_t H = 24, Hkv = 2, hd = 256, row = Hkv * hd, Hi = 4, dim = 128, r = 4, W = 2048 + r - 1;
+    const int64_t depths[4] = { 2047, 4096, 16384, 65536 };
+    for (int di = 0; di < 4; di++)
+        for (int grow = 0; grow < 2; grow++) {
+            const int64_t n_ctx = depths[di] + 1, nb = n_ctx / r;
+            float *blocks = rand_buf((size_t)((nb + 1) * dim), 1.0f), *q = rand_buf((size_t)(Hi * dim), 1.0f);
+            if (grow) /* K_b = q_0 scaled by b: sigma_b = relu(b |q_0|^2) + ... grows with b */
+                for (int64_t b = 0; b <= nb; b++)
+                    for (int64_t i = 0; i < dim; i++) blocks[b * dim + i] = q[i] * (float)(b + 1) / (float)nb;
+            float *src = rand_buf((size_t)(n_ctx * row), 1.0f);
+            uint16_t *kc = malloc(2 * (size_t)(n_ctx * row)), *vc = malloc(2 * (size_t)(n_ctx * row));
+            st_op_kv_store(ST_TYPE_F16, kc, row, 0, src, row, n_ctx);
+            st_op_kv_store(ST_TYPE_F16, vc, row, 0, src, row, n_ctx);
+            free(src);
+            float *qa = rand_buf((size_t)(H * hd), 1.0f), *out = malloc(sizeof(float) * (size_t)(H * hd));
+            int32_t pos = (int32_t)depths[di], *cells = malloc(sizeof(int32_t) * (size_t)W), n_cells = 0;
+            qsa_ctx c = { .s = { .q = q, .ld_q = Hi * dim, .n_head = Hi, .dim = dim, .blocks = blocks, .pos = &pos,
+                                 .n_tok = 1, .r = r, .width = W, .n_ctx = n_ctx, .cells = cells, .ld_cells = W,
+                                 .n_cells = &n_cells },
+                          .scratch = malloc(st_qsa_scratch_size(nth, n_ctx, r, W)) };
+            c.c = (st_attn_cells_args){ .a = { .q = qa, .ldq_tok = H * hd, .ldq_head = hd, .k_cache = kc, .v_cache = vc,
+                                               .kv_type = ST_TYPE_F16, .pos = &pos, .n_tok = 1, .n_head = H,
+                                               .n_head_kv = Hkv, .head_dim = hd, .n_kv = n_ctx,
+                                               .scale = 1.0f / sqrtf((float)hd), .out = out, .ldo_tok = H * hd },
+                                        .cells = cells, .ld_cells = W, .n_cells = &n_cells };
+            double cpu, t = median_time(run_qsa_select, &c, pool, &cpu);
+            printf("| qsa select | after %ld, scores %s | avx512 | %d | %.3f | %.3f | %.2f |\n", (long)depths[di],
+                   grow ? "growing" : "random", nth, t * 1e3, cpu * 1e3, t * 1e6);
+            if (!grow) {
+                t = median_time(run_qsa_cells, &c, pool, &cpu);
+                printf("| qsa attention over %d cells | after %ld | avx512 | %d | %.3f | %.3f | %.2f |\n", (int)n_cells,
+                       (long)depths[di], nth, t * 1e3, cpu * 1e3, t * 1e6);
+            }
+            free(blocks); free(q); free(kc); free(vc); free(qa); free(out); free(cells); free(c.scratch);
+        }
+}
+
 int main(int argc, char **argv) {
-    int max_threads = 2, attn_only = 0;
+    int max_threads = 2, attn_only = 0, qsa_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) max_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--attn")) attn_only = 1;
+        else if (!strcmp(argv[i], "--qsa")) qsa_only = 1;
     }
     if (repeats < 1) repeats = 1;
     if (repeats > 64) repeats = 64;
@@ -159,6 +216,11 @@ int main(int argc, char **argv) {
         st_pool *pool = NULL;
         if (st_pool_create(nth, &pool) != ST_OK) return 1;
 
+        if (qsa_only) {
+            bench_qsa(pool, nth);
+            st_pool_destroy(pool);
+            continue;
+        }
         if (attn_only) {
             bench_attn_depth(pool, nth);
             st_pool_destroy(pool);

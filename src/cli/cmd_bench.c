@@ -240,8 +240,11 @@ int cmd_bench(int argc, char **argv) {
         bw_lo = probe[0];
         bw_hi = probe[PROBE_ROUNDS * PROBE_PASSES - 1];
     }
-    /* Decode also reads the KV rows of every held position: at depth they are a real share. */
-    double kv_bytes = (double)(st_model_ctx_fit(m, sp.kv_f32).cell_bytes - sizeof(int32_t)) * (depth + 0.5 * n_gen);
+    /* Decode also reads the KV rows of the held positions it attends to (a QSA layer the cells
+     * it selects): at depth they are a real share. The mean over the timed steps. */
+    double kv_bytes = 0;
+    for (int i = 0; i < n_gen; i++) kv_bytes += (double)st_model_decode_kv_bytes(m, sp.kv_f32, depth + i);
+    if (n_gen) kv_bytes /= n_gen;
     double bytes = (double)st_model_decode_bytes(m) + kv_bytes;
     double share = bw > 0 ? bytes * tg_med / (bw * 1e9) : 0;
     char cpu[256];

@@ -165,6 +165,31 @@ st_ctx_fit st_model_ctx_fit(const st_model *m, int kv_f32) {
     return f;
 }
 
+uint64_t st_model_decode_kv_bytes(const st_model *m, int kv_f32, int64_t n_past) {
+    const st_hparams *hp = &m->hp;
+    const uint32_t kv = kv_f32 ? ST_TYPE_F32 : ST_TYPE_F16;
+    const int64_t seen = n_past + 1; /* the new token's own cell included */
+    uint64_t bytes = 0;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        if (st_hp_is_hybrid(hp) && hp->is_linear[il]) continue;
+        const uint64_t kv_row = 2 * st_kv_row_bytes(kv, hp->n_head_kv[il] * hp->head_dim);
+        if (!st_hp_qsa(hp, il)) {
+            bytes += kv_row * (uint64_t)seen;
+            continue;
+        }
+        /* QSA: the W cells it selects, the pooled key of every complete block it scores, and
+         * r raw indexer keys for each block it pools (one a token on average) */
+        const int64_t W = st_hp_qsa_width(hp, il);
+        bytes += st_kv_row_bytes(kv, hp->idx_dim);
+        if (seen <= W) {
+            bytes += kv_row * (uint64_t)seen;
+            continue;
+        }
+        bytes += kv_row * (uint64_t)W + (uint64_t)(seen / hp->compress_ratio[il]) * (uint64_t)hp->idx_dim * sizeof(float);
+    }
+    return bytes;
+}
+
 /* The automatic choice: copy when the tensor data (without the PLE table, which is never copied)
  * takes at most half of the available memory, so a model that barely fits is still served from
  * the page cache without a second copy. */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend/backend.h"
+#include "backend/cpu/ops_cpu.h"
 #include "base/cpu.h"
 #include "quant/quant.h"
 #include "test.h"
@@ -194,6 +195,29 @@ static void test_qsa_select_decode(st_pool *pool) {
     free(q); free(K); free(c1); free(c2); free(scr);
 }
 
+/* The heap that keeps its values beside its cells ends as the reference's, entry for entry, on
+ * rows whose scores take a few values (ties everywhere, within and across blocks) or are all
+ * distinct, for odd widths, block sizes and tails. */
+static void test_qsa_heap_kept(void) {
+    const int64_t n_max = 3001;
+    float *sigma = malloc(sizeof(float) * n_max), *hv = malloc(sizeof(float) * n_max);
+    int32_t *h0 = malloc(sizeof(int32_t) * n_max), *h1 = malloc(sizeof(int32_t) * n_max);
+    int ok = 1;
+    for (int c = 0; c < 60 && ok; c++) {
+        const int64_t r = 1 + c % 5, n = 200 + (int64_t)((frand() + 1.0f) * 1400.0f);
+        const int64_t W = 1 + (int64_t)((frand() + 1.0f) * 0.5f * (float)(n - 1)), tail_start = n / r * r;
+        for (int64_t b = 0; b < n / r + 1; b++) {
+            const float x = frand();
+            sigma[b] = c % 3 == 0 ? x : c % 3 == 1 ? (x > 0.0f ? x : 0.0f) : (float)(int)(4.0f * x) * 0.25f;
+        }
+        ops_qsa_heap_select_ref(h0, W, n, sigma, r, tail_start);
+        ops_qsa_heap_select(h1, hv, W, n, sigma, r, tail_start);
+        ok = !memcmp(h0, h1, sizeof(int32_t) * W);
+        CHECKF(ok, "case %d: n %lld, W %lld, r %lld", c, (long long)n, (long long)W, (long long)r);
+    }
+    free(sigma); free(hv); free(h0); free(h1);
+}
+
 static void test_attention_cells(st_pool *pool) {
     const int64_t hds[3] = {40, 64, 128};
     for (int ih = 0; ih < 3; ih++)
@@ -286,6 +310,7 @@ int main(void) {
     test_qsa_pool_scores();
     test_qsa_select_ties();
     test_qsa_select_decode(pool);
+    test_qsa_heap_kept();
     test_attention_cells(pool);
     st_pool_destroy(pool);
     return test_report("test_ops_qwen4exp");

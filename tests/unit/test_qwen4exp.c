@@ -10,7 +10,8 @@
  * copied out of the mapping (the PLE table left in it) bit for bit. Then the session state:
  * save/load mid-prompt, checkpoint + cut + a different continuation, and reuse give the logits of
  * a fresh session bit for bit; a misshapen and a missing tensor are refused naming the tensor
- * and both shapes. Skips without the peer build (tools/peer-build.sh). */
+ * and both shapes; the cache bytes a decode step reads stop growing with the context at the QSA
+ * budget. Skips without the peer build (tools/peer-build.sh). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -193,6 +194,26 @@ static void check_state(const char *model) {
     st_model_free(m);
 }
 
+/* st_model_decode_kv_bytes (strata bench's KV share): a step reads every held position's K/V
+ * until the QSA budget W = 7 is reached, then W cells and one pooled key per complete block. */
+static void check_decode_bytes(const char *dense, const char *qsa) {
+    st_model_params mp = {.progress = 0, .prefault = 0, .copy_weights = 0, .device = ST_DEVICE_CPU};
+    st_model *d, *q;
+    CHECK(st_model_load(dense, &mp, &d) == ST_OK && st_model_load(qsa, &mp, &q) == ST_OK);
+    if (!d || !q) return;
+    const uint64_t row = st_model_decode_kv_bytes(d, 1, 1) - st_model_decode_kv_bytes(d, 1, 0);
+    CHECK(row > 0 && st_model_decode_kv_bytes(d, 1, 1000) - st_model_decode_kv_bytes(d, 1, 0) == 1000 * row);
+    CHECK(st_model_decode_kv_bytes(q, 1, 6) - st_model_decode_kv_bytes(q, 1, 0) == 6 * row);
+    const uint64_t at6 = st_model_decode_kv_bytes(q, 1, 6);
+    const uint64_t key = st_model_decode_kv_bytes(q, 1, 11) - st_model_decode_kv_bytes(q, 1, 7);
+    int ok = key > 0;
+    for (int64_t n = 7; n < 5000 && ok; n++) ok = st_model_decode_kv_bytes(q, 1, n) == at6 + (uint64_t)((n + 1) / 4) * key;
+    CHECKF(ok, "QSA decode bytes: a block key of %llu bytes", (unsigned long long)key);
+    CHECK(st_model_decode_kv_bytes(q, 0, 100) < st_model_decode_kv_bytes(q, 1, 100)); /* f16 rows */
+    st_model_free(d);
+    st_model_free(q);
+}
+
 /* A copy of src with len bytes of val written `skip` bytes past GGUF string `name`; 0 if absent. */
 static int patched(const char *src, const char *dst, const char *name, size_t skip, const void *val, size_t len) {
     size_t n;
@@ -268,6 +289,7 @@ int main(void) {
     check_model("qwen4exp QSA top_k 4 (W 7)", qsa4);
     check_model("qwen4exp QSA top_k 6, big mults", qsa6big);
     check_state(qsa4);
+    check_decode_bytes(model, qsa4);
     check_refused(model);
     remove(model);
     remove(qsa4);

@@ -183,6 +183,14 @@ void ops_qsa_scores_ref(const float *q, int64_t n_head, int64_t dim, const float
 void ops_qsa_scores_avx512(const float *q, int64_t n_head, int64_t dim, const float *K, int64_t n_blocks, float *sigma);
 void ops_qsa_scores_avx2(const float *q, int64_t n_head, int64_t dim, const float *K, int64_t n_blocks, float *sigma);
 
+/* ---- QSA's selection (ops_qsa.c): std::__heap_select over cells 0 .. n-1 of one query's row,
+ * cell j worth sigma[j / r] before tail_start and 1e9 from there; the W cells kept into h (in
+ * heap order). The reference computes each compared value again; the other keeps the values of
+ * the heap's entries in hv [W] and passes over blocks that cannot enter. Both move the same. ---- */
+void ops_qsa_heap_select_ref(int32_t *h, int64_t W, int64_t n, const float *sigma, int64_t r, int64_t tail_start);
+void ops_qsa_heap_select(int32_t *h, float *hv, int64_t W, int64_t n, const float *sigma, int64_t r,
+                         int64_t tail_start);
+
 /* ---- QSA's gather of f16 cache rows (ops_qsa.c): dst[i] = (float)src[i], exact at every level ---- */
 typedef void (*ops_qsa_widen_fn)(const uint16_t *src, float *dst, int64_t n);
 void ops_qsa_widen_ref(const uint16_t *src, float *dst, int64_t n);

@@ -10,7 +10,7 @@
  * selection: make_heap over the first W indices, then every later index whose value beats the
  * heap's top (the smallest kept) replaces it. Cells share their block's value, so which cells of a
  * partly selected block win, and which of several equal-score blocks (sigma = 0 is common: a sum
- * of ReLUs), is decided by that heap's order, not by position; qsa_heap_select below is the same
+ * of ReLUs), is decided by that heap's order, not by position; ops_qsa_heap_select_ref is the same
  * algorithm step for step (sift-down to a leaf, then sift-up, as __adjust_heap does). Two facts
  * make the row cheap to rebuild here: for one sequence cell j is position j, and every -inf cell
  * lies after the query's last visible cell, so no -inf ever enters the heap and the row is just
@@ -107,16 +107,67 @@ static void adjust_heap(int32_t *h, int64_t hole, int64_t len, int32_t x, const 
     h[hole] = x;
 }
 
-/* std::__heap_select(idx, idx + W, idx + n): the W cells of 0 .. n-1 that partial_sort keeps. */
-static void qsa_heap_select(int32_t *h, int64_t W, int64_t n, const qsa_row *v) {
+void ops_qsa_heap_select_ref(int32_t *h, int64_t W, int64_t n, const float *sigma, int64_t r, int64_t tail_start) {
+    const qsa_row v = {sigma, r, tail_start};
     for (int64_t i = 0; i < W; i++) h[i] = (int32_t)i;
     if (W >= 2)
         for (int64_t parent = (W - 2) / 2;; parent--) {
-            adjust_heap(h, parent, W, h[parent], v);
+            adjust_heap(h, parent, W, h[parent], &v);
             if (parent == 0) break;
         }
     for (int64_t i = W; i < n; i++)
-        if (cell_value(v, (int32_t)i) > cell_value(v, h[0])) adjust_heap(h, 0, W, (int32_t)i, v); /* __pop_heap */
+        if (cell_value(&v, (int32_t)i) > cell_value(&v, h[0])) adjust_heap(h, 0, W, (int32_t)i, &v); /* __pop_heap */
+}
+
+/* The same heap with each entry's value kept beside its cell (hv), so that a comparison loads a
+ * float instead of dividing a cell by r; the moves are the reference's, one for one. */
+static void adjust_heap_kept(int32_t *h, float *hv, int64_t hole, int64_t len, int32_t x, float xv) {
+    const int64_t top = hole;
+    int64_t child = hole;
+    while (child < (len - 1) / 2) {
+        child = 2 * (child + 1);
+        child -= hv[child] > hv[child - 1]; /* no branch: the comparison is a coin toss */
+        h[hole] = h[child];
+        hv[hole] = hv[child];
+        hole = child;
+    }
+    if ((len & 1) == 0 && child == (len - 2) / 2) {
+        child = 2 * (child + 1);
+        h[hole] = h[child - 1];
+        hv[hole] = hv[child - 1];
+        hole = child - 1;
+    }
+    int64_t parent = (hole - 1) / 2;
+    while (hole > top && hv[parent] > xv) {
+        h[hole] = h[parent];
+        hv[hole] = hv[parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
+    }
+    h[hole] = x;
+    hv[hole] = xv;
+}
+
+void ops_qsa_heap_select(int32_t *h, float *hv, int64_t W, int64_t n, const float *sigma, int64_t r,
+                         int64_t tail_start) {
+    const qsa_row v = {sigma, r, tail_start};
+    for (int64_t i = 0; i < W; i++) {
+        h[i] = (int32_t)i;
+        hv[i] = cell_value(&v, (int32_t)i);
+    }
+    if (W >= 2)
+        for (int64_t parent = (W - 2) / 2;; parent--) {
+            adjust_heap_kept(h, hv, parent, W, h[parent], hv[parent]);
+            if (parent == 0) break;
+        }
+    /* the later cells a block at a time (the tail is one short block): its cells share a value,
+     * and a block that does not beat the heap's top leaves the heap as it is */
+    for (int64_t i = W, end = (W / r + 1) * r; i < n; end += r) {
+        const float x = i >= tail_start ? QSA_TAIL : sigma[i / r];
+        if (end > n) end = n;
+        for (; i < end; i++)
+            if (x > hv[0]) adjust_heap_kept(h, hv, 0, W, (int32_t)i, x); /* __pop_heap */
+    }
 }
 
 typedef struct qsa_job {
@@ -128,13 +179,15 @@ typedef struct qsa_job {
     st_pool *pool;     /* for the barrier of a lone query, whose blocks the threads score together */
 } qsa_job;
 
-/* A thread's scratch: block scores, then the heap, then the cell mark (8-byte aligned parts). */
+/* A thread's scratch: block scores, then the heap's cells and values, then the cell mark (8-byte
+ * aligned parts). */
 static size_t round8(size_t n) { return (n + 7) / 8 * 8; }
 static size_t sigma_bytes(int64_t max_blocks) { return round8((size_t)(max_blocks + 1) * sizeof(float)); }
+static size_t heap_bytes(int64_t width) { return round8((size_t)width * sizeof(int32_t)); }
 
 static size_t qsa_thread_bytes(int64_t n_ctx, int64_t r, int64_t width) {
-    size_t heap = round8((size_t)width * sizeof(int32_t)), mark = (size_t)(n_ctx / 64 + 1) * sizeof(uint64_t);
-    return (sigma_bytes(n_ctx / r) + heap + mark + 63) / 64 * 64;
+    size_t mark = (size_t)(n_ctx / 64 + 1) * sizeof(uint64_t);
+    return (sigma_bytes(n_ctx / r) + 2 * heap_bytes(width) + mark + 63) / 64 * 64;
 }
 
 size_t st_qsa_scratch_size(int n_threads, int64_t n_ctx, int64_t r, int64_t width) {
@@ -154,11 +207,11 @@ static void qsa_select_row(const qsa_job *j, int64_t t, char *scr, int scored) {
     }
     float *sigma = (float *)scr;
     int32_t *heap = (int32_t *)(scr + sigma_bytes(j->max_blocks));
-    uint64_t *mark = (uint64_t *)((char *)heap + round8((size_t)W * sizeof(int32_t)));
+    float *heap_val = (float *)((char *)heap + heap_bytes(W));
+    uint64_t *mark = (uint64_t *)((char *)heap_val + heap_bytes(W));
     const int64_t tail_start = (p + 1) / a->r * a->r, n_blocks = tail_start / a->r;
     if (!scored) j->scores(a->q + t * a->ld_q, a->n_head, a->dim, a->blocks, n_blocks, sigma);
-    qsa_row v = {sigma, a->r, tail_start};
-    qsa_heap_select(heap, W, p + 1, &v);
+    ops_qsa_heap_select(heap, heap_val, W, p + 1, sigma, a->r, tail_start);
     const int64_t words = (p + 1 + 63) / 64;
     memset(mark, 0, (size_t)words * sizeof *mark);
     for (int64_t i = 0; i < W; i++) mark[heap[i] >> 6] |= 1ull << (heap[i] & 63);
