@@ -224,3 +224,87 @@ void st_dot_tile_q4_K_avx2(int64_t k, const void *w, size_t ws, int mr, const vo
     default: q4_K_tile(k, w, ws, mr, x, xs, 8, out, ldo); break;
     }
 }
+
+/* ---- Q8_0: a tile in ggml's arithmetic ----
+ *
+ * The AVX2 Q8_0 kernel follows ggml_vec_dot_q8_0_q8_0 bit for bit (test_ops_ggml): per block, the
+ * 8 i32 lanes of sum q a over bytes 4L..4L+3 are converted and multiply-added into 8 f32 lanes
+ * with fl(d * d_x); the row's result is dot_avx2.c's horizontal sum of those lanes. The tile keeps
+ * that, lane for lane, for 4 weight rows x 2 activation rows at a time (8 accumulators across the
+ * whole row): each weight block's load, |q| and scale serve both activation rows, each activation
+ * block's load and scale all four weight rows, and with AVX-VNNI one vpdpbusd per pair (the
+ * same integers) replaces the signs, vpmaddubsw and vpmaddwd. */
+
+/* dot_avx2.c's hsum_ps: (lo + hi), then the pairs, then the last two */
+INLINE float hsum8_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+/* AVX-VNNI's vpdpbusd (VEX), written out so that this file needs no -mavxvnni: only
+ * st_dot_tile_q8_0_avxvnni runs it, after dot_tile.c has seen the CPU flag. */
+INLINE __m256i dpbusd_vex(__m256i acc, __m256i u, __m256i s) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+    return acc;
+}
+/* The block's 8 lanes of sum q a (bytes 4L..4L+3). Without VNNI: |q| against a with q's signs,
+ * vpmaddubsw (pair sums of 128 * 127 at most: no saturation) and vpmaddwd. With VNNI: q + 128
+ * (unsigned) against a by vpdpbusd, starting from neg = -128 sum a per lane (made once per
+ * activation block for all weight rows): the same integers. */
+INLINE __m256i q8_0_dot(const int vnni, __m256i q, __m256i q_off, __m256i a, __m256i neg) {
+    if (vnni) return dpbusd_vex(neg, q_off, a);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q)), _mm256_set1_epi16(1));
+}
+
+INLINE void q8_0_tile(const int vnni, int64_t k, const char *w, size_t ws, const int mr, const char *x, size_t xs,
+                      const int nx, float *out, int64_t ldo) {
+    const block_q8_0 *rp[4];
+    UNROLL for (int m = 0; m < 4; m++) rp[m] = (const block_q8_0 *)(w + (size_t)(m < mr ? m : mr - 1) * ws);
+    const int64_t nb = k / 32;
+    const __m256i off = _mm256_set1_epi8((char)0x80);
+    for (int j0 = 0; j0 < nx; j0 += 2) {
+        const int two = j0 + 1 < nx;
+        const block_q8_0 *x0 = (const block_q8_0 *)(x + (size_t)j0 * xs);
+        const block_q8_0 *x1 = (const block_q8_0 *)(x + (size_t)(two ? j0 + 1 : j0) * xs);
+        __m256 acc[4][2];
+        UNROLL for (int m = 0; m < 4; m++) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const __m256i a0 = _mm256_loadu_si256((const __m256i *)x0[b].qs), a1 = _mm256_loadu_si256((const __m256i *)x1[b].qs);
+            __m256i n0 = _mm256_setzero_si256(), n1 = n0;
+            if (vnni) {
+                n0 = _mm256_sub_epi32(n0, dpbusd_vex(_mm256_setzero_si256(), off, a0));
+                n1 = _mm256_sub_epi32(n1, dpbusd_vex(_mm256_setzero_si256(), off, a1));
+            }
+            /* fl(d_m * d_x) for the 4 rows and the 2 activation rows, each broadcast from here */
+            float sp[8];
+            uint64_t dh = 0;
+            UNROLL for (int m = 0; m < 4; m++) dh |= (uint64_t)rp[m][b].d << (16 * m);
+            const __m128 dw = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)dh));
+            const __m128 dx = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)x0[b].d | (uint32_t)x1[b].d << 16)));
+            _mm256_storeu_ps(sp, _mm256_mul_ps(_mm256_set_m128(dw, dw),
+                                               _mm256_set_m128(_mm_shuffle_ps(dx, dx, 0x55), _mm_shuffle_ps(dx, dx, 0))));
+            UNROLL for (int m = 0; m < 4; m++) {
+                if (j0 == 0 && b % 2 == 0) prefetch_ahead(&rp[m][b], 2 * sizeof rp[m][b]);
+                const __m256i q = _mm256_loadu_si256((const __m256i *)rp[m][b].qs);
+                const __m256i qo = vnni ? _mm256_xor_si256(q, off) : q;
+                acc[m][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8_0_dot(vnni, q, qo, a0, n0)), _mm256_broadcast_ss(&sp[m]), acc[m][0]);
+                if (two)
+                    acc[m][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q8_0_dot(vnni, q, qo, a1, n1)), _mm256_broadcast_ss(&sp[4 + m]), acc[m][1]);
+            }
+        }
+        for (int m = 0; m < mr; m++) {
+            out[m * ldo + j0] = hsum8_ps(acc[m][0]);
+            if (two) out[m * ldo + j0 + 1] = hsum8_ps(acc[m][1]);
+        }
+    }
+}
+
+void st_dot_tile_q8_0_avx2(int64_t k, const void *w, size_t ws, int mr, const void *x, size_t xs, int nx, float *out,
+                           int64_t ldo) {
+    q8_0_tile(0, k, w, ws, mr, x, xs, nx, out, ldo);
+}
+void st_dot_tile_q8_0_avxvnni(int64_t k, const void *w, size_t ws, int mr, const void *x, size_t xs, int nx,
+                              float *out, int64_t ldo) {
+    q8_0_tile(1, k, w, ws, mr, x, xs, nx, out, ldo);
+}

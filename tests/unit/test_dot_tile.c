@@ -1,4 +1,5 @@
-/* test_dot_tile.c: the tile kernels of quant/dot_tile.h (Q5_0 at AVX-512, Q4_K at AVX2) give,
+/* test_dot_tile.c: the tile kernels of quant/dot_tile.h (Q5_0 at AVX-512; Q4_K and Q8_0 at AVX2,
+ * Q8_0 both with and without AVX-VNNI) give,
  * for every weight row and activation row of the tile, bit for bit the one-row kernel's result at
  * the same level (st_dot_kernel), and that result is within rounding of the scalar reference; at
  * the other levels there is no tile kernel for the type (callers fall back to the one-row kernel).
@@ -127,6 +128,11 @@ static void test_type(uint32_t type, int64_t k) {
             }
             CHECKF(tile != NULL, "level %d: no %s tile kernel at variant %d", level, info->name, st_dot_level(type));
             if (tile) check_tile(&t, tile, info->name, raw);
+            if (type == ST_TYPE_Q8_0) {
+                /* both forms, whichever the CPU's flags pick */
+                check_tile(&t, st_dot_tile_q8_0_avx2, "q8_0 avx2", raw);
+                if (st_cpu()->avx_vnni) check_tile(&t, st_dot_tile_q8_0_avxvnni, "q8_0 avx-vnni", raw);
+            }
         }
         st_cpu_limit(3);
     }
@@ -140,6 +146,7 @@ int main(void) {
     const int64_t blocks32[] = {1, 2, 3, 5, 10, 11, 20};
     for (size_t i = 0; i < sizeof blocks32 / sizeof blocks32[0]; i++) {
         test_type(ST_TYPE_Q5_0, blocks32[i] * 32);
+        test_type(ST_TYPE_Q8_0, blocks32[i] * 32);
     }
     const int64_t blocks256[] = {1, 2, 3, 4, 7};
     for (size_t i = 0; i < sizeof blocks256 / sizeof blocks256[0]; i++) test_type(ST_TYPE_Q4_K, blocks256[i] * QK_K);
