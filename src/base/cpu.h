@@ -15,7 +15,9 @@ const st_cpu_features *st_cpu(void);
 /* "avx2 fma avx512f ..." for logs and `strata info`. */
 void st_cpu_describe(char *buf, int size);
 /* For tests and benchmarks: pretend the CPU lacks everything above `level`
- * (0 = scalar, 1 = AVX2, 2 = AVX-512, 3 = everything). Environment STRATA_CPU_LEVEL does the same. */
+ * (0 = scalar, 1 = AVX2, 2 = AVX-512, 3 = everything). Environment STRATA_CPU_LEVEL does the same;
+ * STRATA_CPU_OFF, a comma-separated list of st_cpu_describe's names ("avxvnni"), turns those
+ * flags off as well, at every level. */
 void st_cpu_limit(int level);
 
 #endif

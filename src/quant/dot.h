@@ -12,9 +12,10 @@
  *   out[j] = sum_i w[i] * x_j[i]      j < nx,  x_j = (char *)x + j * x_stride
  *
  * Variants: a scalar reference (dot_ref.c, integer sums exactly as the block formats define them),
- * AVX2 (dot_avx2.c) and AVX-512 with VNNI (dot_avx512.c). st_dot_kernel() picks the best one for
- * st_cpu() at the moment of the call (st_cpu_limit() in tests forces a lower one). The functions
- * below also take the internal ids of the load-time repacked layouts (repack.h: ST_TYPE_Q4_K_R).
+ * AVX2 (dot_avx2.c; Q4_K in dot_tile_avx2.c beside its tile kernel) and AVX-512 with
+ * VNNI (dot_avx512.c). st_dot_kernel() picks the best one for st_cpu() at the moment of the call
+ * (st_cpu_limit() in tests forces a lower one). The functions below also take the internal ids of
+ * the load-time repacked layouts (repack.h: ST_TYPE_Q4_K_R).
  * The grid i-quants (IQ1_S .. IQ3_S) go against Q8_K too; their kernels are in dot_iq*.c
  * (dot_iq.h), entered in the same tables. */
 #ifndef ST_QUANT_DOT_H

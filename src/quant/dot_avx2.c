@@ -7,6 +7,7 @@
  * Every computable type has a kernel here or, for the grid i-quants, in dot_iq_avx2.c. */
 #include "quant/dot.h"
 #include "quant/dot_iq.h"
+#include "quant/dot_tile.h"
 
 #include <immintrin.h>
 #include "quant/fp4_simd.h"
@@ -114,9 +115,9 @@ INLINE __m256i mins_dup_i16(const uint8_t mn[8]) {
     return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
 }
 
-/* Q4_K and Q5_K share everything but the fifth bit (hbits != NULL for Q5_K). */
-INLINE void q45_K_nx(int five, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
-    const size_t bs = five ? sizeof(block_q5_K) : sizeof(block_q4_K);
+/* Q5_K; Q4_K's AVX2 kernels (one-row and tile, one arithmetic) are in dot_tile_avx2.c */
+INLINE void q5_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const size_t bs = sizeof(block_q5_K);
     const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
     __m256 acc[ST_DOT_MAX_NX], accm[ST_DOT_MAX_NX];
     UNROLL for (int j = 0; j < nx; j++) acc[j] = accm[j] = _mm256_setzero_ps();
@@ -127,21 +128,18 @@ INLINE void q45_K_nx(int five, int64_t k, const void *wv, const void *xv, size_t
         memcpy(&dh, blk, 2);
         memcpy(&dminh, blk + 2, 2);
         const uint8_t *scales = (const uint8_t *)blk + 4;
-        const uint8_t *qh = five ? scales + K_SCALE_SIZE : 0;
-        const uint8_t *qs = five ? scales + K_SCALE_SIZE + QK_K / 8 : scales + K_SCALE_SIZE;
+        const uint8_t *qh = scales + K_SCALE_SIZE;
+        const uint8_t *qs = scales + K_SCALE_SIZE + QK_K / 8;
         uint8_t scmn[16];
         unpack_scale_min_k4(scales, scmn);
         __m256i u[8];
-        __m256i hv = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+        __m256i hv = _mm256_loadu_si256((const __m256i *)qh);
         UNROLL for (int g = 0; g < 4; g++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
-            u[2 * g] = _mm256_and_si256(q, m4);
-            u[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if (five) {
-                __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * g))), b1 = _mm256_set1_epi8((char)(1 << (2 * g + 1)));
-                u[2 * g] = _mm256_or_si256(u[2 * g], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, b0), b0), bit4));
-                u[2 * g + 1] = _mm256_or_si256(u[2 * g + 1], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, b1), b1), bit4));
-            }
+            __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * g))), b1 = _mm256_set1_epi8((char)(1 << (2 * g + 1)));
+            u[2 * g] = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, b0), b0), bit4));
+            u[2 * g + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                           _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, b1), b1), bit4));
         }
         __m256i sc[8];
         UNROLL for (int s = 0; s < 8; s++) sc[s] = _mm256_set1_epi16(scmn[s]);
@@ -161,9 +159,6 @@ INLINE void q45_K_nx(int five, int64_t k, const void *wv, const void *xv, size_t
     }
     UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]) - hsum_ps(accm[j]);
 }
-INLINE void q4_K_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { q45_K_nx(0, k, w, x, xs, nx, out); }
-INLINE void q5_K_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { q45_K_nx(1, k, w, x, xs, nx, out); }
-DOT_BY_NX(q4_K)
 DOT_BY_NX(q5_K)
 
 INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
@@ -648,7 +643,7 @@ const st_dot_fn st_dot_avx2[ST_TYPE_COUNT] = {
     [ST_TYPE_F32] = avx2_f32,     [ST_TYPE_F16] = avx2_f16,       [ST_TYPE_BF16] = avx2_bf16,
     [ST_TYPE_Q4_0] = avx2_q4_0,   [ST_TYPE_Q4_1] = avx2_q4_1,     [ST_TYPE_Q5_0] = avx2_q5_0,
     [ST_TYPE_Q5_1] = avx2_q5_1,   [ST_TYPE_Q8_0] = avx2_q8_0,     [ST_TYPE_Q2_K] = avx2_q2_K,
-    [ST_TYPE_Q3_K] = avx2_q3_K,   [ST_TYPE_Q4_K] = avx2_q4_K,     [ST_TYPE_Q5_K] = avx2_q5_K,
+    [ST_TYPE_Q3_K] = avx2_q3_K,   [ST_TYPE_Q4_K] = st_dot_q4_K_avx2,     [ST_TYPE_Q5_K] = avx2_q5_K,
     [ST_TYPE_Q6_K] = avx2_q6_K,   [ST_TYPE_IQ4_NL] = avx2_iq4_nl, [ST_TYPE_IQ4_XS] = avx2_iq4_xs,
     [ST_TYPE_Q1_0] = avx2_q1_0,   [ST_TYPE_Q2_0] = avx2_q2_0,     [ST_TYPE_MXFP4] = avx2_mxfp4,
     [ST_TYPE_NVFP4] = avx2_nvfp4, [ST_TYPE_TQ1_0] = avx2_tq1_0,   [ST_TYPE_TQ2_0] = avx2_tq2_0,
