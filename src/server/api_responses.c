@@ -340,7 +340,7 @@ static int parse_item(json_t *it, const char *f, turns *t, sv_strpool *sp, sv_er
 /* instructions, the kept conversation previous_response_id names, and input, into t; a->conv
  * becomes the conversation through this input (the items of both). */
 static int parse_input(sv_server *s, json_t *req, rs_state *a, turns *t, sv_strpool *sp, sv_error *e) {
-    const char *instructions, *prev = NULL;
+    const char *instructions = NULL, *prev = NULL;
     if (sv_get_string(req, "instructions", &instructions, e) < 0) return -1;
     else if (instructions) system_add(t, instructions);
     if (sv_get_string(req, "previous_response_id", &prev, e) < 0) return -1;
@@ -437,7 +437,7 @@ static int parse_reasoning(json_t *req, sv_chat *chat, json_t *echo, sv_error *e
 /* text.format: text, json_object, or json_schema {name, schema, strict}. */
 static int parse_format(json_t *req, sv_job *j, sv_chat *chat, json_t *echo, sv_error *e) {
     json_t *text = json_object_get(req, "text"), *fmt = json_object_get(text, "format");
-    json_object_set_new(echo, "text", json_pack("{s:O}", "format", fmt ? fmt : json_pack("{s:s}", "type", "text")));
+    json_object_set_new(echo, "text", json_pack("{s:o}", "format", fmt ? json_incref(fmt) : json_pack("{s:s}", "type", "text")));
     if (!fmt) return 0;
     const char *type = json_string_value(json_object_get(fmt, "type"));
     if (!type) return sv_error_set(e, 400, "invalid_request_error", "invalid_type", "text.format", "'text.format' must be an object with a 'type'");
