@@ -11,6 +11,7 @@
 
 #include <immintrin.h>
 #include "quant/fp4_simd.h"
+#include "quant/reduce_avx2.h"
 #include "quant/ref.h"
 #include <string.h>
 
@@ -603,15 +604,9 @@ FLOAT_KERNEL(bf16, 2)
 
 /* F32 and F16 in llama.cpp's AVX2 order (ggml_vec_dot_f32 / _f16), so that a product such as the
  * MoE router's gives its bits: four accumulators of 8 lanes over 32-element steps, added as
- * (a0 + a2) + (a1 + a3), the halves folded, two horizontal adds; the k % 32 rest one by one. The
- * activations are f32 for both (F16's form ST_ACT_F16X holds f16 values); the tile kernels of
- * dot_tile_float_avx2.c keep this order. */
-INLINE float ggml_reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-    __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
-    __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    __m128 t1 = _mm_hadd_ps(t0, t0);
-    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
-}
+ * (a0 + a2) + (a1 + a3), the halves folded, two horizontal adds (reduce_avx2.h); the k % 32 rest
+ * one by one. The activations are f32 for both (F16's form ST_ACT_F16X holds f16 values); the
+ * tile kernels of dot_tile_float_avx2.c keep this order. */
 #define FLOAT_KERNEL_GGML(name, esize)                                                             \
     INLINE void name##_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) { \
         const char *w = wv;                                                                        \

@@ -9,18 +9,21 @@
  *
  * Same bits as the one-row kernel (dot_avx2.c): its accumulator c (c < 4) of a row takes the
  * products of the elements 32 s + 8 c + lane in the order of s; here one pass per c runs that
- * chain, the four results go through the same reduction (ggml_reduce4's steps) and the k % 32
+ * chain, the four results go through the same reduction (reduce_avx2.h) and the k % 32
  * rest is added one by one in f32. */
 #include "quant/dot_tile_float.h"
 
 #include <immintrin.h>
 
+#include "quant/reduce_avx2.h"
 #include "quant/types.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 8")
 #define BLOCK_MR 2
 #define BLOCK_NX 4
+/* one load into a register for both weight rows (see dot_tile_float_avx512.c) */
+#define KEEP(v) __asm__("" : "+x"(v))
 #define TYPE_f32 ST_TYPE_F32
 #define TYPE_f16 ST_TYPE_F16
 
@@ -28,21 +31,11 @@ INLINE __m256 wide_f32(const float *p) { return _mm256_loadu_ps(p); }
 INLINE __m256 wide_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 INLINE float one_f32(const float *p, int64_t i) { return p[i]; }
 INLINE float one_f16(const uint16_t *p, int64_t i) { return _cvtsh_ss(p[i]); }
-/* dot_avx2.c's ggml_reduce4, step for step: (a0 + a2) + (a1 + a3), the halves folded, two
- * horizontal adds */
-INLINE float reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-    __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
-    __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    __m128 t1 = _mm_hadd_ps(t0, t0);
-    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
-}
-
 /* weight rows [0, mr) x activation rows [0, nx), both compile-time constants after inlining */
 #define FLOAT_BLOCK(name, etype)                                                                   \
     INLINE void name##_block(int64_t k, const char *w, size_t ws, const int mr, const char *x, size_t xs, \
                              const int nx, float *out, int64_t ldo) {                              \
         const int64_t np = k & ~(int64_t)31;                                                       \
-        const int dist = st_dot_prefetch;                                                          \
         __m256 part[4][BLOCK_MR][BLOCK_NX];                                                        \
         for (int c = 0; c < 4; c++) {                                                              \
             __m256 acc[BLOCK_MR][BLOCK_NX];                                                        \
@@ -51,18 +44,18 @@ INLINE float reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
                 __m256 wv[BLOCK_MR];                                                               \
                 UNROLL for (int m = 0; m < mr; m++) {                                              \
                     const etype *wr = (const etype *)(w + (size_t)m * ws) + i;                     \
-                    if (dist) _mm_prefetch((const char *)wr + dist, _MM_HINT_T1);                  \
                     wv[m] = wide_##name(wr);                                                       \
                 }                                                                                  \
                 UNROLL for (int j = 0; j < nx; j++) {                                              \
-                    const __m256 xv = _mm256_loadu_ps((const float *)(x + (size_t)j * xs) + i);    \
+                    __m256 xv = _mm256_loadu_ps((const float *)(x + (size_t)j * xs) + i);          \
+                    KEEP(xv);                                                                      \
                     UNROLL for (int m = 0; m < mr; m++) acc[m][j] = _mm256_fmadd_ps(wv[m], xv, acc[m][j]); \
                 }                                                                                  \
             }                                                                                      \
             UNROLL for (int m = 0; m < mr; m++) UNROLL for (int j = 0; j < nx; j++) part[c][m][j] = acc[m][j]; \
         }                                                                                          \
         UNROLL for (int m = 0; m < mr; m++) UNROLL for (int j = 0; j < nx; j++) {                  \
-            float s = reduce4(part[0][m][j], part[1][m][j], part[2][m][j], part[3][m][j]);         \
+            float s = ggml_reduce4(part[0][m][j], part[1][m][j], part[2][m][j], part[3][m][j]);         \
             const etype *wr = (const etype *)(w + (size_t)m * ws);                                 \
             const float *xr = (const float *)(x + (size_t)j * xs);                                 \
             for (int64_t t = np; t < k; t++) s += one_##name(wr, t) * xr[t];                       \

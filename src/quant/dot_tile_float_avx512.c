@@ -7,7 +7,8 @@
  * feeds at most 8 multiply-adds. Here a block of up to BLOCK_MR weight rows x 8 activation rows
  * keeps one accumulator per pair (16 registers): each weight vector is widened once per call and
  * used against every activation row, each activation vector loaded once per block and used
- * against every weight row; F16 pays one conversion per 8 multiply-adds.
+ * against every weight row; F16 pays one conversion per 8 multiply-adds. No software prefetch:
+ * a prompt's weight tile is read from L2 by all but its first group of rows.
  *
  * Same bits as the one-row kernel: its accumulator a (a < 4) of a row takes the products of the
  * elements 64 s + 16 a + lane in the order of s. Here one pass per a runs exactly that chain, the
@@ -22,6 +23,9 @@
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 8")
 #define BLOCK_MR 2 /* weight rows per block: 2 x 8 accumulators, 2 weights, 1 activation */
+/* one load into a register for all the block's weight rows: else the compiler folds the load
+ * into every multiply-add, and the loads, not the multiply-adds, bound the loop */
+#define KEEP(v) __asm__("" : "+v"(v))
 #define TYPE_f32 ST_TYPE_F32
 #define TYPE_f16 ST_TYPE_F16
 
@@ -35,7 +39,6 @@ INLINE float one_f16(const uint16_t *p, int64_t i) { return _cvtsh_ss(p[i]); }
     INLINE void name##_block(int64_t k, const char *w, size_t ws, const int mr, const char *x, size_t xs, \
                              const int nx, float *out, int64_t ldo) {                              \
         const int64_t np = k & ~(int64_t)63;                                                       \
-        const int dist = st_dot_prefetch;                                                          \
         __m512 part[4][BLOCK_MR][ST_DOT_MAX_NX];                                                   \
         for (int a = 0; a < 4; a++) {                                                              \
             __m512 acc[BLOCK_MR][ST_DOT_MAX_NX];                                                   \
@@ -44,11 +47,11 @@ INLINE float one_f16(const uint16_t *p, int64_t i) { return _cvtsh_ss(p[i]); }
                 __m512 wv[BLOCK_MR];                                                               \
                 UNROLL for (int m = 0; m < mr; m++) {                                              \
                     const etype *wr = (const etype *)(w + (size_t)m * ws) + i;                     \
-                    if (dist) _mm_prefetch((const char *)wr + dist, _MM_HINT_T1);                  \
                     wv[m] = wide_##name(wr);                                                       \
                 }                                                                                  \
                 UNROLL for (int j = 0; j < nx; j++) {                                              \
-                    const __m512 xv = _mm512_loadu_ps((const float *)(x + (size_t)j * xs) + i);    \
+                    __m512 xv = _mm512_loadu_ps((const float *)(x + (size_t)j * xs) + i);          \
+                    KEEP(xv);                                                                      \
                     UNROLL for (int m = 0; m < mr; m++) acc[m][j] = _mm512_fmadd_ps(wv[m], xv, acc[m][j]); \
                 }                                                                                  \
             }                                                                                      \
