@@ -14,7 +14,7 @@ uint32_t st_dot_act_type(uint32_t type) {
     case ST_TYPE_IQ2_XXS: case ST_TYPE_IQ2_XS: case ST_TYPE_IQ2_S: case ST_TYPE_IQ3_XXS: case ST_TYPE_IQ3_S:
     case ST_TYPE_IQ1_S: case ST_TYPE_IQ1_M: return ST_TYPE_Q8_K; /* the grid i-quants (dot_iq.h) */
     case ST_TYPE_F32: return ST_TYPE_F32;
-    case ST_TYPE_F16: return ST_TYPE_F16;
+    case ST_TYPE_F16: return ST_ACT_F16X;
     case ST_TYPE_BF16: return ST_TYPE_BF16;
     case ST_TYPE_Q4_0: case ST_TYPE_Q5_0: case ST_TYPE_Q8_0: case ST_TYPE_IQ4_NL:
     case ST_TYPE_Q1_0: case ST_TYPE_Q2_0: case ST_TYPE_MXFP4: case ST_TYPE_NVFP4: return ST_TYPE_Q8_0;
@@ -27,7 +27,7 @@ uint32_t st_dot_act_type(uint32_t type) {
 
 size_t st_dot_act_row_size(uint32_t act_type, int64_t k) {
     switch (act_type) {
-    case ST_TYPE_F32: return (size_t)k * 4;
+    case ST_TYPE_F32: case ST_ACT_F16X: return (size_t)k * 4;
     case ST_TYPE_F16: case ST_TYPE_BF16: return (size_t)k * 2;
     case ST_TYPE_Q8_0: return (size_t)(k / 32) * sizeof(block_q8_0);
     case ST_TYPE_Q8_1: return (size_t)(k / 32) * sizeof(block_q8_1);
@@ -78,6 +78,7 @@ st_act_fn st_act_converter(uint32_t act_type) {
     switch (act_type) {
     case ST_TYPE_F32: return st_act_f32_ref;
     case ST_TYPE_F16: return level >= 1 ? st_act_f16_avx2 : st_act_f16_ref;
+    case ST_ACT_F16X: return level >= 1 ? st_act_f16x_avx2 : st_act_f16x_ref;
     case ST_TYPE_BF16: return level >= 2 && f->avx512bf16 ? st_act_bf16_avx512 : st_act_bf16_ref;
     case ST_TYPE_Q8_0: return level == 2 ? st_act_q8_0_avx512 : level == 1 ? st_act_q8_0_avx2 : st_act_q8_0_ref;
     case ST_TYPE_Q8_1: return level == 2 ? st_act_q8_1_avx512 : st_act_q8_1_ref;

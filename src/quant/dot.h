@@ -4,7 +4,9 @@
  * Each weight type is multiplied against the activation in that type's "vec_dot form" (ggml's
  * choice, so results match the peer's): Q8_0 blocks for Q4_0, Q5_0, Q8_0, IQ4_NL, Q1_0, Q2_0,
  * MXFP4 and NVFP4; Q8_1 blocks (which carry the block sum) for Q4_1 and Q5_1; Q8_K blocks for the
- * K-quants, IQ4_XS, TQ1_0 and TQ2_0; f16 for F16, bf16 for BF16 and plain f32 for F32.
+ * K-quants, IQ4_XS, TQ1_0 and TQ2_0; bf16 for BF16 and plain f32 for F32. F16's form is ggml's
+ * f16 held widened back to f32 (ST_ACT_F16X): the same numbers, converted once per activation row
+ * instead of once per weight row that meets it.
  *
  * One kernel call takes ONE weight row and up to ST_DOT_MAX_NX activation rows, so a matrix
  * product over a prompt chunk reads each weight block once per group of rows, not once per row:
@@ -27,12 +29,18 @@
 
 #define ST_DOT_MAX_NX 8
 
+/* The vec_dot form of F16 weights: each activation rounded to f16 (to nearest even, as ggml's
+ * form for F16) and stored widened back to f32, 4 bytes an element. The kernels then widen only
+ * the weights; the products are the ones of f16 x f16. An internal id, far from ggml's and
+ * repack.h's: no file names it, and st_type_get() does not know it. */
+#define ST_ACT_F16X 0x2001u
+
 /* k: elements in the row (a multiple of the weight type's block size). */
 typedef void (*st_dot_fn)(int64_t k, const void *w, const void *x, size_t x_stride, int nx, float *out);
 /* Converts k activations (a multiple of the form's block size) to the vec_dot form. */
 typedef void (*st_act_fn)(const float *x, void *y, int64_t k);
 
-/* The vec_dot form of a computable weight type (ST_TYPE_F32, F16, BF16, Q8_0, Q8_1 or Q8_K);
+/* The vec_dot form of a computable weight type (ST_TYPE_F32, ST_ACT_F16X, BF16, Q8_0, Q8_1 or Q8_K);
  * ST_TYPE_COUNT for a type without kernels. */
 uint32_t st_dot_act_type(uint32_t type);
 /* Bytes of one activation row of k elements in `act_type` (also for Q8_K, not a weight type). */
@@ -59,6 +67,7 @@ extern const st_dot_fn st_dot_ref[ST_TYPE_COUNT];
 extern const st_dot_fn st_dot_avx2[ST_TYPE_COUNT];
 extern const st_dot_fn st_dot_avx512[ST_TYPE_COUNT];
 void st_act_f16_ref(const float *x, void *y, int64_t k);
+void st_act_f16x_ref(const float *x, void *y, int64_t k);
 void st_act_bf16_ref(const float *x, void *y, int64_t k);
 void st_act_f32_ref(const float *x, void *y, int64_t k);
 /* Q8_0 / Q8_1 activations by the rule llama.cpp's x86 CPU backend uses for activations
@@ -70,6 +79,7 @@ void st_act_q8_1_ref(const float *x, void *y, int64_t k);
 void st_act_q8_0_avx2(const float *x, void *y, int64_t k);
 void st_act_q8_K_avx2(const float *x, void *y, int64_t k);
 void st_act_f16_avx2(const float *x, void *y, int64_t k);
+void st_act_f16x_avx2(const float *x, void *y, int64_t k);
 void st_act_q8_0_avx512(const float *x, void *y, int64_t k);
 void st_act_q8_1_avx512(const float *x, void *y, int64_t k);
 void st_act_q8_K_avx512(const float *x, void *y, int64_t k);

@@ -11,6 +11,7 @@
 
 #include <immintrin.h>
 #include "quant/fp4_simd.h"
+#include "quant/reduce_avx2.h"
 #include "quant/ref.h"
 #include <string.h>
 
@@ -603,13 +604,9 @@ FLOAT_KERNEL(bf16, 2)
 
 /* F32 and F16 in llama.cpp's AVX2 order (ggml_vec_dot_f32 / _f16), so that a product such as the
  * MoE router's gives its bits: four accumulators of 8 lanes over 32-element steps, added as
- * (a0 + a2) + (a1 + a3), the halves folded, two horizontal adds; the k % 32 rest one by one. */
-INLINE float ggml_reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-    __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
-    __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    __m128 t1 = _mm_hadd_ps(t0, t0);
-    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
-}
+ * (a0 + a2) + (a1 + a3), the halves folded, two horizontal adds (reduce_avx2.h); the k % 32 rest
+ * one by one. The activations are f32 for both (F16's form ST_ACT_F16X holds f16 values); the
+ * tile kernels of dot_tile_float_avx2.c keep this order. */
 #define FLOAT_KERNEL_GGML(name, esize)                                                             \
     INLINE void name##_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) { \
         const char *w = wv;                                                                        \
@@ -621,14 +618,15 @@ INLINE float ggml_reduce4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
             __m256 wc[4];                                                                          \
             UNROLL for (int c = 0; c < 4; c++) wc[c] = load8_##name(w + (i + 8 * c) * esize);       \
             UNROLL for (int j = 0; j < nx; j++) {                                                  \
-                const char *x = (const char *)row(xv, xs, j);                                      \
+                const float *x = (const float *)row(xv, xs, j) + i;                                \
                 UNROLL for (int c = 0; c < 4; c++)                                                 \
-                    acc[j][c] = _mm256_fmadd_ps(wc[c], load8_##name(x + (i + 8 * c) * esize), acc[j][c]); \
+                    acc[j][c] = _mm256_fmadd_ps(wc[c], _mm256_loadu_ps(x + 8 * c), acc[j][c]);     \
             }                                                                                      \
         }                                                                                          \
         UNROLL for (int j = 0; j < nx; j++) {                                                      \
             float s = ggml_reduce4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);                    \
-            for (int64_t t = np; t < k; t++) s += one_##name(w, t) * one_##name(row(xv, xs, j), t); \
+            const float *x = (const float *)row(xv, xs, j);                                        \
+            for (int64_t t = np; t < k; t++) s += one_##name(w, t) * x[t];                         \
             out[j] = s;                                                                            \
         }                                                                                          \
     }
@@ -717,6 +715,14 @@ void st_act_q8_K_avx2(const float *x, void *yv, int64_t k) {
         }
         y[b].d = 1 / iscale;
     }
+}
+
+void st_act_f16x_avx2(const float *x, void *yv, int64_t k) {
+    float *y = yv;
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+    for (; i < k; i++) y[i] = _cvtsh_ss(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
 }
 
 void st_act_f16_avx2(const float *x, void *yv, int64_t k) {

@@ -802,7 +802,8 @@ DOT_BY_NX(bf16)
 /* F32 and F16 in llama.cpp's AVX-512 order (ggml_vec_dot_f32 / _f16), so that a product such as
  * the MoE router's gives its bits: four accumulators of 16 lanes over 64-element steps, added as
  * (a0 + a2) + (a1 + a3), then _mm512_reduce_add_ps; the k % 64 rest one by one (in double for
- * F16, as ggml's). */
+ * F16, as ggml's). The activations are f32 for both (F16's form ST_ACT_F16X holds f16 values);
+ * the tile kernels of dot_tile_float_avx512.c keep this order. */
 INLINE __m512 load_f32(const float *p) { return _mm512_loadu_ps(p); }
 INLINE __m512 load_f16_full(const uint16_t *p) { return load_f16(p, 0xFFFF); }
 INLINE float one_f32(const float *p, int64_t i) { return p[i]; }
@@ -818,15 +819,15 @@ INLINE float one_f16(const uint16_t *p, int64_t i) { return h2f(p[i]); }
             __m512 wv4[4];                                                                         \
             UNROLL for (int a = 0; a < 4; a++) wv4[a] = load(w + i + 16 * a);                      \
             UNROLL for (int j = 0; j < nx; j++) {                                                  \
-                const etype *x = (const etype *)row(xv, xs, j) + i;                                \
-                UNROLL for (int a = 0; a < 4; a++) acc[j][a] = _mm512_fmadd_ps(wv4[a], load(x + 16 * a), acc[j][a]); \
+                const float *x = (const float *)row(xv, xs, j) + i;                                \
+                UNROLL for (int a = 0; a < 4; a++) acc[j][a] = _mm512_fmadd_ps(wv4[a], load_f32(x + 16 * a), acc[j][a]); \
             }                                                                                      \
         }                                                                                          \
         UNROLL for (int j = 0; j < nx; j++) {                                                      \
             tail_t s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][2]),     \
                                                           _mm512_add_ps(acc[j][1], acc[j][3])));   \
-            const etype *x = (const etype *)row(xv, xs, j);                                        \
-            for (int64_t t = np; t < k; t++) s += (tail_t)(one_##name(w, t) * one_##name(x, t));   \
+            const float *x = (const float *)row(xv, xs, j);                                        \
+            for (int64_t t = np; t < k; t++) s += (tail_t)(one_##name(w, t) * x[t]);               \
             out[j] = (float)s;                                                                     \
         }                                                                                          \
     }

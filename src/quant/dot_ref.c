@@ -1,5 +1,5 @@
 /* dot_ref.c: the scalar reference dot products, one per weight type, and the plain activation
- * converters (f32, f16, bf16). Each sums integer products per (sub-)block exactly as the block
+ * converters (f32, f16, f16 widened, bf16). Each sums integer products per (sub-)block exactly as the block
  * format defines the values, then scales in f32, the same order ggml's reference uses; every SIMD
  * variant is tested against these. Plain C only: no intrinsics, no tricks. */
 #include "quant/dot.h"
@@ -352,9 +352,10 @@ static float dot_f32_row(int64_t k, const float *w, const float *x) {
     return sum;
 }
 
-static float dot_f16_row(int64_t k, const uint16_t *w, const uint16_t *x) {
+/* x in F16's form, ST_ACT_F16X: f16 values held as f32 */
+static float dot_f16_row(int64_t k, const uint16_t *w, const float *x) {
     float sum = 0;
-    for (int64_t i = 0; i < k; i++) sum += h2f(w[i]) * h2f(x[i]);
+    for (int64_t i = 0; i < k; i++) sum += h2f(w[i]) * x[i];
     return sum;
 }
 
@@ -373,7 +374,7 @@ static float dot_bf16_row(int64_t k, const uint16_t *w, const uint16_t *x) {
     }
 
 REF_KERNEL(f32, float, float)
-REF_KERNEL(f16, uint16_t, uint16_t)
+REF_KERNEL(f16, uint16_t, float)
 REF_KERNEL(bf16, uint16_t, uint16_t)
 REF_KERNEL(q4_0, block_q4_0, block_q8_0)
 REF_KERNEL(q4_1, block_q4_1, block_q8_1)
@@ -438,6 +439,11 @@ void st_act_q8_1_ref(const float *x, void *yv, int64_t k) {
 void st_act_f16_ref(const float *x, void *y, int64_t k) {
     uint16_t *h = y;
     for (int64_t i = 0; i < k; i++) h[i] = st_fp32_to_fp16(x[i]);
+}
+
+void st_act_f16x_ref(const float *x, void *y, int64_t k) {
+    float *f = y;
+    for (int64_t i = 0; i < k; i++) f[i] = st_fp16_to_fp32(st_fp32_to_fp16(x[i]));
 }
 
 void st_act_bf16_ref(const float *x, void *y, int64_t k) {

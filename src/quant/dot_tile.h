@@ -14,7 +14,8 @@
  *   - Q4_K at AVX2 (dot_tile_avx2.c, which also holds the AVX2 one-row Q4_K kernel: the two share
  *     one arithmetic);
  *   - Q8_0 at AVX2 (dot_tile_avx2.c, in the one-row kernel's arithmetic, which is ggml's), with
- *     AVX-VNNI's vpdpbusd where the CPU has it (the same integers, so the same bits). */
+ *     AVX-VNNI's vpdpbusd where the CPU has it (the same integers, so the same bits);
+ *   - F32 and F16 at AVX2 and AVX-512 (dot_tile_float.h). */
 #ifndef ST_QUANT_DOT_TILE_H
 #define ST_QUANT_DOT_TILE_H
 

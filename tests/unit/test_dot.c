@@ -105,6 +105,7 @@ static void act_ref(uint32_t act, const float *x, void *y, int64_t k) {
     switch (act) {
     case ST_TYPE_F32: st_act_f32_ref(x, y, k); break;
     case ST_TYPE_F16: st_act_f16_ref(x, y, k); break;
+    case ST_ACT_F16X: st_act_f16x_ref(x, y, k); break;
     case ST_TYPE_BF16: st_act_bf16_ref(x, y, k); break;
     case ST_TYPE_Q8_0: st_act_q8_0_ref(x, y, k); break;
     case ST_TYPE_Q8_1: st_act_q8_1_ref(x, y, k); break;
@@ -116,6 +117,8 @@ static void act_ref(uint32_t act, const float *x, void *y, int64_t k) {
 static void act_values(uint32_t act, const void *y, float *out, int64_t k) {
     if (act == ST_TYPE_F32 || act == ST_TYPE_F16 || act == ST_TYPE_BF16) {
         st_dequantize_row(act, y, out, k);
+    } else if (act == ST_ACT_F16X) {
+        memcpy(out, y, (size_t)k * sizeof(float));
     } else if (act == ST_TYPE_Q8_0) {
         const block_q8_0 *b = y;
         for (int64_t i = 0; i < k; i++) out[i] = st_fp16_to_fp32(b[i / 32].d) * b[i / 32].qs[i % 32];
@@ -199,7 +202,7 @@ static void test_type(uint32_t type, int64_t k) {
 
 /* Activation converters: same bytes as the reference for random data, exact ties, zeros. */
 static void test_converters(void) {
-    const uint32_t acts[] = {ST_TYPE_F32, ST_TYPE_F16, ST_TYPE_BF16, ST_TYPE_Q8_0, ST_TYPE_Q8_1, ST_TYPE_Q8_K};
+    const uint32_t acts[] = {ST_TYPE_F32, ST_TYPE_F16, ST_ACT_F16X, ST_TYPE_BF16, ST_TYPE_Q8_0, ST_TYPE_Q8_1, ST_TYPE_Q8_K};
     const int64_t k = 3 * QK_K;
     float *x = malloc(k * sizeof(float));
     char *want = malloc(st_dot_act_row_size(ST_TYPE_F32, k)), *got = malloc(st_dot_act_row_size(ST_TYPE_F32, k));
@@ -222,7 +225,8 @@ static void test_converters(void) {
                 memset(got, 0x55, bytes);
                 st_act_converter(acts[a])(x, got, k);
                 CHECKF(memcmp(got, want, bytes) == 0, "converter to %s at level %d, pattern %d differs from the reference",
-                       acts[a] == ST_TYPE_Q8_K ? "q8_K" : acts[a] == ST_TYPE_Q8_1 ? "q8_1" : st_type_get(acts[a])->name,
+                       acts[a] == ST_TYPE_Q8_K ? "q8_K" : acts[a] == ST_TYPE_Q8_1 ? "q8_1"
+                       : acts[a] == ST_ACT_F16X ? "f16x" : st_type_get(acts[a])->name,
                        level, pattern);
             }
         }

@@ -39,6 +39,7 @@ static void act_ref(uint32_t act, const float *x, void *y, int64_t k) {
     switch (act) {
     case ST_TYPE_F32: st_act_f32_ref(x, y, k); break;
     case ST_TYPE_F16: st_act_f16_ref(x, y, k); break;
+    case ST_ACT_F16X: st_act_f16x_ref(x, y, k); break;
     case ST_TYPE_BF16: st_act_bf16_ref(x, y, k); break;
     case ST_TYPE_Q8_0: st_quantize_row_q8_0_ref(x, y, k); break;
     case ST_TYPE_Q8_1: st_quantize_row_q8_1_ref(x, y, k); break;

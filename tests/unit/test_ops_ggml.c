@@ -111,20 +111,22 @@ static void check_float_dots(vec_dot_f32_fn dot32, vec_dot_f16_fn dot16) {
         int64_t k = sizes[s];
         float *w = malloc((size_t)k * sizeof(float)), *x = malloc((size_t)k * sizeof(float));
         uint16_t *wh = malloc((size_t)k * 2), *xh = malloc((size_t)k * 2);
+        float *xw = malloc((size_t)k * sizeof(float)); /* xh in F16's activation form, ST_ACT_F16X */
         for (int64_t i = 0; i < k; i++) {
             w[i] = frand();
             x[i] = frand();
             wh[i] = st_fp32_to_fp16(w[i]);
             xh[i] = st_fp32_to_fp16(x[i]);
+            xw[i] = st_fp16_to_fp32(xh[i]);
         }
         float want, got;
         dot32((int)k, &want, 0, w, 0, x, 0, 1);
         st_dot_kernel(ST_TYPE_F32)(k, w, x, 0, 1, &got);
         CHECKF(!memcmp(&want, &got, 4), "f32 dot k=%lld: %.9g, llama.cpp %.9g", (long long)k, got, want);
         dot16((int)k, &want, 0, wh, 0, xh, 0, 1);
-        st_dot_kernel(ST_TYPE_F16)(k, wh, xh, 0, 1, &got);
+        st_dot_kernel(ST_TYPE_F16)(k, wh, xw, 0, 1, &got);
         CHECKF(!memcmp(&want, &got, 4), "f16 dot k=%lld: %.9g, llama.cpp %.9g", (long long)k, got, want);
-        free(w); free(x); free(wh); free(xh);
+        free(w); free(x); free(wh); free(xh); free(xw);
     }
 }
 
