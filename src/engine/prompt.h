@@ -1,28 +1,12 @@
-/* prompt.h: the seam between prompt.c (the reuse policy: how a new prompt matches a held sequence)
- * and prompt_cache.c (the held sequences kept aside). Not public. */
+/* prompt.h: the seam between prompt.c (the reuse policy) and prompt_cache.c (the held sequences
+ * kept aside). Not public. */
 #ifndef ST_ENGINE_PROMPT_H
 #define ST_ENGINE_PROMPT_H
 
+#include "engine/prompt_match.h"
 #include "strata.h"
 
 struct st_model;
-
-/* A held sequence: its ids and the positions it can return to exactly besides its end (the
- * checkpoints of a hybrid model; an attention-only one returns anywhere). */
-typedef struct st_held {
-    const int32_t *ids;
-    int64_t n;
-    const int64_t *ckpt;
-    int n_ckpt;
-    int recurrent;
-} st_held;
-
-/* How prompt[0..n) lands on a held sequence: the prompt as it will be held (*form, malloc'd,
- * *n_form ids: the held assistant messages standing in for the rendered ones that agree with them)
- * and the positions of it that a session holding h keeps (*reach: the shared prefix, less the last
- * prompt token, at the end of h or at a position it can return to). */
-st_status st_prompt_match(const struct st_model *m, const st_held *h, const int32_t *prompt, int64_t n, int32_t **form,
-                          int64_t *n_form, int64_t *reach);
 
 /* prompt_cache.c: the entry that keeps the most of prompt beyond `better_than` positions: its
  * index (or -1), its form of the prompt (*form, malloc'd) and reach. An index holds until the next
