@@ -678,8 +678,9 @@ static int32_t xcompute_mask(const st_json_vocab *v, const st_json_schema *sc, c
     const walk_list *w = &v->all;
     const uint64_t *loop = NULL;
     int free_text = x->phase == P_ANSWER || x->phase == P_ARGS;
-    /* a string's plain tokens keep its state, but for the count of a length with a maximum */
-    int loops = (x->c.flags & F_KEY) ? x->cand == ST_JSON_NO_CAND : !(sc->nodes[x->cur].bounds & ST_JB_MAXLEN);
+    /* a string's plain tokens keep its state, but for the count of a length with a maximum and
+     * the DFA of a pattern */
+    int loops = (x->c.flags & F_KEY) ? x->cand == ST_JSON_NO_CAND : !(sc->nodes[x->cur].bounds & (ST_JB_MAXLEN | ST_JB_RE));
     if (free_text && x->c.mode == M_STR && loops) { loop = v->str_loop; w = &v->str_rest; }
     else if (x->phase == P_ANSWER && x->c.mode == M_THINK && x->c.sub == 0) { loop = v->think_loop; w = &v->think_rest; }
     if (loop) n += take_set(v, loop, allowed);
