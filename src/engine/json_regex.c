@@ -50,7 +50,7 @@ static int cmp_range(const void *pa, const void *pb) {
 
 /* Sorted, merged, without the surrogates. */
 static int cset_norm(cset *s) {
-    qsort(s->r, s->n, sizeof *s->r, cmp_range);
+    if (s->n) qsort(s->r, s->n, sizeof *s->r, cmp_range);
     cset o = {0};
     for (uint32_t i = 0; i < s->n; i++) {
         uint32_t lo = s->r[i].lo, hi = s->r[i].hi;

@@ -49,4 +49,13 @@ static inline uint16_t st_json_regex_step(const st_json_regex *re, uint16_t stat
     return re->next[(size_t)state * re->n_classes + re->cls[byte]];
 }
 
+/* Whether some character can follow in state q (every state kept can reach an accepting one, so
+ * any byte it goes on with begins a character that can be finished). */
+static inline int st_json_regex_can_go_on(const st_json_regex *re, uint16_t q) {
+    const uint16_t *row = re->next + (size_t)q * re->n_classes;
+    for (uint32_t k = 0; k < re->n_classes; k++)
+        if (row[k] != ST_JSON_RE_DEAD) return 1;
+    return 0;
+}
+
 #endif

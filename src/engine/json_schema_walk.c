@@ -184,7 +184,7 @@ static int x_pattern_byte(const st_json_schema *sc, st_json_xstate *x, const st_
             return 1;
         }
         /* a backslash: some character must still be able to follow (\\u can write any) */
-        if (c == '\\') return st_json_regex_range_live(re, x->rstate, 0, 0x10FFFF);
+        if (c == '\\') return st_json_regex_can_go_on(re, x->rstate);
         return re_byte(re, x, c);
     case M_STR_UTF8: return re_byte(re, x, c);
     case M_STR_ESC: {
