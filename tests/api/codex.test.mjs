@@ -53,8 +53,10 @@ function codexExec(prompt, workdir) {
   ].join('\n'));
   const bin = codexBin();
   const args = ['exec', '--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox', '--color', 'never', '-C', workdir, prompt];
-  const child = bin.endsWith('.js') ? spawn(process.execPath, [bin, ...args], { env: { ...process.env, CODEX_HOME: home }, stdio: ['ignore', 'pipe', 'pipe'] })
-    : spawn(bin, args, { env: { ...process.env, CODEX_HOME: home }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // killed after two minutes (it takes about two seconds), so a Codex that waits on something
+  // this machine cannot reach fails the test instead of hanging it
+  const opts = { env: { ...process.env, CODEX_HOME: home }, stdio: ['ignore', 'pipe', 'pipe'], timeout: 120000, killSignal: 'SIGKILL' };
+  const child = bin.endsWith('.js') ? spawn(process.execPath, [bin, ...args], opts) : spawn(bin, args, opts);
   let out = '', err = '';
   child.stdout.on('data', (d) => { out += d; });
   child.stderr.on('data', (d) => { err += d; });
