@@ -40,9 +40,11 @@ if [ $peer_ok -eq 0 ]; then
   [ -f "$PEER/package.json" ] || echo '{"name":"strata-peer","private":true}' > "$PEER/package.json"
   (cd "$PEER" && npm install --no-audit --no-fund --ignore-scripts --omit=optional "${peer_pkgs[@]}" >/dev/null)
 fi
-# The server's real-client tests (tests/api, tests/web): openai, @anthropic-ai/sdk and
-# playwright-core, pinned in tests/api/package.json, into tests/api/node_modules (ignored by git).
-if [ ! -d tests/api/node_modules/playwright-core ] || [ ! -d tests/api/node_modules/openai ] || [ ! -d tests/api/node_modules/@anthropic-ai/sdk ]; then
+# The server's real-client tests (tests/api, tests/web): openai, @anthropic-ai/sdk, playwright-core
+# and the Codex CLI (@openai/codex, with its native binary), pinned in tests/api/package.json, into
+# tests/api/node_modules (ignored by git).
+if [ ! -d tests/api/node_modules/playwright-core ] || [ ! -d tests/api/node_modules/openai ] || [ ! -d tests/api/node_modules/@anthropic-ai/sdk ] ||
+   [ ! -d tests/api/node_modules/@openai/codex ]; then
   echo "setup: installing the API test clients into tests/api/node_modules"
   (cd tests/api && npm install --no-audit --no-fund --ignore-scripts >/dev/null)
 fi

@@ -75,7 +75,8 @@ typedef struct st_json_xstate {
     uint32_t slen;  /* characters of the bounded string being read (without a maximum, at most the minimum) */
     uint64_t num;   /* the magnitude of the bounded integer being read */
     uint16_t xlit;  /* bytes of an XML-form text matched */
-    uint16_t pad[3];
+    uint16_t rstate; /* the pattern's DFA state in a string that must match one (0 elsewhere) */
+    uint32_t ucp;   /* there, a \u escape's value so far (a high surrogate's in the top half) */
     uint16_t node[ST_JSON_SCHEMA_DEPTH + 1]; /* by depth: the container's node */
     uint64_t seen[ST_JSON_SCHEMA_DEPTH + 1]; /* by depth: properties seen (bit = sorted index) */
 } st_json_xstate;

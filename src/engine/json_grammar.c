@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "engine/json_automaton.h"
+#include "engine/json_regex.h"
 #include "text/tokenizer.h"
 
 static const char think_open[] = "<think>", think_close[] = "</think>";
@@ -312,6 +313,8 @@ typedef struct walk_list {
     uint32_t *lcp;    /* bytes in common with the token before */
     int32_t *run_end; /* the end of the run of tokens with this one's first byte */
     int32_t n;
+    char *packed;     /* for str_loop_list: the tokens' bytes one after another, in this order, */
+    uint32_t *off;    /* token i's at packed + off[i] .. off[i + 1] (read in order, not scattered) */
 } walk_list;
 
 struct st_json_vocab {
@@ -324,6 +327,7 @@ struct st_json_vocab {
     walk_list all;        /* every text token */
     walk_list str_rest;   /* the text tokens a string state must walk (not in str_loop) */
     walk_list think_rest; /* the text tokens a think block must walk (not in think_loop) */
+    walk_list str_loop_list; /* the str_loop tokens, with their bytes packed: a pattern's DFA walks them */
     int32_t *special;     /* think tags and end-of-generation tokens, checked one by one */
     int32_t n_special;
     uint32_t max_len;     /* the longest token's bytes */
@@ -343,13 +347,13 @@ static int plain_string(const char *p, size_t n) {
     return s.mode == M_STR;
 }
 
-static void list_free(walk_list *w) { free(w->ids); free(w->lcp); free(w->run_end); }
+static void list_free(walk_list *w) { free(w->ids); free(w->lcp); free(w->run_end); free(w->packed); free(w->off); }
 
 void st_json_vocab_free(st_json_vocab *v) {
     if (!v) return;
     free(v->bytes); free(v->len); free(v->kind);
     free(v->str_loop); free(v->think_loop);
-    list_free(&v->all); list_free(&v->str_rest); list_free(&v->think_rest);
+    list_free(&v->all); list_free(&v->str_rest); list_free(&v->think_rest); list_free(&v->str_loop_list);
     free(v->special);
     free(v);
 }
@@ -419,6 +423,24 @@ static int list_filter(walk_list *w, const walk_list *all, const st_json_vocab *
 }
 
 static int keep_str_rest(const st_json_vocab *v, int32_t id) { return !bit_get(v->str_loop, id); }
+static int keep_str_loop(const st_json_vocab *v, int32_t id) { return bit_get(v->str_loop, id); }
+
+/* The bytes of w's tokens packed in w's order. */
+static int list_pack(walk_list *w, const st_json_vocab *v) {
+    size_t total = 0;
+    for (int32_t i = 0; i < w->n; i++) total += v->len[w->ids[i]];
+    w->packed = malloc(total ? total : 1);
+    w->off = malloc(sizeof *w->off * ((size_t)w->n + 1));
+    if (!w->packed || !w->off || total >= UINT32_MAX) return 0;
+    uint32_t at = 0;
+    for (int32_t i = 0; i < w->n; i++) {
+        w->off[i] = at;
+        memcpy(w->packed + at, v->bytes[w->ids[i]], v->len[w->ids[i]]);
+        at += v->len[w->ids[i]];
+    }
+    w->off[w->n] = at;
+    return 1;
+}
 static int keep_think_rest(const st_json_vocab *v, int32_t id) { return !bit_get(v->think_loop, id); }
 
 int32_t st_json_vocab_size(const st_json_vocab *v) { return v->n; }
@@ -460,7 +482,8 @@ st_status st_json_vocab_new(const st_tokenizer *tok, int32_t n_vocab, st_json_vo
         if (k == K_THINK || k == K_EOG || k == K_TAG) v->special[v->n_special++] = id;
     }
     if (!list_build_all(&v->all, v) || !list_filter(&v->str_rest, &v->all, v, keep_str_rest) ||
-        !list_filter(&v->think_rest, &v->all, v, keep_think_rest)) {
+        !list_filter(&v->think_rest, &v->all, v, keep_think_rest) || !list_filter(&v->str_loop_list, &v->all, v, keep_str_loop) ||
+        !list_pack(&v->str_loop_list, v)) {
         st_json_vocab_free(v);
         return st_fail(ST_ERR_NOMEM, "json vocabulary: out of memory for %d tokens", n_vocab);
     }
@@ -488,6 +511,7 @@ struct st_json_constraint {
     const st_json_schema *sc; /* NULL: any object (s); else x */
     st_json_xstate x;
     st_json_xstate *xpath; /* the walk's states with a schema (max_len + 1) */
+    uint16_t *rpath;       /* a pattern's DFA states along a token (max_len + 1), when the schema has one */
     mask_entry cache[MASK_CACHE];
     int next_evict;
 };
@@ -671,15 +695,54 @@ static mask_entry *cached_mask(st_json_constraint *c) {
     return e;
 }
 
+/* In a string that must match a pattern (no escape or character half read): the tokens of plain
+ * string bytes (str_loop), which leave the core automaton as it is, walked by the pattern's DFA
+ * alone from state q, over their packed bytes in byte order (a token starts from the DFA state
+ * its common prefix with the one before reached; a refused prefix skips the tokens that share it). */
+static int32_t dfa_walk(const st_json_vocab *v, const st_json_regex *re, uint16_t q, uint64_t *allowed, uint16_t *path) {
+    const walk_list *w = &v->str_loop_list;
+    int32_t n_ok = 0;
+    uint32_t depth = 0; /* path[0..depth] hold for the token walked last */
+    path[0] = q;
+    for (int32_t i = 0; i < w->n;) {
+        const unsigned char *b = (const unsigned char *)w->packed + w->off[i];
+        uint32_t len = w->off[i + 1] - w->off[i], k = w->lcp[i] < depth ? w->lcp[i] : depth;
+        uint16_t s = path[k];
+        for (; k < len; k++) {
+            s = st_json_regex_step(re, s, b[k]);
+            if (s == ST_JSON_RE_DEAD) break;
+            path[k + 1] = s;
+        }
+        depth = k;
+        if (k == len) { bit_set(allowed, w->ids[i]); n_ok++; i++; }
+        else if (k == 0) i = w->run_end[i];
+        else for (i++; i < w->n && w->lcp[i] > k; i++) {} /* they share the refused k + 1 bytes */
+    }
+    return n_ok;
+}
+
 /* The allowed tokens of x into a zeroed bitset; returns how many (the walk as for the plain
  * automaton, with the same precomputed sets where the schema leaves the state alone). */
-static int32_t xcompute_mask(const st_json_vocab *v, const st_json_schema *sc, const st_json_xstate *x, uint64_t *allowed, st_json_xstate *path) {
+static int32_t xcompute_mask(const st_json_vocab *v, const st_json_schema *sc, const st_json_xstate *x, uint64_t *allowed, st_json_xstate *path,
+                             uint16_t *rpath) {
     int32_t n = 0;
     const walk_list *w = &v->all;
     const uint64_t *loop = NULL;
     int free_text = x->phase == P_ANSWER || x->phase == P_ARGS;
-    /* a string's plain tokens keep its state, but for the count of a length with a maximum */
-    int loops = (x->c.flags & F_KEY) ? x->cand == ST_JSON_NO_CAND : !(sc->nodes[x->cur].bounds & ST_JB_MAXLEN);
+    const st_json_snode *cur = &sc->nodes[x->cur];
+    if (free_text && x->c.mode == M_STR && !(x->c.flags & F_KEY) && (cur->bounds & ST_JB_RE)) {
+        /* a pattern's string: the plain tokens by its DFA alone, the others by the whole walk */
+        n += dfa_walk(v, &sc->res[cur->re - 1], x->rstate, allowed, rpath);
+        w = &v->str_rest;
+        n += xwalk(v, sc, w, x, allowed, path);
+        st_json_xstate after;
+        for (int32_t i = 0; i < v->n_special; i++)
+            if (xtoken_step(v, sc, x, v->special[i], &after)) { bit_set(allowed, v->special[i]); n++; }
+        return n;
+    }
+    /* a string's plain tokens keep its state, but for the count of a length with a maximum and
+     * the DFA of a pattern */
+    int loops = (x->c.flags & F_KEY) ? x->cand == ST_JSON_NO_CAND : !(sc->nodes[x->cur].bounds & (ST_JB_MAXLEN | ST_JB_RE));
     if (free_text && x->c.mode == M_STR && loops) { loop = v->str_loop; w = &v->str_rest; }
     else if (x->phase == P_ANSWER && x->c.mode == M_THINK && x->c.sub == 0) { loop = v->think_loop; w = &v->think_rest; }
     if (loop) n += take_set(v, loop, allowed);
@@ -697,7 +760,7 @@ static mask_entry *xcached_mask(st_json_constraint *c) {
     c->next_evict = (c->next_evict + 1) % MASK_CACHE;
     memset(e->allowed, 0, bitset_words(c->v->n) * sizeof *e->allowed);
     e->xkey = c->x;
-    e->n_allowed = xcompute_mask(c->v, c->sc, &c->x, e->allowed, c->xpath);
+    e->n_allowed = xcompute_mask(c->v, c->sc, &c->x, e->allowed, c->xpath, c->rpath);
     e->valid = 1;
     return e;
 }
@@ -724,6 +787,7 @@ void st_json_constraint_free(st_json_constraint *c) {
     for (int i = 0; i < MASK_CACHE; i++) free(c->cache[i].allowed);
     free(c->path);
     free(c->xpath);
+    free(c->rpath);
     free(c);
 }
 
@@ -806,7 +870,8 @@ st_status st_json_constraint_new_schema(const st_json_vocab *v, const st_json_sc
     st_json_init(&c->s);
     if (schema) st_json_xinit(schema, &c->x);
     if (!(c->path = malloc(sizeof *c->path * ((size_t)v->max_len + 1))) ||
-        (schema && !(c->xpath = malloc(sizeof *c->xpath * ((size_t)v->max_len + 1))))) {
+        (schema && !(c->xpath = malloc(sizeof *c->xpath * ((size_t)v->max_len + 1)))) ||
+        (schema && schema->n_res && !(c->rpath = malloc(sizeof *c->rpath * ((size_t)v->max_len + 1))))) {
         st_json_constraint_free(c);
         return st_fail(ST_ERR_NOMEM, "json constraint: out of memory");
     }

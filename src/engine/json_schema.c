@@ -14,11 +14,12 @@
 
 #include <jansson.h>
 
+#include "engine/json_regex.h"
 #include "engine/json_schema.h"
 
 typedef struct compiler {
     st_json_schema *s;
-    uint32_t cap_nodes, cap_props, cap_enums, cap_enum_len, cap_owned;
+    uint32_t cap_nodes, cap_props, cap_enums, cap_enum_len, cap_owned, cap_res;
     json_t *root;
     const char *refs[ST_JSON_SCHEMA_DEPTH * 2]; /* the $refs being compiled */
     int n_refs;
@@ -144,9 +145,12 @@ struct bounds {
     double lo, hi;
     int lo_excl, hi_excl;
     const char *num_key; /* the first numeric bound present, to name it */
+    const char *pattern; /* NULL: none */
+    size_t pattern_len;
+    const st_json_regex *re; /* the pattern compiled, while an enum's strings are filtered by it */
 };
 
-static const char *const bound_keys[] = {"minLength", "maxLength", "minItems", "maxItems",
+static const char *const bound_keys[] = {"minLength", "maxLength", "pattern", "minItems", "maxItems",
                                          "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 
 static const char *first_bound(json_t *sch) {
@@ -198,6 +202,14 @@ static int read_bounds(compiler *c, json_t *sch, const char *path, bounds *b) {
         read_end(c, sch, "minimum", "exclusiveMinimum", 0, path, &b->lo, &b->lo_excl) ||
         read_end(c, sch, "maximum", "exclusiveMaximum", 1, path, &b->hi, &b->hi_excl))
         return -1;
+    json_t *pat = json_object_get(sch, "pattern");
+    if (pat && !json_is_string(pat)) {
+        char p[512];
+        sub_path(p, sizeof p, path, "pattern", NULL);
+        return fail(c, p, "must be a string");
+    }
+    b->pattern = json_string_value(pat);
+    b->pattern_len = json_string_length(pat);
     static const char *const num_keys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
     b->num_key = NULL;
     for (int i = 0; i < 4 && !b->num_key; i++)
@@ -215,6 +227,7 @@ static int count_in(double n, double lo, double hi) { return (lo < 0 || n >= lo)
 
 /* Whether an enum's value meets the bounds of its type. */
 static int in_bounds(json_t *v, const bounds *b) {
+    if (json_is_string(v) && b->re) return st_json_regex_matches(b->re, json_string_value(v), json_string_length(v));
     if (json_is_string(v)) return count_in((double)utf8_chars(json_string_value(v), json_string_length(v)), b->min_len, b->max_len);
     if (json_is_array(v)) return count_in((double)json_array_size(v), b->min_items, b->max_items);
     if (json_is_number(v)) {
@@ -225,6 +238,28 @@ static int in_bounds(json_t *v, const bounds *b) {
 }
 
 static uint32_t count_of(double x, uint32_t none) { return x < 0 ? none : x >= (double)UINT32_MAX ? UINT32_MAX - 1 : (uint32_t)x; }
+
+/* The pattern of b with its length bounds, into re; a refusal names "PATH.pattern". */
+static int compile_pattern(compiler *c, const bounds *b, const char *path, st_json_regex *re) {
+    char p[512], err[256];
+    sub_path(p, sizeof p, path, "pattern", NULL);
+    uint32_t lo = count_of(b->min_len, 0), hi = count_of(b->max_len, UINT32_MAX);
+    if (lo > hi) return fail(c, path, "minLength is more than maxLength: nothing can meet it");
+    if (st_json_regex_compile(b->pattern, b->pattern_len, lo, hi, re, err, sizeof err)) return fail(c, p, err);
+    return 0;
+}
+
+/* A string node's pattern (and length bounds, which its DFA counts) as the schema's next DFA. */
+static int set_pattern(compiler *c, int node, const bounds *b, const char *path) {
+    st_json_schema *s = c->s;
+    if (s->n_res >= 65535) return fail(c, path, "more than 65535 patterns");
+    if (grow((void **)&s->res, &c->cap_res, s->n_res + 1, sizeof *s->res)) return fail(c, path, "out of memory");
+    if (compile_pattern(c, b, path, &s->res[s->n_res])) return -1;
+    st_json_snode *n = &s->nodes[node];
+    n->bounds = (uint8_t)((n->bounds & ~(ST_JB_LEN | ST_JB_MAXLEN)) | ST_JB_RE);
+    n->re = (uint16_t)++s->n_res;
+    return 0;
+}
 
 /* The bounds of node (no enum) for the automaton: a string's length, an array's items, an
  * integer's value; a type that admits fractions takes no numeric bound. */
@@ -237,6 +272,7 @@ static int set_bounds(compiler *c, int node, const bounds *b, const char *path) 
         n->max_len = count_of(b->max_len, UINT32_MAX);
         if (n->min_len > n->max_len) return fail(c, path, "minLength is more than maxLength: nothing can meet it");
     }
+    if ((n->types & ST_JT_STRING) && b->pattern && set_pattern(c, node, b, path)) return -1;
     if ((n->types & ST_JT_ARRAY) && (b->min_items >= 0 || b->max_items >= 0)) {
         n->bounds |= ST_JB_ITEMS;
         n->min_items = count_of(b->min_items, 0);
@@ -318,6 +354,8 @@ static int compile_any_of(compiler *c, json_t *branches, const char *path, int d
     st_json_snode m = {0};
     json_t *values = has_enum ? json_array() : NULL;
     span len = {0}, items = {0}, ints = {0};
+    int n_strings = 0; /* branches that admit strings: a pattern is kept only when it is the one */
+    uint16_t re = 0;
     for (size_t i = 0; i < n && !c->failed; i++) {
         const st_json_snode *x = &c->s->nodes[b[i]];
         if (has_enum) {
@@ -338,6 +376,8 @@ static int compile_any_of(compiler *c, json_t *branches, const char *path, int d
         if (x->n_props || x->closed || x->extra) { m.n_props = x->n_props; m.first_prop = x->first_prop; m.required = x->required; m.closed = x->closed; m.extra = x->extra; }
         if (x->items) m.items = x->items;
         if (x->types & ST_JT_STRING) fold_span(&len, x->bounds & ST_JB_LEN, x->min_len, x->max_len);
+        if (x->types & ST_JT_STRING) n_strings++;
+        if (x->bounds & ST_JB_RE) re = x->re;
         if (x->types & ST_JT_ARRAY) fold_span(&items, x->bounds & ST_JB_ITEMS, x->min_items, x->max_items);
         if (x->types & ST_JT_INTEGER) fold_span(&ints, x->bounds & ST_JB_INT, x->min_int, x->max_int);
     }
@@ -349,6 +389,8 @@ static int compile_any_of(compiler *c, json_t *branches, const char *path, int d
     }
     if (items.on && items.lo <= items.hi) { m.bounds |= ST_JB_ITEMS; m.min_items = (uint32_t)items.lo; m.max_items = (uint32_t)items.hi; }
     if (ints.on && ints.lo <= ints.hi) { m.bounds |= ST_JB_INT; m.min_int = ints.lo; m.max_int = ints.hi; }
+    if (re && n_strings > 1) fail(c, path, "anyOf: a pattern in one of several branches that admit strings is not supported");
+    if (re) { m.bounds = (uint8_t)((m.bounds & ~(ST_JB_LEN | ST_JB_MAXLEN)) | ST_JB_RE); m.re = re; }
     if ((len.on && len.lo > len.hi) || (items.on && items.lo > items.hi) || (ints.on && ints.lo > ints.hi))
         fail(c, path, "anyOf: branches of one type whose bounds leave nothing in common are not supported");
     if (c->failed) { json_decref(values); return -1; }
@@ -439,7 +481,7 @@ static int compile(compiler *c, json_t *sch, const char *path, int depth) {
     if (!json_is_object(sch)) return fail(c, path, "a schema must be an object or a boolean");
     static const char *const refused[] = {"oneOf", "allOf", "not", "if", "then", "else", "patternProperties", "prefixItems",
                                           "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
-                                          "contains", "propertyNames", "$dynamicRef", "$recursiveRef", "pattern", "format",
+                                          "contains", "propertyNames", "$dynamicRef", "$recursiveRef", "format",
                                           "multipleOf", "minProperties", "maxProperties", "dependencies", "minContains",
                                           "maxContains", "contentSchema"};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
@@ -514,8 +556,12 @@ static int compile(compiler *c, json_t *sch, const char *path, int depth) {
     c->s->nodes[node].types = (uint8_t)types;
     if (en || cn) {
         json_t *values = cn ? json_pack("[O]", cn) : json_incref(en);
+        st_json_regex re = {0};
+        if (bd.pattern && compile_pattern(c, &bd, path, &re)) { json_decref(values); return -1; }
+        bd.re = bd.pattern ? &re : NULL;
         sub_path(p, sizeof p, path, cn ? "const" : "enum", NULL);
         int bad = !json_is_array(values) ? fail(c, p, "must be an array of values") : set_enum(c, node, values, &bd, p);
+        st_json_regex_free(&re);
         json_decref(values);
         return bad ? -1 : node;
     }
@@ -644,5 +690,7 @@ void st_json_schema_free(st_json_schema *s) {
     free(s->enums);
     free(s->enum_len);
     free(s->tools);
+    for (uint32_t i = 0; i < s->n_res; i++) st_json_regex_free(&s->res[i]);
+    free(s->res);
     free(s);
 }

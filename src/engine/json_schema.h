@@ -5,11 +5,12 @@
  * properties, required, additionalProperties (false: no other key; a schema: other keys' values),
  * items, enum and const (the values in their compact JSON text), anyOf whose branches differ only
  * by type (nullable fields), $ref to "#/$defs/..." or "#/definitions/..." (not recursive), and the
- * bounds minLength / maxLength (in characters, as code points), minItems / maxItems, and minimum /
+ * bounds minLength / maxLength (in characters, as code points), pattern (json_regex.h says which
+ * regular expressions), minItems / maxItems, and minimum /
  * maximum / exclusiveMinimum / exclusiveMaximum on integers (a type that admits fractions takes
  * them only with an enum, whose values the bounds then filter). Keys are written without escapes,
  * each at most once. Every other keyword that constrains a value is refused rather than ignored:
- * pattern, format, multipleOf, uniqueItems, min/maxProperties, oneOf, allOf, not, if/then/else,
+ * format, multipleOf, uniqueItems, min/maxProperties, oneOf, allOf, not, if/then/else,
  * patternProperties, prefixItems, ...; so are recursion and a schema no value can meet (an empty
  * enum, a type list with nothing in it, a required key that additionalProperties false forbids,
  * a minimum above the maximum): the error names the field, as a path from the schema's root
@@ -39,7 +40,8 @@ enum {
     ST_JT_BOOL = 32, ST_JT_NULL = 64, ST_JT_ANY = 127,
 };
 
-enum { ST_JB_LEN = 1, ST_JB_MAXLEN = 2, ST_JB_ITEMS = 4, ST_JB_INT = 8 }; /* st_json_snode.bounds */
+/* st_json_snode.bounds; RE: a string must match the pattern re (its length bounds folded in) */
+enum { ST_JB_LEN = 1, ST_JB_MAXLEN = 2, ST_JB_ITEMS = 4, ST_JB_INT = 8, ST_JB_RE = 16 };
 
 typedef struct st_json_snode {
     uint8_t types;       /* ST_JT_*; NUMBER admits integers too */
@@ -49,6 +51,7 @@ typedef struct st_json_snode {
     uint16_t extra;      /* the node of other keys' values (0: any) */
     uint16_t items;      /* the node of array items (0: any) */
     uint16_t n_props;
+    uint16_t re;         /* with ST_JB_RE: the pattern's DFA, st_json_schema.res[re - 1] */
     uint32_t first_prop; /* properties sorted by name bytes */
     uint32_t first_enum;
     uint32_t n_enum;     /* 0: no enum */
@@ -78,6 +81,8 @@ typedef struct st_json_schema {
     uint32_t *enum_len;
     uint32_t n_enums;
     uint16_t root;        /* the reply's object (schema mode) */
+    struct st_json_regex *res; /* the patterns' DFAs (json_regex.h) */
+    uint32_t n_res;
     /* Tool-call mode when n_tools > 0: tools sorted by name. */
     st_json_stool *tools;
     uint32_t n_tools;

@@ -23,9 +23,17 @@
  * the function line, ',' and '"' for a parameter tag, '"' and ':' for its '>', '}' for
  * </function>), each value being JSON text on its property's node (a string with its quotes, so
  * the chat parser, which reads a value as JSON first, gets the very value) without '<' (the
- * parser would end it at a "</parameter>" inside). */
+ * parser would end it at a "</parameter>" inside).
+ *
+ * A string whose node has a pattern steps the pattern's DFA (json_regex.h; its length bounds are
+ * in it) with the characters the string stands for: a plain byte or a UTF-8 byte as it is, an
+ * escape as the UTF-8 of what it means (\n as a newline, \u00e9 as C3 A9, a surrogate pair's
+ * escapes as the one character), and the closing quote only in an accepting state. A backslash
+ * and each hex digit of a \u escape are taken only while some character they may still become
+ * can follow, so the string stays finishable inside an escape too. */
 #include <string.h>
 #include "engine/json_automaton.h"
+#include "engine/json_regex.h"
 
 static const char lit_open[] = "<tool_call>\n{\"name\": \"", lit_mid[] = ", \"arguments\": ",
                   lit_close[] = "}\n</tool_call>", lit_next[] = "\n<tool_call>\n{\"name\": \"";
@@ -132,11 +140,79 @@ static int x_value_start(const st_json_schema *sc, st_json_xstate *x, unsigned c
     return 1;
 }
 
+static int re_byte(const st_json_regex *re, st_json_xstate *x, unsigned b) {
+    uint16_t q = st_json_regex_step(re, x->rstate, b);
+    if (q == ST_JSON_RE_DEAD) return 0;
+    x->rstate = q;
+    return 1;
+}
+
+static int re_char(const st_json_regex *re, st_json_xstate *x, uint32_t cp) {
+    if (cp < 0x80) return re_byte(re, x, cp);
+    if (cp < 0x800) return re_byte(re, x, 0xC0 | (cp >> 6)) && re_byte(re, x, 0x80 | (cp & 0x3F));
+    if (cp < 0x10000)
+        return re_byte(re, x, 0xE0 | (cp >> 12)) && re_byte(re, x, 0x80 | ((cp >> 6) & 0x3F)) && re_byte(re, x, 0x80 | (cp & 0x3F));
+    return re_byte(re, x, 0xF0 | (cp >> 18)) && re_byte(re, x, 0x80 | ((cp >> 12) & 0x3F)) && re_byte(re, x, 0x80 | ((cp >> 6) & 0x3F)) &&
+           re_byte(re, x, 0x80 | (cp & 0x3F));
+}
+
+static unsigned hex_digit(unsigned c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; }
+
+/* Whether a \\u escape read so far (value u of its digits, rem digits due; hi: the high half of
+ * a pair whose low half this is) can still become a character that may follow in state q. */
+static int hex_live(const st_json_regex *re, uint16_t q, uint32_t hi, uint32_t u, int rem) {
+    uint32_t lo = u << (4 * rem), top = lo | ((1u << (4 * rem)) - 1);
+    if (hi) {
+        uint32_t a = lo > 0xDC00 ? lo : 0xDC00, b = top < 0xDFFF ? top : 0xDFFF, base = 0x10000 + ((hi - 0xD800) << 10);
+        return a <= b && st_json_regex_range_live(re, q, base + a - 0xDC00, base + b - 0xDC00);
+    }
+    uint32_t a = lo > 0xD800 ? lo : 0xD800, b = top < 0xDBFF ? top : 0xDBFF; /* high halves: the pairs they begin */
+    if (a <= b && st_json_regex_range_live(re, q, 0x10000 + ((a - 0xD800) << 10), 0x10000 + ((b - 0xD800) << 10) + 0x3FF)) return 1;
+    return st_json_regex_range_live(re, q, lo, top);
+}
+
+/* A byte of a string value that must match a pattern (see the top of the file). */
+static int x_pattern_byte(const st_json_schema *sc, st_json_xstate *x, const st_json_snode *v, unsigned c) {
+    const st_json_regex *re = &sc->res[v->re - 1];
+    unsigned m = x->c.mode;
+    if (!st_json_step(&x->c, c)) return 0;
+    switch (m) {
+    case M_STR:
+        if (c == '"') {
+            if (!re->accept[x->rstate]) return 0;
+            x->rstate = 0;
+            return 1;
+        }
+        /* a backslash: some character must still be able to follow (\\u can write any) */
+        if (c == '\\') return st_json_regex_can_go_on(re, x->rstate);
+        return re_byte(re, x, c);
+    case M_STR_UTF8: return re_byte(re, x, c);
+    case M_STR_ESC: {
+        static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+        if (c == 'u') { x->ucp = 0; return 1; }
+        return re_byte(re, x, (unsigned char)to[strchr(from, (int)c) - from]);
+    }
+    case M_STR_HEX: {
+        x->ucp = (x->ucp & 0xFFFF0000u) | (((x->ucp << 4) | hex_digit(c)) & 0xFFFFu);
+        uint32_t u = x->ucp & 0xFFFF, hi = x->ucp >> 16;
+        if (x->c.mode == M_STR_HEX) return hex_live(re, x->rstate, hi, u, 4 - x->c.sub);
+        if (x->c.mode == M_STR_LOW_BS) { /* a high surrogate: its low half follows */
+            x->ucp = u << 16;
+            return hex_live(re, x->rstate, 0, u, 0);
+        }
+        x->ucp = 0;
+        return re_char(re, x, hi ? 0x10000 + ((hi - 0xD800) << 10) + (u - 0xDC00) : u);
+    }
+    default: return 1; /* the "\u" of a surrogate pair's low half */
+    }
+}
+
 /* A byte of a string value whose node bounds its length: a character starts with a plain byte,
  * a UTF-8 lead or a backslash (the low half of an escaped surrogate pair is the same one). */
 static int x_string_byte(const st_json_schema *sc, st_json_xstate *x, unsigned c) {
     const st_json_snode *v = &sc->nodes[x->cur];
-    if (!(v->bounds & ST_JB_LEN)) return st_json_step(&x->c, c);
+    if (!(v->bounds & (ST_JB_LEN | ST_JB_RE))) return st_json_step(&x->c, c);
+    if (v->bounds & ST_JB_RE) return x_pattern_byte(sc, x, v, c);
     int starts = x->c.mode == M_STR && c != '"';
     if (starts && x->slen >= v->max_len) return 0;
     if (x->c.mode == M_STR && c == '"' && x->slen < v->min_len) return 0;

@@ -5,7 +5,10 @@
  * function_call_output; reasoning, whose text goes back to the turn it belongs to), instructions
  * and system/developer messages joined into the one system turn Qwen's templates take, function
  * tools (the flat {type, name, parameters} shape; hosted tool types are left out, since nothing
- * here runs them), tool_choice, parallel_tool_calls, reasoning.effort (thinking on or off),
+ * here runs them; a namespace's tools are offered by their names, and a call of one says its
+ * namespace; a custom tool, whose input is free text, is offered as a function of one string
+ * "input" and called back as a custom_tool_call), tool_choice, parallel_tool_calls,
+ * reasoning.effort (thinking on or off),
  * text.format (json_object, json_schema by constrained decoding), max_output_tokens and sampling.
  * previous_response_id continues a kept response (response_store.c): its conversation (input and
  * output items, those of the responses before it first) goes before this request's input, and
@@ -37,6 +40,7 @@ typedef struct rs_state {
     json_t *echo;     /* the request's fields the response repeats (model, tools, ...) */
     long long created;
     json_t *output;   /* the items so far */
+    json_t *tool_kinds; /* name -> {namespace, custom}: the tools a call needs more than a name for */
     item_kind open;   /* the item being streamed */
     char *text;       /* its text so far */
     size_t n_text;
@@ -52,6 +56,7 @@ static void rs_free(void *p) {
     json_decref(a->conv);
     json_decref(a->echo);
     json_decref(a->output);
+    json_decref(a->tool_kinds);
     free(a->text);
     free(a);
 }
@@ -161,20 +166,34 @@ static void on_event(sv_job *j, sv_event kind, const char *text, size_t len, con
     rs_state *a = j->api;
     if (kind == SV_EVENT_TOOL_CALL) {
         close_item(j);
-        char *id = item_id(j, "fc"), *call_id = item_id(j, "call");
+        json_t *tk = json_object_get(a->tool_kinds, call->name);
+        int custom = json_is_true(json_object_get(tk, "custom"));
+        char *id = item_id(j, custom ? "ctc" : "fc"), *call_id = item_id(j, "call");
         int index = (int)json_array_size(a->output);
-        json_t *done = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", "function_call", "id", id, "call_id", call_id, "name", call->name,
-                                 "arguments", call->arguments, "status", "completed");
+        /* a custom tool's input is the text of the one argument it was offered with */
+        json_t *args = custom ? json_loads(call->arguments, 0, NULL) : NULL;
+        const char *input = json_string_value(json_object_get(args, "input"));
+        const char *body = custom ? (input ? input : call->arguments) : call->arguments;
+        const char *field = custom ? "input" : "arguments";
+        json_t *done = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", custom ? "custom_tool_call" : "function_call", "id", id, "call_id",
+                                 call_id, "name", call->name, field, body, "status", "completed");
+        json_t *ns = json_object_get(tk, "namespace");
+        if (ns) json_object_set(done, "namespace", ns);
         if (j->stream) {
-            event(j, "response.output_item.added", json_pack("{s:i,s:{s:s,s:s,s:s,s:s,s:s,s:s}}", "output_index", index, "item", "type",
-                                                             "function_call", "id", id, "call_id", call_id, "name", call->name,
-                                                             "arguments", "", "status", "in_progress"));
-            event(j, "response.function_call_arguments.delta", json_pack("{s:s,s:i,s:s}", "item_id", id, "output_index", index, "delta",
-                                                                         call->arguments));
-            event(j, "response.function_call_arguments.done", json_pack("{s:s,s:i,s:s,s:s}", "item_id", id, "output_index", index, "name",
-                                                                        call->name, "arguments", call->arguments));
+            json_t *added = json_deep_copy(done);
+            json_object_set_new(added, field, json_string(""));
+            json_object_set_new(added, "status", json_string("in_progress"));
+            event(j, "response.output_item.added", json_pack("{s:i,s:o}", "output_index", index, "item", added));
+            event(j, custom ? "response.custom_tool_call_input.delta" : "response.function_call_arguments.delta",
+                  json_pack("{s:s,s:i,s:s}", "item_id", id, "output_index", index, "delta", body));
+            if (custom)
+                event(j, "response.custom_tool_call_input.done", json_pack("{s:s,s:i,s:s}", "item_id", id, "output_index", index, "input", body));
+            else
+                event(j, "response.function_call_arguments.done", json_pack("{s:s,s:i,s:s,s:s}", "item_id", id, "output_index", index, "name",
+                                                                            call->name, "arguments", body));
             event(j, "response.output_item.done", json_pack("{s:i,s:O}", "output_index", index, "item", done));
         }
+        json_decref(args);
         json_array_append_new(a->output, done);
         a->n_items++;
         free(id);
@@ -305,10 +324,13 @@ static int parse_item(json_t *it, const char *f, turns *t, sv_strpool *sp, sv_er
         else turn_add(t, role)->content = text;
         return 0;
     }
-    if (!strcmp(type, "function_call")) {
-        const char *name = json_string_value(json_object_get(it, "name")), *args = json_string_value(json_object_get(it, "arguments"));
+    if (!strcmp(type, "function_call") || !strcmp(type, "custom_tool_call")) {
+        int custom = type[0] == 'c';
+        const char *name = json_string_value(json_object_get(it, "name"));
+        const char *args = json_string_value(json_object_get(it, custom ? "input" : "arguments"));
         if (!name || !args)
-            return sv_error_set(e, 400, "invalid_request_error", "invalid_type", f, "'%s' must have name and arguments strings", f);
+            return sv_error_set(e, 400, "invalid_request_error", "invalid_type", f, "'%s' must have name and %s strings", f, custom ? "input" : "arguments");
+        if (custom) args = sv_pool_keep(sp, sv_dump(json_pack("{s:s}", "input", args))); /* as the function it was offered as */
         sv_message *m = t->n && !strcmp(t->m[t->n - 1].role, "assistant") ? &t->m[t->n - 1] : turn_add(t, "assistant");
         size_t k = (size_t)(m - t->m);
         sv_tool_call *c = realloc(t->calls[k], (m->n_tool_calls + 1) * sizeof *c);
@@ -318,7 +340,7 @@ static int parse_item(json_t *it, const char *f, turns *t, sv_strpool *sp, sv_er
         m->tool_calls = c;
         return 0;
     }
-    if (!strcmp(type, "function_call_output")) {
+    if (!strcmp(type, "function_call_output") || !strcmp(type, "custom_tool_call_output")) {
         sv_message *m = turn_add(t, "tool");
         m->tool_call_id = json_string_value(json_object_get(it, "call_id"));
         snprintf(cf, sizeof cf, "%s.output", f);
@@ -334,7 +356,8 @@ static int parse_item(json_t *it, const char *f, turns *t, sv_strpool *sp, sv_er
     }
     snprintf(cf, sizeof cf, "%s.type", f);
     return sv_error_set(e, 400, "invalid_request_error", "invalid_value", cf,
-                        "'%s' is '%s': message, function_call, function_call_output and reasoning items are supported", cf, type);
+                        "'%s' is '%s': message, function_call, function_call_output, custom_tool_call, custom_tool_call_output and "
+                        "reasoning items are supported", cf, type);
 }
 
 /* instructions, the kept conversation previous_response_id names, and input, into t; a->conv
@@ -378,31 +401,56 @@ static int parse_input(sv_server *s, json_t *req, rs_state *a, turns *t, sv_strp
     return 0;
 }
 
-/* The flat function tools as chat's, and tool_choice as chat's, for sv_parse_tools; the tool
- * types nothing here runs (web_search, file_search, custom, ...) are left out. */
-static int parse_tools(json_t *req, sv_chat *chat, sv_strpool *sp, json_t *echo, sv_error *e) {
+/* One function or custom tool as chat's function (a custom one takes its text as "input"),
+ * noted in kinds when a call of it needs more than its name (ns: its namespace, or NULL). */
+static void add_tool(json_t *fns, json_t *kinds, json_t *t, const char *ns) {
+    const char *type = json_string_value(json_object_get(t, "type"));
+    int custom = type && !strcmp(type, "custom");
+    if (!type || (strcmp(type, "function") && !custom)) return;
+    json_t *name = json_object_get(t, "name");
+    json_t *params = custom ? json_pack("{s:s,s:{s:{s:s,s:s}},s:[s],s:b}", "type", "object", "properties", "input", "type", "string",
+                                        "description", "the tool's input, as free text", "required", "input", "additionalProperties", 0)
+                            : json_incref(json_object_get(t, "parameters"));
+    json_t *fn = json_pack("{s:O*,s:o*}", "name", name, "parameters", params);
+    json_t *desc = json_object_get(t, "description");
+    if (json_is_string(desc)) json_object_set(fn, "description", desc);
+    json_array_append_new(fns, json_pack("{s:s,s:o}", "type", "function", "function", fn));
+    if (json_is_string(name) && (custom || ns)) {
+        json_t *k = json_object();
+        if (custom) json_object_set_new(k, "custom", json_true());
+        if (ns) json_object_set_new(k, "namespace", json_string(ns));
+        json_object_set_new(kinds, json_string_value(name), k);
+    }
+}
+
+/* The function and custom tools (and those of namespaces) as chat's functions, and tool_choice as
+ * chat's, for sv_parse_tools; the tool types nothing here runs (web_search, file_search, ...) are
+ * left out. */
+static int parse_tools(json_t *req, rs_state *a, sv_chat *chat, sv_strpool *sp, json_t *echo, sv_error *e) {
     json_t *tools = json_object_get(req, "tools"), *tc = json_object_get(req, "tool_choice");
     json_t *chat_req = json_object(), *fns = json_array();
-    size_t i;
-    json_t *t;
+    size_t i, k;
+    json_t *t, *inner;
     if (tools && !json_is_null(tools) && !json_is_array(tools)) {
         json_decref(chat_req);
         json_decref(fns);
         return sv_error_set(e, 400, "invalid_request_error", "invalid_type", "tools", "'tools' must be an array");
     }
+    a->tool_kinds = json_object();
     json_array_foreach(tools, i, t) {
         const char *type = json_string_value(json_object_get(t, "type"));
-        if (!type || strcmp(type, "function")) continue;
-        json_t *fn = json_pack("{s:O*,s:O*}", "name", json_object_get(t, "name"), "parameters", json_object_get(t, "parameters"));
-        json_t *desc = json_object_get(t, "description");
-        if (json_is_string(desc)) json_object_set(fn, "description", desc);
-        json_array_append_new(fns, json_pack("{s:s,s:o}", "type", "function", "function", fn));
+        if (type && !strcmp(type, "namespace")) {
+            const char *ns = json_string_value(json_object_get(t, "name"));
+            json_array_foreach(json_object_get(t, "tools"), k, inner) add_tool(fns, a->tool_kinds, inner, ns ? ns : "");
+        } else {
+            add_tool(fns, a->tool_kinds, t, NULL);
+        }
     }
     json_object_set_new(chat_req, "tools", fns);
     json_object_set_new(echo, "tools", json_is_array(tools) ? json_incref(tools) : json_array());
     if (tc && json_is_object(tc)) {
         const char *type = json_string_value(json_object_get(tc, "type"));
-        if (type && !strcmp(type, "function"))
+        if (type && (!strcmp(type, "function") || !strcmp(type, "custom")))
             json_object_set_new(chat_req, "tool_choice", json_pack("{s:s,s:{s:O*}}", "type", "function", "function", "name", json_object_get(tc, "name")));
         else
             json_object_set(chat_req, "tool_choice", tc);
@@ -422,6 +470,8 @@ static int parse_reasoning(json_t *req, sv_chat *chat, json_t *echo, sv_error *e
     json_object_set_new(echo, "reasoning", json_pack("{s:n,s:n}", "effort", "summary"));
     if (!r || json_is_null(r)) return 0;
     if (!json_is_object(r)) return sv_error_set(e, 400, "invalid_request_error", "invalid_type", "reasoning", "'reasoning' must be an object");
+    json_t *summary = json_object_get(r, "summary"); /* echoed; the thinking comes whole, as reasoning_text */
+    if (json_is_string(summary)) json_object_set(json_object_get(echo, "reasoning"), "summary", summary);
     json_t *ef = json_object_get(r, "effort");
     const char *effort = json_string_value(ef);
     if (ef && !json_is_null(ef)) {
@@ -479,7 +529,7 @@ void sv_api_responses(sv_server *s, json_t *req, sv_http_reply *out, sv_error *e
     long long max_tokens = 0;
     int parallel = 1, bad = 0;
     bad = sv_get_bool(req, "store", &a->store, e) < 0 || parse_input(s, req, a, &t, &sp, e) || sv_parse_sampling(s, req, j, e) || parse_reasoning(req, &chat, a->echo, e) ||
-                    parse_tools(req, &chat, &sp, a->echo, e) || sv_get_bool(req, "parallel_tool_calls", &parallel, e) < 0 ||
+                    parse_tools(req, a, &chat, &sp, a->echo, e) || sv_get_bool(req, "parallel_tool_calls", &parallel, e) < 0 ||
                     parse_format(req, j, &chat, a->echo, e) || sv_get_bool(req, "stream", &j->stream, e) < 0 ||
                     sv_get_int(req, "max_output_tokens", 1, 1 << 30, &max_tokens, e) < 0;
     if (!bad) bad = sv_force_tool_call(s, j, &chat, parallel, e);

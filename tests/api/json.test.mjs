@@ -6,9 +6,10 @@
 // closed in time). With a schema every finished reply meets it (checked here by a validator of
 // our own); a forced tool call names one of the tools and its arguments fit that tool's
 // parameters, in Qwen's JSON form and in Qwen 3.5's XML form (the demo model under a Qwen 3.5
-// template); the bounds (string lengths, item counts, integer ranges) hold in every finished
-// reply; a schema that cannot be enforced (or with a keyword the automaton does not enforce, such
-// as pattern or format) is a 400 naming the field.
+// template); the bounds (string lengths, item counts, integer ranges) and patterns (checked by
+// JavaScript's own RegExp) hold in every finished reply; a schema that cannot be enforced (or with
+// a keyword the automaton does not enforce, such as format, or a pattern outside the regex subset,
+// such as a lookahead) is a 400 naming the field.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -99,6 +100,7 @@ test('a forced tool call takes precedence over json_object (no error)', async ()
 function meets(v, s) {
   const n = typeof v === 'string' ? [...v].length : Array.isArray(v) ? v.length : null;
   if (typeof v === 'string' && ((s.minLength ?? 0) > n || (s.maxLength ?? Infinity) < n)) return false;
+  if (typeof v === 'string' && s.pattern !== undefined && !new RegExp(s.pattern).test(v)) return false;
   if (Array.isArray(v) && ((s.minItems ?? 0) > n || (s.maxItems ?? Infinity) < n)) return false;
   if (typeof v === 'number' && ((s.minimum ?? -Infinity) > v || (s.maximum ?? Infinity) < v
     || (s.exclusiveMinimum ?? -Infinity) >= v || (s.exclusiveMaximum ?? Infinity) <= v)) return false;
@@ -178,9 +180,22 @@ test('json_schema bounds: lengths, item counts and integer ranges hold in every 
   await everyFinishedMeets(bounded, 'Describe a year as JSON.', { max_tokens: 240, seed: 21 });
 });
 
+const patterned = {
+  type: 'object',
+  properties: { code: { type: 'string', pattern: '^[A-Z]{2}-[0-9]{3}$' }, mail: { type: 'string', pattern: '^[a-z]+@[a-z]+\\.(com|org)$', maxLength: 24 },
+    animal: { type: 'string', pattern: 'cat|dog', maxLength: 10 }, note: { type: ['string', 'null'], pattern: '^[^\\n"]*$', maxLength: 20 } },
+  required: ['code', 'mail', 'animal', 'note'], additionalProperties: false,
+};
+
+test('json_schema pattern: every finished reply matches (as RegExp reads the pattern)', async () => {
+  await everyFinishedMeets(patterned, 'Describe an animal as JSON.', { max_tokens: 200, seed: 31 });
+});
+
 test('a schema that cannot be enforced is a 400 naming the field', async () => {
   const bad = [
-    [{ type: 'object', properties: { a: { type: 'string', pattern: '^[a-z]+$' } } }, 'response_format.json_schema.schema.properties.a.pattern'],
+    [{ type: 'object', properties: { a: { type: 'string', pattern: 'a(?=b)' } } }, 'response_format.json_schema.schema.properties.a.pattern'],
+    [{ type: 'object', properties: { a: { type: 'string', pattern: '(a)\\1' } } }, 'response_format.json_schema.schema.properties.a.pattern'],
+    [{ type: 'object', properties: { a: { type: 'string', pattern: '^x{9}$', maxLength: 4 } } }, 'response_format.json_schema.schema.properties.a.pattern'],
     [{ type: 'object', properties: { a: { type: 'string', format: 'date-time' } } }, 'response_format.json_schema.schema.properties.a.format'],
     [{ type: 'object', properties: { a: { type: 'number', minimum: 0 } } }, 'response_format.json_schema.schema.properties.a.minimum'],
     [{ type: 'object', properties: { a: { type: 'array', uniqueItems: true } } }, 'response_format.json_schema.schema.properties.a.uniqueItems'],
@@ -196,6 +211,11 @@ test('a schema that cannot be enforced is a 400 naming the field', async () => {
       messages: [{ role: 'user', content: 'x' }],
     }), (e) => { assert.equal(e.status, 400); assert.equal(e.param, param, e.message); return true; });
   }
+  // the refusal names the construct
+  await assert.rejects(client.chat.completions.create({
+    model: 'demo', max_tokens: 8, messages: [{ role: 'user', content: 'x' }],
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'string', pattern: '\\bword' } } } } },
+  }), (e) => { assert.match(e.message, /word boundary '\\b' is not supported/); return true; });
 });
 
 const weatherTools = [

@@ -13,14 +13,18 @@
  *   - schemas (engine/json_schema.h): every refusal of the compiler names the field; byte by byte,
  *     documents a schema allows are taken and others refused at exactly the first byte it does
  *     not (names, required, each key once, closed objects, integers, enums, anyOf, $ref, and the
- *     bounds: string lengths in characters, item counts, integer ranges, enums filtered by them);
+ *     bounds: string lengths in characters, item counts, integer ranges, enums filtered by them;
+ *     patterns, with escapes read as the characters they stand for, beside length bounds and enums);
  *     the mask equals a walk of every token under a schema too; replies sampled on random logits
  *     meet the schema by an independent check; a forced tool call (any tool, a named one, parallel
  *     calls) names a tool and its arguments fit that tool's parameters; every keyword the automaton
- *     does not enforce (pattern, format, minProperties, a number's minimum, ...) is refused. */
+ *     does not enforce (format, minProperties, a number's minimum, a lookahead in a pattern, ...) is
+ *     refused. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include "test.h"
 #include <jansson.h>
 #include "engine/json_grammar.h"
@@ -550,8 +554,24 @@ static void test_sampler(void) {
 
 /* ---- schemas (engine/json_schema.h) ---- */
 
-/* Whether v meets the bounds sch gives its type (lengths in code points). */
+/* Whether string s matches pattern as a search (PCRE2, which reads the patterns used here as
+ * ECMA-262 does). */
+static int pattern_matches(const char *pattern, const char *s, size_t n) {
+    int err;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_DOLLAR_ENDONLY, &err, &off, NULL);
+    if (!re) return 0;
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    int r = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    return r >= 0;
+}
+
+/* Whether v meets the bounds sch gives its type (lengths in code points, the pattern). */
 static int meets_bounds(json_t *v, json_t *sch) {
+    json_t *pat = json_object_get(sch, "pattern");
+    if (pat && json_is_string(v) && !pattern_matches(json_string_value(pat), json_string_value(v), json_string_length(v))) return 0;
     double lo = -INFINITY, hi = INFINITY, n = -1;
     const char *min_key = "minItems", *max_key = "maxItems";
     if (json_is_string(v)) {
@@ -660,8 +680,12 @@ static void test_schema_compile(void) {
     CHECK(st_json_schema_compile(person_schema, strlen(person_schema), &sc) == ST_OK && sc && !sc->n_tools);
     st_json_schema_free(sc);
     /* what the automaton does not enforce is refused, never ignored */
-    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":3,\"pattern\":\"x\"}}}", "properties.s.pattern");
-    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"pattern\":\"x\"}}}", "properties.s.pattern");
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"a(?=b)\"}}}", "properties.s.pattern: the lookahead");
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"pattern\":\"(a\"}}}", "properties.s.pattern");
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"pattern\":7}}}", "properties.s.pattern");
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":3,\"pattern\":\"^x{4}\"}}}", "properties.s.pattern: no string");
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"enum\":[\"a\",\"b\"],\"pattern\":\"c\"}}}", "properties.s.enum");
+    schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"anyOf\":[{\"type\":\"string\",\"pattern\":\"a\"},{\"type\":\"string\"}]}}}", "properties.s: anyOf");
     schema_error("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"format\":\"date\"}}}", "properties.s.format");
     schema_error("{\"type\":\"object\",\"minProperties\":1}", "minProperties");
     schema_error("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"multipleOf\":2}}}", "properties.n.multipleOf");
@@ -693,6 +717,14 @@ static const char bounds_schema[] =
     "\"e\":{\"enum\":[\"x\",\"yy\",\"zzz\",3,30],\"maxLength\":2,\"maximum\":10},"
     "\"n\":{\"anyOf\":[{\"type\":\"string\",\"maxLength\":1},{\"type\":\"null\"}]}},"
     "\"additionalProperties\":false}";
+
+static const char pattern_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"zip\":{\"type\":\"string\",\"pattern\":\"^[0-9]{5}(-[0-9]{4})?$\"},"
+    "\"code\":{\"type\":[\"string\",\"null\"],\"pattern\":\"^[A-Z]\xC3\xA9+$\",\"maxLength\":3},"
+    "\"any\":{\"type\":[\"string\",\"integer\"],\"pattern\":\"b\"},"
+    "\"e\":{\"enum\":[\"x1\",\"y\",\"x22\"],\"pattern\":\"^x\\\\d+$\"}},"
+    "\"required\":[\"zip\"],\"additionalProperties\":false}";
 
 /* How many bytes of doc a schema constraint takes as single-byte tokens; *complete after them. */
 static size_t schema_accepts(const st_json_vocab *v, const st_json_schema *sc, const char *doc, int *complete) {
@@ -744,7 +776,7 @@ static int sample_runs(const st_json_vocab *v, const st_json_schema *sc, const i
                 logits[think_close] += 12.0f;
             }
             int32_t tok;
-            if (st_sampler_sample(s, logits, &tok) != ST_OK) { ok = 0; CHECKF(0, "run %d: %s", run, st_last_error()); break; }
+            if (st_sampler_sample(s, logits, &tok) != ST_OK) { ok = 0; CHECKF(0, "run %d: %s after %.*s", run, st_last_error(), (int)n, text); break; }
             if (tok == im_end || tok == endoftext) { ended = 1; break; }
             if (st_sampler_accept(s, tok) != ST_OK || n + raw_len[tok] >= sizeof text) { ok = 0; break; }
             memcpy(text + n, raw[tok], raw_len[tok]);
@@ -968,6 +1000,34 @@ static void test_schema_constraint(void) {
     json_decref(schema);
     st_json_schema_free(sc);
     free(logits);
+
+    /* patterns: the characters a string stands for (escapes decoded) step the pattern's DFA */
+    CHECK(st_json_schema_compile(pattern_schema, strlen(pattern_schema), &sc) == ST_OK);
+    schema_doc(v, sc, "{\"zip\":\"12345\",\"code\":\"A\xC3\xA9\",\"any\":\"xxabyy\",\"e\":\"x22\"}", ok);
+    schema_doc(v, sc, "{\"zip\":\"12345-6789\",\"code\":null,\"any\":7}", ok);
+    schema_doc(v, sc, "{\"code\":\"Z\\u00e9\\u00E9\",\"zip\":\"\\u0031\\u0032345\",\"any\":\"\\u0061b\"}", ok);
+    schema_doc(v, sc, "{\"zip\":\"1234a", 12);
+    schema_doc(v, sc, "{\"zip\":\"1234\"", 12);
+    schema_doc(v, sc, "{\"zip\":\"12345-\"", 14);
+    schema_doc(v, sc, "{\"code\":\"A\\u00e9\\u00e9\\u00e9", 22);  /* maxLength 3: no character can follow, nor a backslash */
+    schema_doc(v, sc, "{\"code\":\"A\\u00e8", 15);  /* the escape's last digit makes a character the pattern refuses */
+    schema_doc(v, sc, "{\"code\":\"\\u01", 12);       /* no \\u01XX is [A-Z] */
+    schema_doc(v, sc, "{\"zip\":\"00000\",\"any\":\"\\ud83d\\ude00b\"}", ok);
+    schema_doc(v, sc, "{\"code\":\"Ae", 10);
+    schema_doc(v, sc, "{\"code\":\"\\n", 10);                  /* an escape is its character */
+    schema_doc(v, sc, "{\"e\":\"y", 6);                           /* the enum, filtered by the pattern */
+    schema_doc(v, sc, "{\"any\":\"xa\"", 10);
+    schema_doc(v, sc, "{\"any\":\"a\\ud83d\\ude00c\"", 22);        /* no "b" in it */
+    logits = malloc(sizeof *logits * (size_t)n_vocab);
+    masks_along(v, sc, n_vocab, logits, "{\"zip\":\"12345-6789\",\"code\":\"B\xC3\xA9\",\"any\":\"hello ab there\",\"e\":\"x1\"}");
+    masks_along(v, sc, n_vocab, logits, "{\"any\":\"\\u0041\\t ab\",\"zip\":\"00000\"}");
+    free(logits);
+    schema = json_loads(pattern_schema, 0, NULL);
+    completed = 0;
+    CHECK(sample_runs(v, sc, NULL, 0, n_vocab, check_answer, schema, &completed));
+    CHECKF(completed >= 10, "patterns: only %d of 40 runs finished", completed);
+    json_decref(schema);
+    st_json_schema_free(sc);
 
     /* tool calls: the call's text, a name among the tools, arguments that fit its parameters */
     const char *tools_text = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\","
