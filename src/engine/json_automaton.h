@@ -1,5 +1,5 @@
 /* json_automaton.h: the byte automata behind the JSON constraint, as the files that make it up
- * share them (not a public API): the core automaton's modes and step (json_grammar.c) and the
+ * share them (not a public API): the core automaton's modes and step (json_automaton.c) and the
  * schema layer around it (json_schema_walk.c), whose state the constraint keeps, walks and caches.
  * json_grammar.h says what the constraint does; json_schema.h what a schema enforces. */
 #ifndef ST_ENGINE_JSON_AUTOMATON_H
@@ -45,6 +45,9 @@ enum { HEX_PLAIN = 0, HEX_D = 1, HEX_HIGH = 2 }; /* aux of M_STR_HEX */
 /* One byte of the core automaton; 1 if it continues a valid prefix (s advanced), 0 if not (s may
  * be clobbered). */
 int st_json_step(st_json_state *s, unsigned c);
+
+/* The think block's tags, as the automaton reads them before the object. */
+extern const char st_json_think_open[8], st_json_think_close[9];
 
 static inline int st_json_is_ws(unsigned c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 static inline int st_json_is_digit(unsigned c) { return c >= '0' && c <= '9'; }
