@@ -352,7 +352,21 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     if (sp->repeat_penalty > 0) pp.repeat_penalty = sp->repeat_penalty;
     pp.seed = sp->has_seed ? sp->seed : (uint64_t)time(NULL) ^ st_now_ns();
     st_sampler *smp = NULL;
-    ST_TRY(st_sampler_new(&pp, st_model_n_vocab(x->model), &smp));
+    int32_t n_vocab = st_model_n_vocab(x->model), n_eog = 0, *eog_ids = NULL;
+    float *masked = NULL;
+    ST_TRY(st_sampler_new(&pp, n_vocab, &smp));
+    if (req->ignore_eos) {
+        masked = malloc((size_t)n_vocab * sizeof *masked);
+        eog_ids = malloc((size_t)n_vocab * sizeof *eog_ids);
+        if (!masked || !eog_ids) {
+            free(masked);
+            free(eog_ids);
+            st_sampler_free(smp);
+            return st_fail(ST_ERR_NOMEM, "generate: out of memory for ignore_eos");
+        }
+        for (int32_t i = 0; i < n_vocab; i++)
+            if (st_model_is_eog(x->model, i)) eog_ids[n_eog++] = i;
+    }
 
     pthread_mutex_lock(&x->mu);
     slot *sl = take_slot(x, req->prompt, req->n_prompt);
@@ -360,6 +374,8 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
         /* The server runs at most n_slots requests at once (sv_model_info.parallel). */
         pthread_mutex_unlock(&x->mu);
         st_sampler_free(smp);
+        free(masked);
+        free(eog_ids);
         return st_fail(ST_ERR_INVALID, "generate: every one of the %d slots is busy", x->n_slots);
     }
     x->active++;
@@ -407,7 +423,14 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
          * steps until it reads or goes. */
         int32_t tok;
         if (!x->spec) pthread_mutex_unlock(&x->mu);
-        st = st_sampler_sample(smp, logits_of(x, sl), &tok);
+        const float *logits = logits_of(x, sl);
+        if (masked) {
+            /* ignore_eos: the end-of-generation tokens out of the draw */
+            memcpy(masked, logits, (size_t)n_vocab * sizeof *masked);
+            for (int32_t i = 0; i < n_eog; i++) masked[eog_ids[i]] = -INFINITY;
+            logits = masked;
+        }
+        st = st_sampler_sample(smp, logits, &tok);
         int eog = st == ST_OK && st_model_is_eog(x->model, tok), stop = 0;
         if (st == ST_OK && !eog) {
             st_sampler_accept(smp, tok);
@@ -415,7 +438,7 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
             size_t len = 0;
             const char *piece = st_token_piece(x->model->tok, tok, 1, &len); /* with control tokens: <think> may be one */
             sv_logprob lp;
-            if (req->logprobs) token_logprobs(logits_of(x, sl), st_model_n_vocab(x->model), tok, req->top_logprobs, &lp);
+            if (req->logprobs) token_logprobs(logits_of(x, sl), n_vocab, tok, req->top_logprobs, &lp);
             stop = req->on_piece(req->ctx, piece ? piece : "", len, tok, req->logprobs ? &lp : NULL);
         }
         if (!x->spec) pthread_mutex_lock(&x->mu);
@@ -441,6 +464,8 @@ out:
     pthread_mutex_unlock(&x->mu);
     st_prompt_free(&p);
     st_sampler_free(smp);
+    free(masked);
+    free(eog_ids);
     return st;
 }
 

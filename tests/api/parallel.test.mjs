@@ -5,7 +5,8 @@
 // it; tests/unit/test_batch.c proves the rows of a step bit-equal); eight concurrent streams on the demo model are all
 // answered (the time to the first token and to the end of each is printed); a client that
 // disconnects mid-stream frees its slot at once: with one slot, the next request is answered while
-// the abandoned one would still have thousands of tokens to go.
+// the abandoned one would still have thousands of tokens to go; ignore_eos (llama.cpp's) runs a
+// reply to max_tokens (bench/parallel.sh's fixed-length streams).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { serveModel, status, testModels } from './server.mjs';
@@ -42,6 +43,21 @@ for (const arch of ['qwen3', 'qwen35', 'qwen4exp', 'demo']) {
     }
   });
 }
+
+test('demo: ignore_eos runs the reply to max_tokens, the same text up to where it would have ended', async () => {
+  const srv = await serve(models.demo, ['--parallel', '2']);
+  try {
+    const a = { ...quiet, temperature: 0, max_tokens: 96, messages: [{ role: 'user', content: 'hello' }] };
+    const plain = await srv.client.chat.completions.create(a);
+    assert.equal(plain.choices[0].finish_reason, 'stop', 'the demo model ends this reply itself');
+    const long = await srv.client.chat.completions.create({ ...a, ignore_eos: true });
+    assert.equal(long.choices[0].finish_reason, 'length');
+    assert.equal(long.usage.completion_tokens, 96);
+    assert.ok(long.choices[0].message.content.startsWith(plain.choices[0].message.content));
+  } finally {
+    assert.equal(await srv.stop(), 0, srv.stderr());
+  }
+});
 
 test('demo: eight concurrent streams are all answered', async () => {
   const srv = await serve(models.demo, ['--parallel', '8']);
