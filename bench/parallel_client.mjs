@@ -1,7 +1,9 @@
 // parallel_client.mjs: N concurrent streaming chat requests against an OpenAI-compatible server
 // (strata serve, llama-server), or the same N one after the other (--serial), and what they took.
-//   node bench/parallel_client.mjs --url http://127.0.0.1:8080 -n 4 --tokens 128 [--serial] [--json]
-// Each stream asks a different question at temperature 0 with max_tokens = --tokens; the aggregate
+//   node bench/parallel_client.mjs --url http://127.0.0.1:8080 -n 4 --tokens 128 [--serial] [--json] [--eos]
+// Each stream asks a different question at temperature 0 with max_tokens = --tokens and ignore_eos
+// (both servers' extension: every stream decodes exactly --tokens tokens, whatever the model says;
+// --eos lets the streams end at the model's end of turn instead); the aggregate
 // decode rate is the completion tokens of all streams over the wall time from the first request to
 // the last end (prompt reading included, so short prompts are used). Per stream it prints the time
 // to the first token and to the end. No dependencies beyond node 20 (fetch).
@@ -11,13 +13,14 @@ const n = Number(arg('-n', '4'));
 const tokens = Number(arg('--tokens', '128'));
 const serial = process.argv.includes('--serial');
 const json = process.argv.includes('--json');
+const eos = process.argv.includes('--eos');
 
 async function stream(i, t0) {
   const r = await fetch(url + '/v1/chat/completions', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({
-      model: 'm', stream: true, temperature: 0, max_tokens: tokens, stream_options: { include_usage: true },
+      model: 'm', stream: true, temperature: 0, max_tokens: tokens, stream_options: { include_usage: true }, ignore_eos: !eos,
       messages: [{ role: 'user', content: `Question ${i}: tell me about word number ${i} and what it means.` }],
     }),
   });

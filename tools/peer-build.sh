@@ -7,7 +7,8 @@
 #   source: .peer/node_modules/node-llama-cpp/llama/gitRelease.bundle (tools/setup.sh installs it),
 #           cloned into .peer/llama.cpp if absent;
 #   build:  .peer/llama.cpp/build: Release, CPU only, -march=native with AMX off (issue 3's peer
-#           numbers were measured that way), no curl/OpenSSL, no server, no examples.
+#           numbers were measured that way), no curl/OpenSSL, no server, no examples (`server`
+#           below builds llama-server in a folder of its own).
 #
 # Safe to run again: when the binaries are there it only says so. To use a build made
 # elsewhere, point STRATA_LLAMA_BUILD at it (a folder with bin/test-llama-archs ...); it is then
@@ -20,8 +21,50 @@
 #       the driver of --spec-type draft-mtp), compiled on its own against the libraries above into
 #       OUT (default build/peer), since the build is configured without examples and is shared:
 #       this adds no target to it and changes nothing in it (bench/results/*-spec-*.md use it).
+#
+#   tools/peer-build.sh server [DIR]        llama-server (bench/parallel.sh's peer) in a build folder
+#       of its own, DIR (default .peer/llama.cpp/build-server), configured as the shared build is
+#       (Release, -march=native, AMX off, no curl/OpenSSL) but with the server and without the tests;
+#       the shared build is neither reconfigured nor touched. Safe to run again.
+#       Measured: 47 min on the 2 shared cores under load (2026-12-02, configured 02:31, done 03:18).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# -march=native turns AMX on where the CPU has it; the -mno-amx-* flags turn it back off.
+no_amx() {
+  if echo 'int main(void){return 0;}' | ${CC:-cc} -x c -mno-amx-tile -mno-amx-int8 -mno-amx-bf16 -o /dev/null - 2>/dev/null; then
+    echo "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  fi
+}
+
+# configure SRC DIR SERVER(ON|OFF) TESTS(ON|OFF): the peer's one configuration, into .peer/llama-build.log.
+configure() {
+  local flags
+  flags=$(no_amx)
+  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+    -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER="$3" -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_TESTS="$4" -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_MTMD=OFF >"$log" 2>&1 ||
+    { tail -30 "$log"; exit 1; }
+}
+log=.peer/llama-build.log
+
+if [ "${1:-}" = server ]; then
+  src=.peer/llama.cpp
+  out=${2:-$src/build-server}
+  [ -f "$src/CMakeLists.txt" ] || { echo "peer-build: no llama.cpp source in $src (run tools/peer-build.sh first)" >&2; exit 1; }
+  if [ -x "$out/bin/llama-server" ]; then
+    echo "peer-build: up to date ($out/bin/llama-server)"
+    exit 0
+  fi
+  log=.peer/llama-server-build.log
+  start=$(date +%s)
+  configure "$src" "$out" ON OFF
+  cmake --build "$out" -j"${JOBS:-$(nproc)}" --target llama-server >>"$log" 2>&1 || { tail -30 "$log"; exit 1; }
+  echo "peer-build: built llama-server in $(($(date +%s) - start)) s ($out/bin/llama-server)"
+  exit 0
+fi
 
 if [ "${1:-}" = speculative ]; then
   out=${2:-build/peer}
@@ -68,19 +111,9 @@ if [ ! -d "$SRC/.git" ] && [ ! -f "$SRC/CMakeLists.txt" ]; then
 fi
 
 start=$(date +%s)
-# -march=native turns AMX on where the CPU has it; the -mno-amx-* flags turn it back off.
-NO_AMX=""
-if echo 'int main(void){return 0;}' | ${CC:-cc} -x c -mno-amx-tile -mno-amx-int8 -mno-amx-bf16 -o /dev/null - 2>/dev/null; then
-  NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-fi
-cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
-  -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
-  -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" \
-  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-  -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_MTMD=OFF >"$PEER/llama-build.log" 2>&1 ||
-  { tail -30 "$PEER/llama-build.log"; exit 1; }
-cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}" >>"$PEER/llama-build.log" 2>&1 ||
-  { tail -30 "$PEER/llama-build.log"; exit 1; }
+configure "$SRC" "$BUILD" OFF ON
+cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}" >>"$log" 2>&1 ||
+  { tail -30 "$log"; exit 1; }
 end=$(date +%s)
 have_all "$BUILD" || { echo "peer-build: the build finished without all of ${TARGETS[*]}" >&2; exit 1; }
 echo "peer-build: built ${TARGETS[*]} in $((end - start)) s with $JOBS jobs ($BUILD/bin)"

@@ -17,6 +17,7 @@
 #include "base/pool.h"
 #include "base/workspace.h"
 #include "engine/device.h"
+#include "engine/session_spec.h"
 #include "engine/session_state.h"
 #include "model/forward.h"
 #include "quant/types.h"
@@ -31,8 +32,8 @@ struct st_session {
     int32_t *ids;                 /* the ids fed: [n_ctx], the first n_past held (session_state.c) */
     struct st_checkpoints *ckpt;  /* recurrent-state checkpoints (session_state.c), NULL until one */
     st_device_session *dev;    /* the state on the model's device; NULL on the CPU */
-    float *batch_logits;          /* st_session_feed_batch led by this session: a row per session */
-    int batch_cap;
+    float *batch_logits;          /* st_session_feed_seqs led by this session: the head's rows */
+    int64_t batch_cap;
 };
 
 st_session_params st_session_default_params(void) {
@@ -299,41 +300,64 @@ int32_t st_session_n_embd(const st_session *s) { return (int32_t)s->m->hp.n_embd
 
 st_status st_session_feed_batch(st_session *lead, st_session *const *s, int n_s, const int32_t *const *tokens, const int64_t *n) {
     if (n_s <= 0 || n_s > FEED_BATCH_MAX) return st_fail(ST_ERR_INVALID, "feed: a batch of %d sessions (1..%d)", n_s, FEED_BATCH_MAX);
-    int64_t rows = 0;
+    st_feed_rows rows[FEED_BATCH_MAX];
+    for (int k = 0; k < n_s; k++) rows[k] = (st_feed_rows){.s = s[k], .tokens = tokens[k], .n = n[k]};
+    return st_session_feed_seqs(lead, rows, n_s);
+}
+
+st_status st_session_feed_seqs(st_session *lead, const st_feed_rows *r, int n_s) {
+    if (n_s <= 0 || n_s > FEED_BATCH_MAX) return st_fail(ST_ERR_INVALID, "feed: a batch of %d sessions (1..%d)", n_s, FEED_BATCH_MAX);
+    int64_t rows = 0, head = 0;
     for (int k = 0; k < n_s; k++) {
-        if (s[k]->m != lead->m) return st_fail(ST_ERR_INVALID, "feed: session %d of the batch is of another model", k);
+        st_session *s = r[k].s;
+        if (s->m != lead->m) return st_fail(ST_ERR_INVALID, "feed: session %d of the batch is of another model", k);
         for (int j = 0; j < k; j++)
-            if (s[j] == s[k]) return st_fail(ST_ERR_INVALID, "feed: session %d is in the batch twice", k);
-        ST_TRY(check_feed(s[k], tokens[k], n[k]));
-        rows += n[k];
+            if (r[j].s == s) return st_fail(ST_ERR_INVALID, "feed: session %d is in the batch twice", k);
+        if ((r[k].logits_all || r[k].h_all || r[k].keep_steps) && s->dev)
+            return st_fail(ST_ERR_UNSUPPORTED, "speculative decoding runs on the CPU only");
+        ST_TRY(check_feed(s, r[k].tokens, r[k].n));
+        rows += r[k].n;
+        head += r[k].logits_all ? r[k].n : 1;
     }
-    /* Alone, or on a device (whose forward of several sequences is not written yet): one after
-     * the other. */
-    if ((n_s == 1 && s[0] == lead) || lead->dev) {
-        for (int k = 0; k < n_s; k++) ST_TRY(st_session_feed(s[k], tokens[k], n[k], NULL));
+    /* Alone (the session's own chunks, or the verify chunk), or on a device (whose forward of
+     * several sequences is not written yet): one after the other. */
+    if ((n_s == 1 && r[0].s == lead) || lead->dev) {
+        for (int k = 0; k < n_s; k++) {
+            const st_feed_rows *q = &r[k];
+            if (q->logits_all || q->h_all || q->keep_steps)
+                ST_TRY(st_session_feed_rows(q->s, q->tokens, q->n, q->logits_all, q->h_all, q->keep_steps));
+            else
+                ST_TRY(st_session_feed(q->s, q->tokens, q->n, NULL));
+        }
         return ST_OK;
     }
     int64_t V = lead->m->hp.n_vocab;
-    if (lead->batch_cap < n_s) {
-        float *b = realloc(lead->batch_logits, (size_t)n_s * (size_t)V * sizeof *b);
-        if (!b) return st_fail(ST_ERR_NOMEM, "feed: out of memory for the logits of %d sessions", n_s);
+    if (lead->batch_cap < head) {
+        float *b = realloc(lead->batch_logits, (size_t)head * (size_t)V * sizeof *b);
+        if (!b) return st_fail(ST_ERR_NOMEM, "feed: out of memory for %lld rows of logits", (long long)head);
         lead->batch_logits = b;
-        lead->batch_cap = n_s;
+        lead->batch_cap = head;
     }
+    /* Grown first: the lead's own logits are one of the destinations below. */
+    ST_TRY(st_workspace_reserve(&lead->ws, rows));
     st_seq_rows seqs[FEED_BATCH_MAX];
     for (int k = 0; k < n_s; k++) {
-        memcpy(s[k]->ids + s[k]->state.n_past, tokens[k], (size_t)n[k] * sizeof *tokens[k]);
-        seqs[k] = (st_seq_rows){.s = &s[k]->state, .tokens = tokens[k], .n = n[k]};
+        st_session *s = r[k].s;
+        memcpy(s->ids + s->state.n_past, r[k].tokens, (size_t)r[k].n * sizeof *r[k].tokens);
+        /* each sequence's logits straight into its own (the last row's: the session's) */
+        seqs[k] = (st_seq_rows){.s = &s->state, .tokens = r[k].tokens, .n = r[k].n,
+                                .logits = r[k].logits_all ? r[k].logits_all : st_workspace_f32(&s->ws, WS_LOGITS),
+                                .logits_all = r[k].logits_all != NULL, .h_out = r[k].h_all, .keep_steps = r[k].keep_steps};
     }
-    st_status st = st_workspace_reserve(&lead->ws, rows);
-    if (st == ST_OK) st = st_forward_seqs(lead->m, &lead->ws, lead->pool, seqs, n_s, lead->batch_logits);
+    st_status st = st_forward_seqs(lead->m, &lead->ws, lead->pool, seqs, n_s, lead->batch_logits);
     if (st != ST_OK) {
         /* Never leave a half-fed sequence behind. */
-        for (int k = 0; k < n_s; k++) st_session_reset(s[k]);
+        for (int k = 0; k < n_s; k++) st_session_reset(r[k].s);
         return st;
     }
     for (int k = 0; k < n_s; k++)
-        memcpy(st_workspace_get(&s[k]->ws, WS_LOGITS), lead->batch_logits + (size_t)k * (size_t)V, (size_t)V * sizeof(float));
+        if (r[k].logits_all)
+            memcpy(st_workspace_get(&r[k].s->ws, WS_LOGITS), r[k].logits_all + (r[k].n - 1) * V, (size_t)V * sizeof(float));
     return ST_OK;
 }
 
@@ -362,8 +386,7 @@ const struct st_model *st_session_model(const st_session *s) { return s->m; }
 int32_t *st_session_id_buffer(st_session *s) { return s->ids; }
 struct st_checkpoints **st_session_checkpoint_slot(st_session *s) { return &s->ckpt; }
 
-/* ---- for spec.c (src/engine/session_spec.h) ---- */
-#include "engine/session_spec.h"
+/* ---- for spec.c and the server's steps (src/engine/session_spec.h) ---- */
 
 st_status st_session_feed_rows(st_session *s, const int32_t *tokens, int64_t n, float *logits_all, float *h_all,
                                int keep_steps) {
@@ -390,8 +413,19 @@ void st_session_keep_row(st_session *s, int64_t pos0, int64_t k) {
 }
 
 st_status st_session_mtp(st_session *s, const st_mtp_chunk *c) {
-    st_status st = st_workspace_reserve(&s->ws, c->n);
-    return st == ST_OK ? st_forward_mtp(s->m, &s->state, &s->ws, s->pool, c) : st;
+    if (c->n > s->ws.rows) {
+        /* Growing drops the scratch, and the session's logits with it: they are the last fed
+         * row's (a prompt piece fed beside other sessions leaves this session's workspace small). */
+        size_t bytes = (size_t)s->m->hp.n_vocab * sizeof(float);
+        float *keep = malloc(bytes);
+        if (!keep) return st_fail(ST_ERR_NOMEM, "session: out of memory for the logits");
+        memcpy(keep, st_workspace_get(&s->ws, WS_LOGITS), bytes);
+        st_status st = st_workspace_reserve(&s->ws, c->n);
+        if (st == ST_OK) memcpy(st_workspace_get(&s->ws, WS_LOGITS), keep, bytes);
+        free(keep);
+        ST_TRY(st);
+    }
+    return st_forward_mtp(s->m, &s->state, &s->ws, s->pool, c);
 }
 
 int64_t st_session_mtp_n_past(const st_session *s) { return s->state.mtp_n_past; }

@@ -22,9 +22,9 @@
  * acceptance per position (the last ~10 drafts there) decides how far to draft; every 32nd chunk
  * drafts all n_draft, so the rates follow the text. Drafts never change the text, only the speed.
  *
- * The chunk's rows are one sequence at consecutive positions. With parallel slots each row would
- * carry its (sequence, position) and the step planes would be per sequence; nothing here depends
- * on the rows being the only ones of a forward. */
+ * The chunk's rows are one sequence at consecutive positions, with the step planes of its own
+ * session; the halves (st_spec_feed_begin / _end) let a caller run them beside other sessions'
+ * rows in one forward (st_session_feed_seqs: the server's parallel slots). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +48,8 @@ struct st_spec {
     float *h;                  /* [1 + rows][d]: h[0] = the state before the chunk's first row, then
                                   the chunk's (or a prompt chunk's) rows */
     int64_t h_rows;
+    const int32_t *piece;      /* the prompt piece being fed (st_spec_prompt_begin), at piece_at */
+    int64_t piece_at;
     /* the MTP head's draft row */
     float *head_logits, *head_h, *head_hin;
     float *cand;               /* top-10 logits for p_min */
@@ -244,9 +246,15 @@ static int draft(st_spec *d, int32_t tok, int64_t P, int n_max, int32_t *out) {
     return n;
 }
 
-st_status st_spec_feed(st_spec *d, int32_t tok) {
+st_status st_spec_feed_begin(st_spec *d, int32_t tok, st_feed_rows *r) {
+    *r = (st_feed_rows){.s = d->s};
     d->stats.fed++;
-    if (d->p.mode == ST_SPEC_NONE) return st_session_feed(d->s, &tok, 1, NULL);
+    if (d->p.mode == ST_SPEC_NONE) {
+        d->rows[0] = tok;
+        r->tokens = d->rows;
+        r->n = 1;
+        return ST_OK;
+    }
     if (d->pending && d->confirmed < d->n_rows && d->rows[d->confirmed] == tok) {
         d->stats.accepted++;
         d->stats.accepted_at[d->confirmed - 1]++;
@@ -271,32 +279,60 @@ st_status st_spec_feed(st_spec *d, int32_t tok) {
     d->stats.drafted += n;
     for (int i = 0; i < n; i++) d->stats.drafted_at[i]++;
     d->stats.forwards++;
-    float *h = d->p.mode == ST_SPEC_MTP ? d->h + d->d : NULL;
-    st_status st = st_session_feed_rows(d->s, d->rows, d->n_rows, d->logits, h, n > 0);
-    if (st != ST_OK) {
+    *r = (st_feed_rows){.s = d->s, .tokens = d->rows, .n = d->n_rows, .logits_all = d->logits,
+                        .h_all = d->p.mode == ST_SPEC_MTP ? d->h + d->d : NULL, .keep_steps = n > 0};
+    return ST_OK;
+}
+
+st_status st_spec_feed_end(st_spec *d, st_status fed) {
+    if (d->p.mode == ST_SPEC_NONE) return fed;
+    if (fed != ST_OK) {
         st_session_mtp_cut(d->s, 0);
-        return st;
+        return fed;
     }
     d->pending = 1;
-    d->kept_steps = n > 0;
+    d->kept_steps = d->n_rows > 1;
     d->confirmed = 1;
     return ST_OK;
 }
 
-st_status st_spec_prompt(st_spec *d, const int32_t *ids, int64_t n) {
+st_status st_spec_feed(st_spec *d, int32_t tok) {
+    st_feed_rows r;
+    ST_TRY(st_spec_feed_begin(d, tok, &r));
+    return r.n ? st_spec_feed_end(d, st_session_feed_seqs(d->s, &r, 1)) : ST_OK;
+}
+
+st_status st_spec_prompt_begin(st_spec *d, const int32_t *ids, int64_t n, st_feed_rows *r) {
     ST_TRY(finish_chunk(d));
-    if (d->p.mode != ST_SPEC_MTP) return st_session_feed(d->s, ids, n, NULL);
-    int64_t step = d->h_rows - 1, P0 = st_session_n_past(d->s);
-    if (P0 == 0) memset(d->h, 0, (size_t)d->d * sizeof(float)); /* h_{-1} = 0 */
+    *r = (st_feed_rows){.s = d->s, .tokens = ids, .n = n};
+    if (d->p.mode != ST_SPEC_MTP) return ST_OK;
+    if (n > d->h_rows - 1)
+        return st_fail(ST_ERR_INVALID, "spec: a prompt piece of %lld rows, at most %lld at once", (long long)n, (long long)(d->h_rows - 1));
+    d->piece = ids;
+    d->piece_at = st_session_n_past(d->s);
+    if (d->piece_at == 0) memset(d->h, 0, (size_t)d->d * sizeof(float)); /* h_{-1} = 0 */
+    r->h_all = d->h + d->d;
+    return ST_OK;
+}
+
+st_status st_spec_prompt_end(st_spec *d, const st_feed_rows *r, st_status fed) {
+    if (d->p.mode != ST_SPEC_MTP) return fed;
+    st_status st = fed == ST_OK ? head_catch_up(d, d->piece, d->h, d->piece_at, d->piece_at + r->n) : fed;
+    if (st != ST_OK) {
+        st_session_mtp_cut(d->s, 0);
+        return st;
+    }
+    memmove(d->h, d->h + r->n * d->d, (size_t)d->d * sizeof(float));
+    return ST_OK;
+}
+
+st_status st_spec_prompt(st_spec *d, const int32_t *ids, int64_t n) {
+    int64_t step = d->p.mode == ST_SPEC_MTP ? d->h_rows - 1 : n;
+    if (n <= 0) return st_session_feed(d->s, ids, n, NULL); /* its refusal */
     for (int64_t off = 0; off < n; off += step) {
-        int64_t rows = n - off < step ? n - off : step, at = P0 + off;
-        st_status st = st_session_feed_rows(d->s, ids + off, rows, NULL, d->h + d->d, 0);
-        if (st == ST_OK) st = head_catch_up(d, ids + off, d->h, at, at + rows);
-        if (st != ST_OK) {
-            st_session_mtp_cut(d->s, 0);
-            return st;
-        }
-        memmove(d->h, d->h + rows * d->d, (size_t)d->d * sizeof(float));
+        st_feed_rows r;
+        ST_TRY(st_spec_prompt_begin(d, ids + off, n - off < step ? n - off : step, &r));
+        ST_TRY(st_spec_prompt_end(d, &r, st_session_feed_seqs(d->s, &r, 1)));
     }
     return ST_OK;
 }

@@ -57,6 +57,18 @@ st_status st_spec_prompt(st_spec *d, const int32_t *ids, int64_t n);
 const float *st_spec_logits(const st_spec *d);
 /* Feeds one token (a sampled one: after an end-of-generation token, do not feed). */
 st_status st_spec_feed(st_spec *d, int32_t tok);
+/* The same in halves, for a caller that runs the trunk's rows beside other sessions' in one
+ * forward (st_session_feed_seqs, engine/session_spec.h: the server's parallel slots). _begin
+ * fills *rows with what feeding tok needs (rows->n = 0: nothing, tok was a draft the last chunk
+ * verified, and _end is not called); once they are fed, _end with how that went. Likewise a
+ * prompt piece (at most the session's chunk): _begin gives its rows (with every row's hidden state
+ * for the MTP head), _end keeps the head's cache in step. Between the halves nothing else feeds
+ * the session. */
+typedef struct st_feed_rows st_feed_rows;
+st_status st_spec_feed_begin(st_spec *d, int32_t tok, st_feed_rows *rows);
+st_status st_spec_feed_end(st_spec *d, st_status fed);
+st_status st_spec_prompt_begin(st_spec *d, const int32_t *ids, int64_t n, st_feed_rows *rows);
+st_status st_spec_prompt_end(st_spec *d, const st_feed_rows *rows, st_status fed);
 /* Positions fed by the caller (draft rows beyond them are the decoder's). */
 int64_t st_spec_n_past(const st_spec *d);
 /* Drops the draft rows: the session then holds exactly what was fed, its logits those of

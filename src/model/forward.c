@@ -1,31 +1,30 @@
 /* forward.c: one chunk through the model: the token embedding, the per-architecture layer stack
  * (qwen3.c, qwen35.c, qwen4exp.c), the final norm (qwen4exp: its head mixer) and the LM head for
- * the rows that need logits; st_forward_seqs: the rows of several sequences in one. The buffers
- * it uses are sized in forward_ws.c; the products go through fwd_matmul.c. */
+ * the rows that need logits; st_forward_seqs: the rows of several sequences in one, each of any
+ * kind of chunk. The buffers it uses are sized in forward_ws.c; the products go through
+ * fwd_matmul.c. */
 #include <string.h>
 
 #include "model/forward.h"
 
 /* The layer stack on the embedded rows in WS_X, then the final norm (qwen4exp: its head mixer,
- * always into WS_H) of n_out rows (all, or with last_only the last of each sequence) into h, and
- * the head on head_rows of them from head_first, rows ld apart into dst. */
-static void layers_and_head(st_fwd *f, int last_only, int64_t n_out, float *h, int64_t head_first, int64_t head_rows,
-                            float *dst, int64_t ld) {
+ * always into WS_H) of n_out rows (all, or with last_only the rows fwd_keep_last_rows keeps) into
+ * h; returns where the normed rows are. */
+static float *layers_and_norm(st_fwd *f, int last_only, int64_t n_out, float *h) {
     const st_model *m = f->m;
     const st_hparams *hp = f->hp;
     int64_t d = hp->n_embd;
     float *x = st_workspace_f32(f->ws, WS_X);
     if (hp->arch == ST_ARCH_QWEN4EXP) {
-        h = st_workspace_f32(f->ws, WS_H);
-        /* logits = W_out · HCmix(R; output_hc), the mixer's rows already in h */
+        /* logits = W_out · HCmix(R; output_hc), the mixer's rows already in WS_H */
         fwd_qwen4exp(f, last_only);
-    } else {
-        if (st_hp_is_hybrid(hp)) fwd_layers_qwen35(f, last_only);
-        else fwd_layers_qwen3(f, last_only);
-        /* logits = W_out · RMSNorm(x; output_norm), for the rows that need them */
-        st_op_rms_norm(f->pool, x, d, m->output_norm.f32, h, d, n_out, d, hp->eps);
+        return st_workspace_f32(f->ws, WS_H);
     }
-    fwd_matmul(f, &m->output, h + head_first * d, d, head_rows, dst, ld);
+    if (st_hp_is_hybrid(hp)) fwd_layers_qwen35(f, last_only);
+    else fwd_layers_qwen3(f, last_only);
+    /* logits = W_out · RMSNorm(x; output_norm), for the rows that need them */
+    st_op_rms_norm(f->pool, x, d, m->output_norm.f32, h, d, n_out, d, hp->eps);
+    return h;
 }
 
 st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_chunk *c) {
@@ -66,30 +65,44 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
     int64_t ld = c->logits ? c->ld_logits : V;
     /* h = RMSNorm(x; output_norm) for the rows that need it (all, for the MTP head's input);
      * logits = W_out h for the rows that need logits */
-    if (c->logits_all) layers_and_head(&f, last_only, n_out, h, 0, n, dst, ld);
-    else layers_and_head(&f, last_only, n_out, h, n_out - 1, 1, dst, ld);
+    h = layers_and_norm(&f, last_only, n_out, h);
+    if (c->logits_all) fwd_matmul(&f, &m->output, h, d, n, dst, ld);
+    else fwd_matmul(&f, &m->output, h + (n_out - 1) * d, d, 1, dst, ld);
     if (c->hidden) memcpy(c->hidden, h + (n_out - 1) * d, (size_t)d * sizeof *h);
     s->n_past += n;
     return ST_OK;
 }
 
+int64_t st_seq_out_rows(const st_seq_rows *q) { return q->logits_all || q->h_out ? q->n : 1; }
+int64_t st_seq_head_rows(const st_seq_rows *q) { return q->logits_all ? q->n : 1; }
+
 st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *pool, const st_seq_rows *seqs, int n_seqs,
-                          float *logits) {
+                          float *stage) {
     const st_hparams *hp = &m->hp;
-    int64_t d = hp->n_embd, V = hp->n_vocab, n = 0;
-    int64_t row0[ST_FORWARD_MAX_SEQS];
+    int64_t d = hp->n_embd, V = hp->n_vocab, n = 0, n_out = 0;
+    int64_t row0[ST_FORWARD_MAX_SEQS], out0[ST_FORWARD_MAX_SEQS];
     if (n_seqs <= 0 || n_seqs > ST_FORWARD_MAX_SEQS)
         return st_fail(ST_ERR_INVALID, "forward: %d sequences (1..%d)", n_seqs, ST_FORWARD_MAX_SEQS);
+    int hybrid = st_hp_is_hybrid(hp);
     for (int k = 0; k < n_seqs; k++) {
-        const st_state *s = seqs[k].s;
-        if (seqs[k].n <= 0) return st_fail(ST_ERR_INVALID, "forward: sequence %d has %lld rows", k, (long long)seqs[k].n);
-        if (s->n_past + seqs[k].n > s->n_ctx)
+        const st_seq_rows *q = &seqs[k];
+        const st_state *s = q->s;
+        if (q->n <= 0) return st_fail(ST_ERR_INVALID, "forward: sequence %d has %lld rows", k, (long long)q->n);
+        if (s->n_past + q->n > s->n_ctx)
             return st_fail(ST_ERR_RANGE, "context is full: %lld positions + %lld new tokens exceed the context size %lld",
-                           (long long)s->n_past, (long long)seqs[k].n, (long long)s->n_ctx);
-        if (hp->arch == ST_ARCH_QWEN4EXP && hp->ple_layer >= 0 && !s->ids)
-            return st_fail(ST_ERR_INVALID, "forward: the PLE hash needs the sequence's ids");
+                           (long long)s->n_past, (long long)q->n, (long long)s->n_ctx);
+        if (!q->logits) return st_fail(ST_ERR_INVALID, "forward: sequence %d has no logits destination", k);
+        if (q->keep_steps && hybrid && q->n > s->n_steps)
+            return st_fail(ST_ERR_INVALID, "forward: %lld rows of sequence %d keep their states, the state has %d step planes",
+                           (long long)q->n, k, s->n_steps);
+        if (hp->arch == ST_ARCH_QWEN4EXP) {
+            if (hp->ple_layer >= 0 && !s->ids) return st_fail(ST_ERR_INVALID, "forward: the PLE hash needs the sequence's ids");
+            if (q->h_out) return st_fail(ST_ERR_UNSUPPORTED, "forward: qwen4exp has no hidden-state output");
+        }
         row0[k] = n;
-        n += seqs[k].n;
+        out0[k] = n_out;
+        n += q->n;
+        n_out += st_seq_out_rows(q);
     }
     if (n <= 0 || n > ws->rows)
         return st_fail(ST_ERR_INVALID, "forward: %lld rows of %d sequences, workspace holds %lld", (long long)n, n_seqs,
@@ -104,8 +117,25 @@ st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *p
             return st_fail(ST_ERR_RANGE, "forward: a token id is outside the vocabulary of %lld", (long long)V);
     }
     f.pos = pos;
-    layers_and_head(&f, 1, n_seqs, st_workspace_f32(ws, WS_H), 0, n_seqs, logits, V);
-    for (int k = 0; k < n_seqs; k++) seqs[k].s->n_past += seqs[k].n;
+    /* The layers and the final norm of the rows that go on, each sequence's at out0; its hidden
+     * states out, then the head's rows of each (all, or its last) packed in order for one product. */
+    float *h = layers_and_norm(&f, 1, n_out, st_workspace_f32(ws, WS_H));
+    int64_t n_head = 0;
+    for (int k = 0; k < n_seqs; k++) {
+        const st_seq_rows *q = &seqs[k];
+        int64_t rows = st_seq_head_rows(q), from = out0[k] + st_seq_out_rows(q) - rows;
+        if (q->h_out) memcpy(q->h_out, h + out0[k] * d, (size_t)(q->n * d) * sizeof *h);
+        if (from != n_head) memmove(h + n_head * d, h + from * d, (size_t)(rows * d) * sizeof *h);
+        n_head += rows;
+    }
+    fwd_matmul(&f, &m->output, h, d, n_head, stage, V);
+    n_head = 0;
+    for (int k = 0; k < n_seqs; k++) {
+        int64_t rows = st_seq_head_rows(&seqs[k]);
+        memcpy(seqs[k].logits, stage + n_head * V, (size_t)(rows * V) * sizeof *stage);
+        n_head += rows;
+        seqs[k].s->n_past += seqs[k].n;
+    }
     return ST_OK;
 }
 

@@ -43,9 +43,9 @@ typedef struct st_state {
     int64_t mtp_n_past;        /* positions the MTP block's KV cache holds */
 } st_state;
 
-/* A chunk is n rows of one sequence at consecutive positions n_past .. n_past+n-1. The rows of
- * several sequences (parallel slots) would each carry their (sequence, position); the verify
- * chunk of speculative decoding is such a run of rows whose recurrent states are all kept. */
+/* A chunk is n rows of one sequence at consecutive positions n_past .. n_past+n-1; the verify
+ * chunk of speculative decoding is such a run of rows whose recurrent states are all kept. The
+ * rows of several sequences, each kind of chunk among them, go through st_forward_seqs. */
 typedef struct st_chunk {
     const int32_t *tokens;
     int64_t n;
@@ -100,17 +100,29 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
  * all rows at once; what reads a sequence's state (the KV cache store and attention, the conv and
  * the Gated DeltaNet step, QSA's indexer, the PLE layer) runs per sequence on its rows (fwd_seq). Each row's arithmetic is that of its
  * sequence fed alone in the same pieces (the dot kernels keep one accumulator per row), so a
- * reply does not depend on what runs beside it. */
+ * reply does not depend on what runs beside it.
+ *
+ * A sequence's rows are of one of the kinds st_chunk has: a decode row or a prompt piece (the last
+ * row's logits), or the verify chunk of speculative decoding (every row's logits and hidden
+ * state, every row's recurrent state kept in the sequence's step planes). */
 #define ST_FORWARD_MAX_SEQS 256
 typedef struct st_seq_rows {
     st_state *s;
     const int32_t *tokens;
     int64_t n;
+    float *logits;             /* [n_vocab] the last row's logits, or with logits_all [n][n_vocab] */
+    int logits_all;
+    float *h_out;              /* NULL, or [n][d]: every row's output-normed hidden state */
+    int keep_steps;            /* keep each row's recurrent state (n <= s->n_steps) */
 } st_seq_rows;
-/* The state of each sequence advances by its rows; the workspace must hold all of them. logits
- * [n_seqs][n_vocab] receives the last row's logits of each sequence. */
+/* The rows that go on past the last mixer (the last, or all with logits_all or h_out) and the
+ * rows of the head (the last, or all with logits_all) of a sequence. */
+int64_t st_seq_out_rows(const st_seq_rows *q);
+int64_t st_seq_head_rows(const st_seq_rows *q);
+/* The state of each sequence advances by its rows; the workspace must hold all of them. stage
+ * [sum of st_seq_head_rows][n_vocab]: the head's rows before they go to each sequence's logits. */
 st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *pool, const st_seq_rows *seqs, int n_seqs,
-                          float *logits);
+                          float *stage);
 /* One chunk through the MTP head (mtp.c; MODELS.md §7, MODELS-ERRATA F10): row i is token
  * tokens[i] at position s->mtp_n_past + i with the hidden state h_in row i (the trunk's output-
  * normed state at the position before, zeros before position 0, or the head's own for a chained
@@ -180,8 +192,9 @@ st_fwd fwd_seq(const st_fwd *f, int k, int64_t *r0);
 /* mixer(h, out) on each sequence's rows apart (rows of width w_in in h, w_out in out): for a
  * block whose every step reads the state (qwen4exp's PLE layer) (residual.c). */
 void fwd_per_seq(st_fwd *f, int il, const float *h, int64_t w_in, float *out, int64_t w_out, fwd_mixer_fn mixer);
-/* The rows that need logits (the last of each sequence) moved to the front of a [n][w] buffer, in
- * order; returns how many (residual.c). */
+/* The rows that go on past the last mixer (of each sequence its last, or all of a sequence that
+ * wants every row's: st_seq_out_rows) moved to the front of a [n][w] buffer, in order; returns
+ * how many (residual.c). */
 int64_t fwd_keep_last_rows(const st_fwd *f, float *x, int64_t w);
 
 /* Activation row bytes of the fused expert job's inputs (down = 0) or down inputs (down = 1). */

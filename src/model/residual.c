@@ -46,6 +46,7 @@ st_fwd fwd_seq(const st_fwd *f, int k, int64_t *r0) {
     g.pos = f->pos + *r0;
     g.seqs = NULL;
     g.n_seqs = 0;
+    g.keep_steps = f->seqs[k].keep_steps && st_hp_is_hybrid(f->hp);
     return g;
 }
 
@@ -58,10 +59,17 @@ void fwd_per_seq(st_fwd *f, int il, const float *h, int64_t w_in, float *out, in
 }
 
 int64_t fwd_keep_last_rows(const st_fwd *f, float *x, int64_t w) {
-    int n_seqs = f->seqs ? f->n_seqs : 1;
-    for (int k = 0; k < n_seqs; k++) {
-        int64_t last = f->seqs ? f->seq_row0[k] + f->seqs[k].n - 1 : f->n - 1;
-        if (last != k) memmove(x + k * w, x + last * w, (size_t)w * sizeof(float));
+    if (!f->seqs) {
+        if (f->n > 1) memmove(x, x + (f->n - 1) * w, (size_t)w * sizeof(float));
+        return 1;
     }
-    return n_seqs;
+    /* Each sequence's rows that go on land at or before where they are: in order, nothing is
+     * overwritten before it moves. */
+    int64_t n_out = 0;
+    for (int k = 0; k < f->n_seqs; k++) {
+        int64_t rows = st_seq_out_rows(&f->seqs[k]), from = f->seq_row0[k] + f->seqs[k].n - rows;
+        if (from != n_out) memmove(x + n_out * w, x + from * w, (size_t)(rows * w) * sizeof(float));
+        n_out += rows;
+    }
+    return n_out;
 }

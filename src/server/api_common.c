@@ -356,6 +356,8 @@ int sv_parse_sampling(sv_server *s, json_t *req, sv_job *j, sv_error *e) {
     if (r) sp->frequency_penalty = (float)x;
     if ((r = sv_get_int(req, "seed", -(1LL << 62), 1LL << 62, &k, e)) < 0) return -1;
     if (r) { sp->seed = (uint64_t)k; sp->has_seed = 1; }
+    j->gen.ignore_eos = 0;
+    if (sv_get_bool(req, "ignore_eos", &j->gen.ignore_eos, e) < 0) return -1;
     return 0;
 }
 

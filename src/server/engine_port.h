@@ -120,6 +120,8 @@ typedef struct sv_generate {
     int spec_mode;            /* speculative decoding for this request: 0, the server's setting, or
                                  1 + ST_SPEC_NONE / ST_SPEC_MTP / ST_SPEC_NGRAM (engine/spec.h) */
     int spec_draft;           /* drafts per step, 0: the server's setting */
+    int ignore_eos;           /* llama.cpp's ignore_eos: end-of-generation tokens are never sampled,
+                                 so the reply runs to max_tokens (benchmarks of a fixed length) */
     /* A schema the reply must meet (engine/json_schema.h): response_format json_schema, or a forced
      * tool call (tool-call mode). NULL: none. Owned by the server; valid during generate(). */
     const struct st_json_schema *schema;

@@ -11,21 +11,22 @@
  * Parallel slots (--parallel N): N sessions of the model, each its own sequence (KV rows,
  * recurrent state, checkpoints). Up to N requests run at once, each on the free slot whose state
  * keeps most of its prompt (else the least recently used, whose state goes into the prompt
- * cache). They advance in steps: each request posts its next rows (a prompt piece, or the token it
- * just sampled) and the request that completes the set runs one forward for all of them
- * (st_session_feed_batch: the experts and the head read once for all rows), so a waiting
- * request's prompt pieces run beside the others' decode rows. A request that ends (done,
- * cancelled, its client gone) stops counting at once, so a step never waits for it. Each row's arithmetic is that of its sequence alone: the replies do not depend on
- * what runs beside them.
+ * cache). They advance in steps: each request posts its next rows (a prompt piece, the token it
+ * just sampled, or a verify chunk) and the request that completes the set runs one forward for
+ * all of them (st_session_feed_seqs: the experts and the head read once for all rows), so a
+ * waiting request's prompt pieces run beside the others' decode rows. A request that ends (done,
+ * cancelled, its client gone) stops counting at once, so a step never waits for it. Each row's
+ * arithmetic is that of its sequence alone: the replies do not depend on what runs beside them.
  *
  * The prompt pieces are at most the session's chunk, so that progress is reported and the cancel
  * flag checked between chunks; generation checks it between tokens.
  *
- * With one slot, decoding goes through a speculative decoder (engine/spec.h): the server's setting
+ * Every slot decodes through its own speculative decoder (engine/spec.h): the server's setting
  * (--spec), or the request's ("speculative.type", "speculative.n_max"); the text is the same
- * either way. After each request its draft rows are dropped, so the session holds exactly the
- * reply for reuse. Several slots decode together without drafts (a verify chunk per slot inside
- * the shared step is not written yet). A token's bytes go to
+ * either way. Its verify chunk (the sampled token and its drafts, every row's logits and
+ * recurrent state kept) is the slot's rows of a step, beside the other slots' decode rows and
+ * prompt pieces; a token the chunk already verified costs no step. After each request its draft
+ * rows are dropped, so the session holds exactly the reply for reuse. A token's bytes go to
  * the server as they are (a UTF-8 character split across tokens is joined by the server). */
 #include <math.h>
 #include <pthread.h>
@@ -42,6 +43,7 @@
 #include "engine/json_grammar.h"
 #include "engine/json_schema.h"
 #include "engine/sampler.h"
+#include "engine/session_spec.h"
 #include "engine/spec.h"
 #include "model/model.h"
 #include "server/engine_port.h"
@@ -49,13 +51,14 @@
 #include "text/chat.h"
 #include "text/tokenizer.h"
 
-/* One parallel slot: a session, and what it waits to have fed in the next step. */
+/* One parallel slot: a session, its decoder, and what it waits to have fed in the next step. */
 typedef struct slot {
     st_session *session;
+    st_spec *spec;             /* the decoder over the session (drafts, or none) */
+    st_spec_params spec_now;   /* what it was made with */
     int busy;                  /* a request runs on it */
     uint64_t used;             /* the engine's clock when its last request began */
-    const int32_t *tok;        /* posted for the next step: tok[0..n) */
-    int64_t n;
+    st_feed_rows rows;         /* posted for the next step */
     int posted;
     st_status st;              /* how the step went for it */
 } slot;
@@ -70,8 +73,6 @@ typedef struct strata_engine {
     int n_chunk;
     st_json_vocab *json_vocab; /* response_format json_object: the token table, built on first use */
     st_spec_params spec_default; /* --spec, --spec-draft, --spec-p-min */
-    st_spec_params spec_now;     /* what `spec` was made with */
-    st_spec *spec;               /* one slot: the decoder over its session; NULL with several */
     char *template_text;         /* the chat template (for /props) */
     sv_model_info info;
     /* The steps: requests inside generate() (active) post their rows; the one that completes the
@@ -201,7 +202,7 @@ static st_status se_embed(sv_engine *e, const int32_t *ids, size_t n, float *out
     slot *sl = free_slot(x, 0);
     st_status st = sl ? ST_OK : st_fail(ST_ERR_INVALID, "embed: every slot is busy");
     if (st == ST_OK && x->cache && st_prompt_cache_store(x->cache, sl->session) != ST_OK) st_clear_error();
-    if (st == ST_OK && x->spec) st_spec_finish(x->spec);
+    if (st == ST_OK) st_spec_finish(sl->spec);
     if (st == ST_OK) st = st_session_embed(sl->session, ids, (int64_t)n, out);
     pthread_mutex_unlock(&x->mu);
     ST_TRY(st);
@@ -215,17 +216,15 @@ static st_status se_embed(sv_engine *e, const int32_t *ids, size_t n, float *out
 
 /* One forward for every posted slot (mu held). */
 static void run_step(strata_engine *x) {
-    st_session *in[SV_MAX_SLOTS];
-    const int32_t *tok[SV_MAX_SLOTS];
-    int64_t n[SV_MAX_SLOTS];
+    st_feed_rows in[SV_MAX_SLOTS];
     slot *who[SV_MAX_SLOTS];
     int k = 0;
     for (int i = 0; i < x->n_slots; i++) {
         slot *sl = &x->slots[i];
         if (!sl->posted) continue;
-        in[k] = sl->session, tok[k] = sl->tok, n[k] = sl->n, who[k++] = sl;
+        in[k] = sl->rows, who[k++] = sl;
     }
-    st_status st = k ? st_session_feed_batch(x->slots[0].session, in, k, tok, n) : ST_OK;
+    st_status st = k ? st_session_feed_seqs(x->slots[0].session, in, k) : ST_OK;
     /* Each thread of the step takes the message on its own (the message is per thread). */
     if (st != ST_OK) snprintf(x->step_error, sizeof x->step_error, "%s", st_last_error());
     for (int i = 0; i < k; i++) {
@@ -237,10 +236,9 @@ static void run_step(strata_engine *x) {
     pthread_cond_broadcast(&x->stepped);
 }
 
-/* Feeds tok[0..n) to the slot in the next step, beside the other requests' rows (mu held). */
-static st_status step_feed(strata_engine *x, slot *sl, const int32_t *tok, int64_t n) {
-    sl->tok = tok;
-    sl->n = n;
+/* Feeds the slot's rows in the next step, beside the other requests' rows (mu held). */
+static st_status step_feed(strata_engine *x, slot *sl, const st_feed_rows *rows) {
+    sl->rows = *rows;
     sl->posted = 1;
     uint64_t step = x->steps;
     if (++x->posted == x->active) run_step(x);
@@ -274,37 +272,33 @@ static void leave(strata_engine *x, slot *sl) {
     if (x->posted && x->posted == x->active) run_step(x);
 }
 
-/* One slot: the decoder this request asks for (made again only when its setting changes). */
-static st_status decoder_for(strata_engine *x, const sv_generate *req) {
-    if (!x->spec) return ST_OK;
+/* The slot's decoder as this request asks for it (made again only when its setting changes). */
+static st_status decoder_for(strata_engine *x, slot *sl, const sv_generate *req) {
     st_spec_params p = x->spec_default;
     if (req->spec_mode) p.mode = req->spec_mode - 1;
     if (req->spec_draft) p.n_draft = req->spec_draft;
-    if (p.mode == x->spec_now.mode && p.n_draft == x->spec_now.n_draft) return ST_OK;
+    if (p.mode == sl->spec_now.mode && p.n_draft == sl->spec_now.n_draft) return ST_OK;
     st_spec *d = NULL;
-    ST_TRY(st_spec_new(x->slots[0].session, &p, &d));
-    st_spec_free(x->spec);
-    x->spec = d;
-    x->spec_now = p;
+    ST_TRY(st_spec_new(sl->session, &p, &d));
+    st_spec_free(sl->spec);
+    sl->spec = d;
+    sl->spec_now = p;
     return ST_OK;
 }
 
-/* Prompt rows, and a sampled token, into the slot: through the speculative decoder (one slot),
- * else in the next shared step; and the logits and positions as the decoder or the session has them. */
+/* Prompt rows, and a sampled token, into the slot through its decoder, in the next shared step:
+ * a decode row, a prompt piece or a verify chunk beside the other requests' rows. A token that
+ * its last verify chunk already holds costs no step. */
 static st_status feed_prompt_rows(strata_engine *x, slot *sl, const int32_t *tok, int64_t n) {
-    return x->spec ? st_spec_prompt(x->spec, tok, n) : step_feed(x, sl, tok, n);
+    st_feed_rows r;
+    ST_TRY(st_spec_prompt_begin(sl->spec, tok, n, &r));
+    return st_spec_prompt_end(sl->spec, &r, step_feed(x, sl, &r));
 }
 
 static st_status feed_token(strata_engine *x, slot *sl, int32_t tok) {
-    return x->spec ? st_spec_feed(x->spec, tok) : step_feed(x, sl, &tok, 1);
-}
-
-static const float *logits_of(const strata_engine *x, const slot *sl) {
-    return x->spec ? st_spec_logits(x->spec) : st_session_logits(sl->session);
-}
-
-static int64_t n_past_of(const strata_engine *x, const slot *sl) {
-    return x->spec ? st_spec_n_past(x->spec) : st_session_n_past(sl->session);
+    st_feed_rows r;
+    ST_TRY(st_spec_feed_begin(sl->spec, tok, &r));
+    return r.n ? st_spec_feed_end(sl->spec, step_feed(x, sl, &r)) : ST_OK;
 }
 
 /* log-softmax of the logits at tok, and the k best (one pass for the normaliser, one partial
@@ -352,7 +346,21 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     if (sp->repeat_penalty > 0) pp.repeat_penalty = sp->repeat_penalty;
     pp.seed = sp->has_seed ? sp->seed : (uint64_t)time(NULL) ^ st_now_ns();
     st_sampler *smp = NULL;
-    ST_TRY(st_sampler_new(&pp, st_model_n_vocab(x->model), &smp));
+    int32_t n_vocab = st_model_n_vocab(x->model), n_eog = 0, *eog_ids = NULL;
+    float *masked = NULL;
+    ST_TRY(st_sampler_new(&pp, n_vocab, &smp));
+    if (req->ignore_eos) {
+        masked = malloc((size_t)n_vocab * sizeof *masked);
+        eog_ids = malloc((size_t)n_vocab * sizeof *eog_ids);
+        if (!masked || !eog_ids) {
+            free(masked);
+            free(eog_ids);
+            st_sampler_free(smp);
+            return st_fail(ST_ERR_NOMEM, "generate: out of memory for ignore_eos");
+        }
+        for (int32_t i = 0; i < n_vocab; i++)
+            if (st_model_is_eog(x->model, i)) eog_ids[n_eog++] = i;
+    }
 
     pthread_mutex_lock(&x->mu);
     slot *sl = take_slot(x, req->prompt, req->n_prompt);
@@ -360,12 +368,14 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
         /* The server runs at most n_slots requests at once (sv_model_info.parallel). */
         pthread_mutex_unlock(&x->mu);
         st_sampler_free(smp);
+        free(masked);
+        free(eog_ids);
         return st_fail(ST_ERR_INVALID, "generate: every one of the %d slots is busy", x->n_slots);
     }
     x->active++;
     st_session *ss = sl->session;
-    st_status st = decoder_for(x, req);
-    if (x->spec) st_spec_stats_reset(x->spec);
+    st_status st = decoder_for(x, sl, req);
+    st_spec_stats_reset(sl->spec);
     /* A forced tool call's constraint is in the form the model writes (sv_model_info.tool_xml). */
     const st_json_schema *schema = req->schema;
     if (st == ST_OK && (req->json_object || schema) && !x->json_vocab)
@@ -406,8 +416,15 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
          * nothing else runs). A client that stops reading with a full channel (1 MiB) holds up the
          * steps until it reads or goes. */
         int32_t tok;
-        if (!x->spec) pthread_mutex_unlock(&x->mu);
-        st = st_sampler_sample(smp, logits_of(x, sl), &tok);
+        pthread_mutex_unlock(&x->mu);
+        const float *logits = st_spec_logits(sl->spec);
+        if (masked) {
+            /* ignore_eos: the end-of-generation tokens out of the draw */
+            memcpy(masked, logits, (size_t)n_vocab * sizeof *masked);
+            for (int32_t i = 0; i < n_eog; i++) masked[eog_ids[i]] = -INFINITY;
+            logits = masked;
+        }
+        st = st_sampler_sample(smp, logits, &tok);
         int eog = st == ST_OK && st_model_is_eog(x->model, tok), stop = 0;
         if (st == ST_OK && !eog) {
             st_sampler_accept(smp, tok);
@@ -415,14 +432,14 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
             size_t len = 0;
             const char *piece = st_token_piece(x->model->tok, tok, 1, &len); /* with control tokens: <think> may be one */
             sv_logprob lp;
-            if (req->logprobs) token_logprobs(logits_of(x, sl), st_model_n_vocab(x->model), tok, req->top_logprobs, &lp);
+            if (req->logprobs) token_logprobs(st_spec_logits(sl->spec), n_vocab, tok, req->top_logprobs, &lp);
             stop = req->on_piece(req->ctx, piece ? piece : "", len, tok, req->logprobs ? &lp : NULL);
         }
-        if (!x->spec) pthread_mutex_lock(&x->mu);
+        pthread_mutex_lock(&x->mu);
         if (st != ST_OK) break;
         if (eog) { *finish = SV_FINISH_EOS; break; }
         /* Every token is held, the last one too, so the next turn extends the whole reply. */
-        int full = n_past_of(x, sl) + 1 >= n_ctx;
+        int full = st_spec_n_past(sl->spec) + 1 >= n_ctx;
         if (!full && (st = feed_token(x, sl, tok)) != ST_OK) break;
         if (stop) { *finish = SV_FINISH_STOP; break; }
         if (usage->completion_tokens >= req->max_tokens || full) {
@@ -432,15 +449,17 @@ static st_status se_generate(sv_engine *e, const sv_generate *req, sv_usage *usa
     }
     usage->decode_seconds = st_now() - t1;
 out:
-    if (x->spec) {
-        st_spec_finish(x->spec);
-        usage->draft_tokens = (int)st_spec_stats_get(x->spec)->drafted;
-        usage->draft_accepted = (int)st_spec_stats_get(x->spec)->accepted;
+    if (sl->spec) {
+        st_spec_finish(sl->spec);
+        usage->draft_tokens = (int)st_spec_stats_get(sl->spec)->drafted;
+        usage->draft_accepted = (int)st_spec_stats_get(sl->spec)->accepted;
     }
     leave(x, sl);
     pthread_mutex_unlock(&x->mu);
     st_prompt_free(&p);
     st_sampler_free(smp);
+    free(masked);
+    free(eog_ids);
     return st;
 }
 
@@ -480,10 +499,12 @@ static void se_close(sv_engine *e) {
     strata_engine *x = (strata_engine *)e;
     if (!x) return;
     st_json_vocab_free(x->json_vocab);
-    st_spec_free(x->spec);
     free(x->template_text);
     st_prompt_cache_free(x->cache);
-    for (int i = 0; i < x->n_slots; i++) st_session_free(x->slots[i].session);
+    for (int i = 0; i < x->n_slots; i++) {
+        st_spec_free(x->slots[i].spec);
+        st_session_free(x->slots[i].session);
+    }
     free(x->slots);
     pthread_mutex_destroy(&x->mu);
     pthread_cond_destroy(&x->stepped);
@@ -573,17 +594,15 @@ st_status sv_engine_strata_open(const char *model_path, const st_model_params *m
         if (st != ST_OK) { se_close(&x->base); return st; }
         x->n_slots = i + 1;
     }
+    x->spec_default = o && o->spec ? *o->spec : st_spec_default_params();
+    for (int i = 0; i < n_slots; i++) {
+        slot *sl = &x->slots[i];
+        sl->spec_now = x->spec_default;
+        st = st_spec_new(sl->session, &x->spec_default, &sl->spec); /* refuses --spec mtp without a head */
+        if (st != ST_OK) { se_close(&x->base); return st; }
+    }
     x->n_chunk = sp.n_prefill > 0 ? sp.n_prefill : 512;
     if (o && o->cache_bytes && (st = st_prompt_cache_new(o->cache_bytes, &x->cache)) != ST_OK) { se_close(&x->base); return st; }
-    x->spec_default = o && o->spec ? *o->spec : st_spec_default_params();
-    x->spec_now = x->spec_default;
-    if (n_slots == 1) {
-        st = st_spec_new(x->slots[0].session, &x->spec_default, &x->spec); /* refuses --spec mtp without a head */
-        if (st != ST_OK) { se_close(&x->base); return st; }
-    } else if (x->spec_default.mode == ST_SPEC_MTP || x->spec_default.mode == ST_SPEC_NGRAM) {
-        st_warn("--spec %s: speculative decoding runs with --parallel 1; the %d slots decode together without drafts",
-                st_spec_mode_name(x->spec_default.mode), n_slots);
-    }
 
     const char *tmpl = NULL, *name = NULL;
     size_t tlen = 0, nlen = 0;

@@ -187,7 +187,7 @@ void sv_pool_free(sv_strpool *sp);
  * each with a "text", joined with newlines. */
 int sv_text_parts(json_t *c, const char *field, const char *const *types, sv_strpool *sp, const char **out, sv_error *e);
 /* The OpenAI sampling fields (temperature, top_p, top_k, min_p, penalties, seed) over the server's
- * defaults into j->gen.sampling. */
+ * defaults into j->gen.sampling, and llama.cpp's ignore_eos into j->gen. */
 int sv_parse_sampling(sv_server *s, json_t *req, sv_job *j, sv_error *e);
 /* OpenAI's tools ([{type: function, function: {name, ...}}]) and tool_choice into chat. */
 int sv_parse_tools(json_t *req, sv_chat *chat, sv_strpool *sp, sv_error *e);

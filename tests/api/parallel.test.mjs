@@ -2,10 +2,13 @@
 // client. On tiny synth models of the three state kinds (qwen3, qwen35, qwen4exp) and the demo
 // model (qwen35moe): four requests at once, greedy and seeded, get exactly the replies they get one
 // after the other on another server (batch invariance: a reply does not depend on what runs beside
-// it; tests/unit/test_batch.c proves the rows of a step bit-equal); eight concurrent streams on the demo model are all
+// it; tests/unit/test_batch.c proves the rows of a step bit-equal); on the demo model, four concurrent streams with
+// their own speculative decoding (MTP, n-gram, none: verify chunks in the shared step) write what
+// they write alone without drafts; eight concurrent streams on the demo model are all
 // answered (the time to the first token and to the end of each is printed); a client that
 // disconnects mid-stream frees its slot at once: with one slot, the next request is answered while
-// the abandoned one would still have thousands of tokens to go.
+// the abandoned one would still have thousands of tokens to go; ignore_eos (llama.cpp's) runs a
+// reply to max_tokens (bench/parallel.sh's fixed-length streams).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { serveModel, status, testModels } from './server.mjs';
@@ -42,6 +45,48 @@ for (const arch of ['qwen3', 'qwen35', 'qwen4exp', 'demo']) {
     }
   });
 }
+
+test('demo: drafts beside other streams (speculative verify chunks in the shared step) change no text', async () => {
+  const alone = await serve(models.demo, ['--parallel', '1', '--spec', 'none']);
+  const together = await serve(models.demo, ['--parallel', '4']);
+  const kinds = [{ 'speculative.type': 'mtp' }, { 'speculative.type': 'ngram', 'speculative.n_max': 4 }, { 'speculative.type': 'mtp', 'speculative.n_max': 1 }, {}];
+  const spec = asks.map((a, i) => ({ ...a, ...kinds[i], max_tokens: 48 }));
+  const streamed = async (client, a) => {
+    const stream = await client.chat.completions.create({ ...a, stream: true, stream_options: { include_usage: true } });
+    let text = '', usage = null;
+    for await (const c of stream) {
+      text += c.choices[0]?.delta?.content ?? '';
+      if (c.usage) usage = c.usage;
+    }
+    return { text, n: usage.completion_tokens, accepted: usage.completion_tokens_details?.accepted_prediction_tokens ?? 0 };
+  };
+  try {
+    const want = [];
+    for (const a of spec) want.push(await streamed(alone.client, { ...a, 'speculative.type': 'none' }));
+    const got = await Promise.all(spec.map((a) => streamed(together.client, a)));
+    assert.deepEqual(got.map((g) => [g.text, g.n]), want.map((w) => [w.text, w.n]));
+    assert.ok(want.every((w) => w.accepted === 0), 'the reference ran without drafts');
+    assert.ok(got.slice(0, 3).some((g) => g.accepted > 0), `drafts were accepted beside the others: ${JSON.stringify(got)}`);
+  } finally {
+    assert.equal(await alone.stop(), 0, alone.stderr());
+    assert.equal(await together.stop(), 0, together.stderr());
+  }
+});
+
+test('demo: ignore_eos runs the reply to max_tokens, the same text up to where it would have ended', async () => {
+  const srv = await serve(models.demo, ['--parallel', '2']);
+  try {
+    const a = { ...quiet, temperature: 0, max_tokens: 96, messages: [{ role: 'user', content: 'hello' }] };
+    const plain = await srv.client.chat.completions.create(a);
+    assert.equal(plain.choices[0].finish_reason, 'stop', 'the demo model ends this reply itself');
+    const long = await srv.client.chat.completions.create({ ...a, ignore_eos: true });
+    assert.equal(long.choices[0].finish_reason, 'length');
+    assert.equal(long.usage.completion_tokens, 96);
+    assert.ok(long.choices[0].message.content.startsWith(plain.choices[0].message.content));
+  } finally {
+    assert.equal(await srv.stop(), 0, srv.stderr());
+  }
+});
 
 test('demo: eight concurrent streams are all answered', async () => {
   const srv = await serve(models.demo, ['--parallel', '8']);
