@@ -10,8 +10,8 @@
  * The plan is by whole layers. With the routing spread evenly, as in random-weight files, a
  * per-expert cache would serve the same share of reads; one filled from routing statistics (real
  * models route unevenly) is a next step (bench/cuda/NOTES.md). The host CPU computing a share of
- * each host layer's selected experts beside the GPU (host_experts.c) is there, and off: measured,
- * its round trips cost more than it saves. */
+ * each host layer's selected experts beside the GPU (host_experts.c: v3 through host nodes, v4
+ * through a mailbox in mapped memory) is there, and off unless STRATA_CUDA_CPU_EXPERTS asks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
