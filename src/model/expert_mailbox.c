@@ -28,6 +28,7 @@ struct st_mbox {
     _Atomic unsigned wake_gen;
     _Atomic int stop;
     _Atomic int sleeping;
+    _Atomic int busy;            /* a step is under way: no sleeping, however long it takes */
     _Atomic uint64_t served;
     uint64_t last0;              /* req when the server was made: not a request for it */
 };
@@ -80,7 +81,8 @@ static void *server_main(void *arg) {
             gen = g;
             idle_since = st_now_ns();
         }
-        if (spins % IDLE_CLOCK_EVERY || st_now_ns() - idle_since < mb->idle_ns) {
+        if (atomic_load_explicit(&mb->busy, memory_order_relaxed) || spins % IDLE_CLOCK_EVERY ||
+            st_now_ns() - idle_since < mb->idle_ns) {
             _mm_pause();
             continue;
         }
@@ -135,12 +137,25 @@ void st_mbox_destroy(st_mbox *mb) {
     free(mb);
 }
 
-void st_mbox_wake(st_mbox *mb) {
-    if (!mb) return;
+/* A new wake generation: a sleeping server wakes, a spinning one counts its idle time from now. */
+static void bump(st_mbox *mb) {
     pthread_mutex_lock(&mb->mutex);
     atomic_fetch_add(&mb->wake_gen, 1);
     if (atomic_load(&mb->sleeping)) pthread_cond_broadcast(&mb->wake);
     pthread_mutex_unlock(&mb->mutex);
+}
+
+void st_mbox_step_begin(st_mbox *mb) {
+    if (!mb) return;
+    atomic_store(&mb->busy, 1);
+    bump(mb);
+}
+
+st_status st_mbox_step_end(st_mbox *mb) {
+    if (!mb) return ST_OK;
+    atomic_store(&mb->busy, 0);
+    bump(mb);
+    return st_mbox_check(mb);
 }
 
 st_status st_mbox_check(st_mbox *mb) {

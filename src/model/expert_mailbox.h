@@ -21,9 +21,11 @@
  *    step wins); while err is set, later waits give up at once, so a dead server costs a step one
  *    timeout, not one per layer.
  *  - After the step the host reads err (st_mbox_check), clears it, and reports the layer.
- *  - The server spins for an idle time after its last request or wake, then sleeps; a step that
- *    may send requests wakes it first (st_mbox_wake). A request sent to a sleeping server is only
- *    seen at the next wake: its waiter gives up.
+ *  - A step that may send requests is bracketed by st_mbox_step_begin (which wakes the server)
+ *    and st_mbox_step_end. Within a step the server never sleeps, however long the step (a first
+ *    eager step loads the kernels, and a prompt chunk sends its one request at the last layer);
+ *    between steps it spins for an idle time after its last request or step, then sleeps. A
+ *    request sent to a sleeping server is only seen at the next step_begin: its waiter gives up.
  *
  * backend/cuda/mailbox.cu runs the device's two steps as kernels inside the captured decode graph;
  * st_mbox_ref_publish and st_mbox_ref_wait below are their plain reference, and the tests' device. */
@@ -76,10 +78,11 @@ st_status st_mbox_create(void *shared, const st_mbox_layout *l, st_mbox_serve_fn
                          uint64_t timeout_ns, st_mbox **out);
 /* Stops the thread (after the request it is serving, if any) and frees the server. */
 void st_mbox_destroy(st_mbox *mb);
-/* A step that may send requests begins: the server spins again (wakes it if it sleeps). */
-void st_mbox_wake(st_mbox *mb);
-/* After a step, once the device is idle: ST_OK, or (and err cleared) ST_ERR_IO naming the layer
- * whose wait gave up. */
+/* A step that may send requests begins: the server wakes if it sleeps, and spins until the end. */
+void st_mbox_step_begin(st_mbox *mb);
+/* The step is over and the device idle: the server's idle time starts; then st_mbox_check. */
+st_status st_mbox_step_end(st_mbox *mb);
+/* ST_OK, or (and err cleared) ST_ERR_IO naming the layer whose wait gave up. */
 st_status st_mbox_check(st_mbox *mb);
 /* For tests: whether the thread sleeps now, and how many requests it has served. */
 int st_mbox_sleeping(const st_mbox *mb);

@@ -6,7 +6,9 @@
  *  - once a wait of a step gave up, the later ones give up at once, and the first layer is named;
  *  - a server that is late serves the newest request next, and its late answer to the old one
  *    neither counts nor touches the new one's slot;
- *  - a sleeping server serves nothing until it is woken, and then does.
+ *  - a sleeping server serves nothing until a step begins, and then does;
+ *  - within a step the server does not fall asleep, however long the step runs before its first
+ *    request (a first eager step, a prompt chunk whose one request is at its last layer).
  * Waits that must succeed have a bound far above any run time (a hang fails rather than blocks);
  * waits that must give up have a short one. Nothing asserts a duration. */
 #include <pthread.h>
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "model/expert_mailbox.h"
 #include "test.h"
@@ -105,7 +108,7 @@ static void test_round_trips(void) {
     fixture_init(&fx);
     st_mbox *mb;
     CHECK(st_mbox_create(fx.block, &fx.l, serve, &fx, 10.0, NEVER, &mb) == ST_OK);
-    st_mbox_wake(mb);
+    st_mbox_step_begin(mb);
     device_run r = {&fx, 60, 0};
     pthread_t dev;
     CHECK(pthread_create(&dev, NULL, device_main, &r) == 0);
@@ -122,7 +125,7 @@ static void test_stale_answer_refused(void) {
     fixture_init(&fx);
     st_mbox *mb;
     CHECK(st_mbox_create(fx.block, &fx.l, serve, &fx, 10.0, SHORT, &mb) == ST_OK);
-    st_mbox_wake(mb);
+    st_mbox_step_begin(mb);
     int32_t ids[K];
     float w[K], h[D], out[D] = {0};
     payload(2, 0, ids, w, h);
@@ -153,7 +156,7 @@ static void test_late_server(void) {
     atomic_store(&fx.gate_layer, 1);
     st_mbox *mb;
     CHECK(st_mbox_create(fx.block, &fx.l, serve, &fx, 10.0, SHORT, &mb) == ST_OK);
-    st_mbox_wake(mb);
+    st_mbox_step_begin(mb);
     int32_t ids[K], ids3[K];
     float w[K], h[D], w3[K], h3[D], out[D];
     /* step A: the server is stuck on layer 1; its wait gives up, and layer 2's at once */
@@ -204,11 +207,36 @@ static void test_sleep_and_wake(void) {
     payload(4, 1, ids, w, h);
     uint64_t s2 = st_mbox_ref_publish(fx.block, &fx.l, &fx.counter, 4, ids, w, h);
     CHECK(st_mbox_served(mb) == 0);
-    st_mbox_wake(mb);
+    st_mbox_step_begin(mb);
     for (int64_t i = 0; i < D; i++) out[i] = 1.0f;
     CHECK(st_mbox_ref_wait(fx.block, &fx.l, 4, s2, NEVER, out) == 1);
     CHECK(answer_ok(4, ids, w, h, out));
     CHECK(st_mbox_check(mb) == ST_OK);
+    st_mbox_destroy(mb);
+    free(fx.block);
+}
+
+static void test_long_step(void) {
+    fixture fx;
+    fixture_init(&fx);
+    st_mbox *mb;
+    CHECK(st_mbox_create(fx.block, &fx.l, serve, &fx, 0.0005, NEVER, &mb) == ST_OK);
+    int32_t ids[K];
+    float w[K], h[D], out[D];
+    for (int t = 0; t < 3; t++) {
+        st_mbox_step_begin(mb);
+        /* the step runs 40 idle times before its request (not a timing: a server that slept after
+         * its idle time would leave the request unanswered, and the check below fails) */
+        for (uint64_t t0 = st_now_ns(); st_now_ns() - t0 < 20000000ull;) sched_yield();
+        payload(3, (uint64_t)t, ids, w, h);
+        uint64_t s = st_mbox_ref_publish(fx.block, &fx.l, &fx.counter, 3, ids, w, h);
+        for (int64_t i = 0; i < D; i++) out[i] = 1.0f;
+        CHECK(st_mbox_ref_wait(fx.block, &fx.l, 3, s, NEVER, out) == 1);
+        CHECK(answer_ok(3, ids, w, h, out));
+        CHECK(st_mbox_step_end(mb) == ST_OK);
+        /* between steps it sleeps after its idle time */
+        while (!st_mbox_sleeping(mb)) sched_yield();
+    }
     st_mbox_destroy(mb);
     free(fx.block);
 }
@@ -219,5 +247,6 @@ int main(void) {
     test_stale_answer_refused();
     test_late_server();
     test_sleep_and_wake();
+    test_long_step();
     return test_report("expert_mailbox");
 }

@@ -20,8 +20,8 @@
  *    one-block kernel on the main stream, after the GPU's own experts, waits for it and adds it
  *    (model/expert_mailbox.h has the sequence rules; backend/cuda/mailbox.cu the kernels). A wait
  *    gives up after STRATA_CUDA_CPU_WAIT_MS (default 200), and the step then fails naming the layer
- *    (st_host_moe_step_end). The server spins STRATA_CUDA_CPU_IDLE_MS (default 50) after its last
- *    request, then sleeps until the next step wakes it.
+ *    (st_host_moe_step_end). The server spins through every forward of a session, and
+ *    STRATA_CUDA_CPU_IDLE_MS (default 50) after it, then sleeps until the next one wakes it.
  *
  * The CPU quantizes activations as the CPU forward does (per 32 or 256 values, f32 scales), so
  * with a share the logits are within the quantized limits of the CPU's, not the resident run's bit
@@ -395,7 +395,7 @@ st_status st_host_moe_finish(st_cuda *cu, st_host_moe *hm, int64_t il, float *ou
 }
 
 void st_host_moe_step_begin(st_host_moe *hm) {
-    if (hm) st_mbox_wake(hm->mbox);
+    if (hm) st_mbox_step_begin(hm->mbox);
 }
 
-st_status st_host_moe_step_end(st_host_moe *hm) { return hm ? st_mbox_check(hm->mbox) : ST_OK; }
+st_status st_host_moe_step_end(st_host_moe *hm) { return hm ? st_mbox_step_end(hm->mbox) : ST_OK; }

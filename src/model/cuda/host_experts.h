@@ -34,8 +34,9 @@ st_status st_host_moe_enqueue(st_cuda *cu, st_host_moe *hm, int64_t il, const in
                               const float *h);
 st_status st_host_moe_finish(st_cuda *cu, st_host_moe *hm, int64_t il, float *out);
 
-/* Around every forward of a session (hm may be NULL): begin wakes the poll server; end, once the
- * step's results are downloaded, turns a wait that gave up into an error naming the layer. */
+/* Around every forward of a session (hm may be NULL): begin wakes the poll server, which then
+ * spins until end; end, once the step's results are downloaded, turns a wait that gave up into
+ * an error naming the layer. */
 void st_host_moe_step_begin(st_host_moe *hm);
 st_status st_host_moe_step_end(st_host_moe *hm);
 
