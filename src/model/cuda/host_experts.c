@@ -6,20 +6,21 @@
  * same memory about as fast as the bus carries it, so a decode step splits each such layer's k
  * selected experts in two: the GPU computes the first k - k_cpu over the bus while the CPU pool
  * computes the last k_cpu from host RAM, with the CPU forward's own expert job (model/moe_exec.c),
- * and the device adds the CPU's partial sum. Off unless asked for (STRATA_CUDA_CPU_EXPERTS=N gives
- * the CPU the last N of a token's k experts, =auto chooses N per layer at load from the bus rate
- * and the CPU's rate measured here, and a fixed cost per layer, STRATA_CUDA_CPU_OVERHEAD_US), in
- * one of two forms (STRATA_CUDA_CPU_EXPERTS_MODE):
+ * and the device adds the CPU's partial sum. N is chosen per layer at load from the bus rate and
+ * the CPU's rate measured here, and a fixed cost per layer (STRATA_CUDA_CPU_OVERHEAD_US), on hosts
+ * of 4 cores or more; STRATA_CUDA_CPU_EXPERTS=N forces N, =0 turns the share off (v2: the GPU
+ * reads every selected expert over the bus). Two forms (STRATA_CUDA_CPU_EXPERTS_MODE):
  *
  *  - host-node (v3): in the captured graph a side-stream branch copies the selection and the
  *    normed row to the host, runs the pool in a host node, and copies the sum back. Measured on the
  *    H200 it loses: each branch costs about 185 us through the driver, more than the bus time it
  *    saves (decode at --gpu-mem 8 fell from 73.6 to 44-57 tok/s).
- *  - poll (v4, the default form): no driver in the branch. A kernel posts the request into mapped
+ *  - poll (v4, the default): no driver in the branch, measured faster than v2 in every pair on
+ *    the H200 (+7-15% at --gpu-mem 8, +11-13% at 16; bench/cuda/NOTES.md, v4). A kernel posts the request into mapped
  *    host memory, a server thread polling that memory runs the pool and posts the sum back, and a
  *    one-block kernel on the main stream, after the GPU's own experts, waits for it and adds it
  *    (model/expert_mailbox.h has the sequence rules; backend/cuda/mailbox.cu the kernels). A wait
- *    gives up after STRATA_CUDA_CPU_WAIT_MS (default 200), and the step then fails naming the layer
+ *    gives up after STRATA_CUDA_CPU_WAIT_MS (default 1000), and the step then fails naming the layer
  *    (st_host_moe_step_end). The server spins through every forward of a session, and
  *    STRATA_CUDA_CPU_IDLE_MS (default 50) after it, then sleeps until the next one wakes it.
  *
@@ -137,14 +138,16 @@ static st_tensor rebase(const st_tensor *t, const char *dev_base, char *host_bas
     return c;
 }
 
-/* Seconds the pool takes for `kc` experts of layer hl (the median of 7 steps, each on other experts
- * so that none comes from the cache). */
+/* Seconds the pool takes for `kc` experts of layer hl (the median of 15 steps, each on other
+ * experts so that none comes from the cache; 15 rather than 7, since the rate measured at load
+ * varied by 2x between runs on the H200 host and flipped the share chosen). */
 static double time_cpu(st_host_moe *hm, cpu_layer *hl, int kc) {
-    double t[7];
+    enum { RUNS = 15 };
+    double t[RUNS];
     int saved = hl->k_cpu;
     hl->k_cpu = kc;
     for (int64_t i = 0; i < hm->d; i++) hm->h[i] = 0.01f * (float)((i * 7) % 13 - 6);
-    for (int r = -1; r < 7; r++) {
+    for (int r = -1; r < RUNS; r++) {
         for (int64_t j = 0; j < hm->k; j++) {
             hm->ids[j] = (int32_t)(((r + 1) * hm->k + j) % hm->E);
             hm->w[j] = 1.0f / (float)hm->k;
@@ -154,13 +157,13 @@ static double time_cpu(st_host_moe *hm, cpu_layer *hl, int kc) {
         if (r >= 0) t[r] = st_now() - t0;
     }
     hl->k_cpu = saved;
-    for (int i = 1; i < 7; i++)
+    for (int i = 1; i < RUNS; i++)
         for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
             double x = t[j];
             t[j] = t[j - 1];
             t[j - 1] = x;
         }
-    return t[3];
+    return t[RUNS / 2];
 }
 
 void st_host_moe_free(st_cuda *cu, st_host_moe *hm) {
@@ -233,7 +236,7 @@ static st_status mailbox_start(st_cuda *cu, st_host_moe *hm) {
     ST_TRY(st_cuda_memset0(cu, seq, seq_bytes));
     ST_TRY(st_cuda_sync(cu));
     char *base = dev;
-    double wait_ms = env_num("STRATA_CUDA_CPU_WAIT_MS", 200.0), idle_ms = env_num("STRATA_CUDA_CPU_IDLE_MS", 50.0);
+    double wait_ms = env_num("STRATA_CUDA_CPU_WAIT_MS", 1000.0), idle_ms = env_num("STRATA_CUDA_CPU_IDLE_MS", 50.0);
     hm->dmb = (st_cuda_mbox){
         .req = (uint64_t *)(base + offsetof(st_mbox_header, req)),
         .done = (uint64_t *)(base + offsetof(st_mbox_header, done)),
@@ -241,7 +244,7 @@ static st_status mailbox_start(st_cuda *cu, st_host_moe *hm) {
         .slot0 = st_mbox_slot(base, &hm->ml, 0),
         .slot_bytes = hm->ml.slot_bytes, .off_ids = hm->ml.off_ids, .off_w = hm->ml.off_w, .off_h = hm->ml.off_h,
         .off_y = hm->ml.off_y, .seq = seq, .k = hm->k, .d = hm->d,
-        .timeout_ns = (uint64_t)((wait_ms > 0 ? wait_ms : 200.0) * 1e6),
+        .timeout_ns = (uint64_t)((wait_ms > 0 ? wait_ms : 1000.0) * 1e6),
     };
     return st_mbox_create(hm->mbox_host, &hm->ml, serve_request, hm, idle_ms * 1e-3, hm->dmb.timeout_ns, &hm->mbox);
 }
@@ -252,9 +255,9 @@ st_status st_host_moe_create(st_cuda *cu, const struct st_model *m, const st_lay
     if (note_len) note[0] = 0;
     const st_hparams *hp = &m->hp;
     const char *env = getenv("STRATA_CUDA_CPU_EXPERTS");
-    int forced = env && strcmp(env, "auto") ? atoi(env) : -1; /* -1: auto */
+    int forced = env && strcmp(env, "auto") ? atoi(env) : -1; /* -1: auto, the default */
     int cores = host_cores();
-    if (!env || forced == 0 || (forced < 0 && cores < 4)) return ST_OK;
+    if (forced == 0 || (forced < 0 && cores < 4)) return ST_OK;
     const char *menv = getenv("STRATA_CUDA_CPU_EXPERTS_MODE");
     int poll = !menv || !*menv || !strcmp(menv, "poll");
     if (!poll && strcmp(menv, "host-node"))

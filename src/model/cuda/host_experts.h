@@ -11,9 +11,10 @@ typedef struct st_host_moe st_host_moe;
 /* For the layers with host_layer[il] set, whose experts (in `layers`, the device table) point into
  * the mapped block whose kernel-side address is dev_base and host-side address host_base: a CPU
  * pool, the buffers of a step, the split per layer, and in poll mode the mailbox and its server.
- * Off (ST_OK, *out NULL) unless STRATA_CUDA_CPU_EXPERTS is N > 0 (the share) or auto (chosen per
- * layer from the bus rate and the CPU's rate measured here); STRATA_CUDA_CPU_EXPERTS_MODE is poll
- * (v4, the default) or host-node (v3). `note` gets a line for the load plan. */
+ * The share is chosen per layer from the bus rate and the CPU's rate measured here (or forced:
+ * STRATA_CUDA_CPU_EXPERTS=N); off (ST_OK, *out NULL) with STRATA_CUDA_CPU_EXPERTS=0, on a host of
+ * fewer than 4 cores, or where no share pays. STRATA_CUDA_CPU_EXPERTS_MODE is poll (v4, the
+ * default) or host-node (v3). `note` gets a line for the load plan. */
 st_status st_host_moe_create(st_cuda *cu, const struct st_model *m, const st_layer *layers, const uint8_t *host_layer,
                              const char *dev_base, char *host_base, char *note, size_t note_len, st_host_moe **out);
 void st_host_moe_free(st_cuda *cu, st_host_moe *hm);
