@@ -98,6 +98,27 @@ st_status st_cuda_read_bandwidth(st_cuda *cu, size_t bytes, double *gbs);
  * read); *copy_gbs, a host-to-device copy. */
 st_status st_cuda_host_bandwidth(st_cuda *cu, size_t bytes, double *mapped_gbs, double *copy_gbs);
 
+/* ---- The CPU's share of a decode step, without the driver (memory tiers v4) -----------------
+ * The device side of model/expert_mailbox.h (its header has the sequence rules), as two graph-safe
+ * one-block kernels (mailbox.cu). The block lies in pinned, mapped, cached host memory; the
+ * addresses here are the kernels' (device) view of it. */
+typedef struct st_cuda_mbox {
+    uint64_t *req, *done, *err;  /* the header's words */
+    char *slot0;                 /* layer 0's slot; layer il's is slot_bytes * il further */
+    size_t slot_bytes, off_ids, off_w, off_h, off_y;
+    uint64_t *seq;               /* device memory, zeroed: [0] the last request's number, [1 + il] layer il's */
+    int64_t k, d;
+    uint64_t timeout_ns;         /* the wait's bound */
+} st_cuda_mbox;
+/* Layer il's request: ids and w (k each) and h (d floats, one row) into its slot, a system-scope
+ * fence, the next number into seq, then req (a release store at system scope). */
+st_status st_cuda_mbox_publish(st_cuda *cu, const st_cuda_mbox *mb, int64_t il, const int32_t *ids, const float *w,
+                               const float *h);
+/* Spins until done equals layer il's number (acquire loads at system scope), then out[0..d) += the
+ * slot's y. Gives up at once if err is set, or after timeout_ns (globaltimer), then sets err to
+ * il's request and leaves out alone. */
+st_status st_cuda_mbox_wait_add(st_cuda *cu, const st_cuda_mbox *mb, int64_t il, float *out);
+
 /* ---- Quantized products (matmul.h) ---------------------------------------------------------- */
 
 /* Y[i][m] = sum_k W[m][k] X[i][k], i < n, m < M; W of `type` as in the GGUF file: Q4_K, Q5_K,

@@ -17,6 +17,7 @@
 #include "engine/device.h"
 #include "model/cuda/device_model.h"
 #include "model/cuda/forward_cuda.h"
+#include "model/cuda/host_experts.h"
 #include "quant/types.h"
 
 #define GRAPH_BUCKET 256
@@ -270,8 +271,7 @@ static st_status decode_step(st_device_session *ds, const int32_t *token, int64_
 
 const float *st_device_session_logits(const st_device_session *ds) { return ds->logits; }
 
-st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
-                                 float *logits_all) {
+static st_status feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all) {
     int64_t V = ds->m->hp.n_vocab;
     ST_TRY(st_device_session_reserve(ds, n));
     if (n == 1 && !logits_all && !ds->no_graphs) return decode_step(ds, tokens, n_past);
@@ -292,4 +292,15 @@ st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, i
         return ST_OK;
     }
     return st_cuda_download(ds->cu, ds->logits, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)V * sizeof(float));
+}
+
+/* A tiered model's CPU share (model/cuda/host_experts.c): its poll server is woken before the
+ * step, and a wait that gave up inside the step becomes the step's error (every path above ends
+ * with a download, so the device is idle by then). */
+st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
+                                 float *logits_all) {
+    st_host_moe_step_begin(ds->dm->host_moe);
+    st_status s = feed(ds, tokens, n, n_past, logits_all);
+    st_status e = st_host_moe_step_end(ds->dm->host_moe);
+    return s != ST_OK ? s : e;
 }

@@ -10,8 +10,8 @@
  * The plan is by whole layers. With the routing spread evenly, as in random-weight files, a
  * per-expert cache would serve the same share of reads; one filled from routing statistics (real
  * models route unevenly) is a next step (bench/cuda/NOTES.md). The host CPU computing a share of
- * each host layer's selected experts beside the GPU (host_experts.c) is there, and off: measured,
- * its round trips cost more than it saves. */
+ * each host layer's selected experts beside the GPU (host_experts.c: v3 through host nodes, v4
+ * through a mailbox in mapped memory, the default) is chosen per layer at load; =0 turns it off. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,11 +145,11 @@ st_status st_device_tiers_upload(st_device_model *dm, const struct st_model *m, 
     st_status s = st_cuda_alloc(dm->cu, dense + on_dev + 256, &dm->blob);
     u.dev = (tier_block){.base = dm->blob, .size = dense + on_dev + 256};
     void *mapped = NULL;
-    /* write-combined (the host writes it once), unless the CPU is to read its share of the
-     * experts from here too (STRATA_CUDA_CPU_EXPERTS, host_experts.c): then cached. The bus
-     * carries both alike (bench/cuda/NOTES.md, v3). */
+    /* cached, since the CPU reads its share of the experts from here too (host_experts.c);
+     * write-combined (the host writes it once) when that share is off, STRATA_CUDA_CPU_EXPERTS=0.
+     * The bus carries both alike (bench/cuda/NOTES.md, v3). */
     const char *cpu = getenv("STRATA_CUDA_CPU_EXPERTS");
-    int wc = !cpu || !strcmp(cpu, "0");
+    int wc = cpu && !strcmp(cpu, "0");
     if (s == ST_OK && on_host) s = st_cuda_host_alloc_mapped(on_host + 256, wc, &dm->host_blob, &mapped);
     u.host = (tier_block){.base = mapped, .host = dm->host_blob, .size = on_host + 256};
     if (s == ST_OK) {

@@ -425,8 +425,8 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
      * only its weighted add into out waits for both branches. On a layer whose experts are in host
      * memory the side stream also takes the host CPU's share of the selected experts (the last kc
      * in selection order), after the routing; the GPU computes the others over the bus. */
-    int kc = n == 1 && !f->unfused ? st_host_moe_k_cpu(f->w->host_moe, il) : 0;
-    const float *y_cpu = NULL;
+    st_host_moe *hm = f->w->host_moe;
+    int kc = n == 1 && !f->unfused ? st_host_moe_k_cpu(hm, il) : 0;
     int side = L->gate_shexp.data && !kc ? side_begin(f, n) : 0;
     if (side) shared_expert(f, L, h, n);
     side_end(f, side);
@@ -434,11 +434,14 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
     dmatmul(f, &L->gate_inp, h, d, n, logits, E);
     DO(st_cuda_moe_route(f->cu, logits, E, n, E, k, ids, w));
     if (kc && (side = side_begin(f, n))) {
+        /* poll (v4) only posts the request, so it goes first; a host node holds its stream */
+        int first = st_host_moe_posts_first(hm);
+        if (first) DO(st_host_moe_enqueue(f->cu, hm, il, ids, w, h));
         if (L->gate_shexp.data) shared_expert(f, L, h, n);
-        DO(st_host_moe_enqueue(f->cu, f->w->host_moe, il, ids, w, h, &y_cpu));
+        if (!first) DO(st_host_moe_enqueue(f->cu, hm, il, ids, w, h));
         side_end(f, side);
     }
-    if (!y_cpu) kc = 0;
+    if (!side) kc = 0;
     int64_t kg = k - kc; /* the experts a token's slots take on the GPU */
 
     if (n > 8 && !L->gate_up_exps.data) {
@@ -494,7 +497,7 @@ shared:
         if (!side) shared_expert(f, L, h, n);
         DO(st_cuda_moe_combine(f->cu, BUF(WSD_SH_Y), d, BUF(WSD_SH_G), n, 1, d, out, d, 1));
     }
-    if (kc) DO(st_cuda_axpy(f->cu, out, d, y_cpu, 1.0f, 1));
+    if (kc) DO(st_host_moe_finish(f->cu, hm, il, out));
 }
 
 /* ---- the pass ---------------------------------------------------------------------------------- */
