@@ -10,14 +10,20 @@
 #     acceptance per draft position;
 #  2. the same with --spec ngram on the repeat-with-one-change prompts (bench/prompts/repeat-edit.txt);
 #  3. llama.cpp: --spec-type draft-mtp --spec-draft-n-max 3 on each held-out prompt (tokens and
-#     seconds as it prints them, summed), and llama-bench tg128 for its plain decode.
+#     seconds as it prints them, summed), and llama-bench tg128 for its plain decode;
+#  4. bench_verify (when built): what a step costs, the verify chunk of 1..8 rows and the head's
+#     draft and catch-up rows, in one-row decodes.
+# The load average is printed before each part.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 model=models/strata-demo-q8_0.gguf
-echo "== $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+load() { echo "== $1: $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"; }
+load "strata --spec mtp"
 "$build/strata" bench -m "$model" --spec mtp --prompts bench/prompts/heldout-chat.txt -n 256 -r 3 -t 2
+load "strata --spec ngram"
 "$build/strata" bench -m "$model" --spec ngram --prompts bench/prompts/repeat-edit.txt -n 256 -r 3 -t 2
+load "llama.cpp"
 spec=$build/peer/llama-speculative-simple
 if [ -x "$spec" ]; then
   tok=0 sec=0 drafted=0 accepted=0
@@ -33,4 +39,8 @@ if [ -x "$spec" ]; then
   echo "llama.cpp draft-mtp: $tok tokens in $sec s ($(echo "$tok / $sec" | bc -l | cut -c1-6) tok/s), $accepted of $drafted drafts accepted"
 fi
 [ -x .peer/llama.cpp/build/bin/llama-bench ] && .peer/llama.cpp/build/bin/llama-bench -m "$model" -p 0 -n 128 -t 2 -r 3 2>/dev/null | grep -E "tg128|model"
-echo "== load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -x "$build/bench_verify" ]; then
+  load "bench_verify"
+  "$build/bench_verify" "$model" 48 5 2 8
+fi
+load "end"

@@ -8,3 +8,8 @@ target_include_directories(bench_matvec PRIVATE ${CMAKE_SOURCE_DIR}/src)
 add_executable(bench_slots ${CMAKE_SOURCE_DIR}/bench/slots/bench_slots.c)
 target_link_libraries(bench_slots PRIVATE strata_static)
 target_include_directories(bench_slots PRIVATE ${CMAKE_SOURCE_DIR}/src)
+# bench_verify: the verify chunk of 1..N rows and the MTP head's steps against a one-row decode
+# (bench/spec/; what speculative decoding's step costs, engine/spec.c).
+add_executable(bench_verify ${CMAKE_SOURCE_DIR}/bench/spec/bench_verify.c)
+target_link_libraries(bench_verify PRIVATE strata_static)
+target_include_directories(bench_verify PRIVATE ${CMAKE_SOURCE_DIR}/src)

@@ -161,13 +161,13 @@ int cli_bench_spec(const char *path, st_model *m, const cli_bench_spec_opts *o) 
            speedup = median_of(ratio, o->reps);
     double per_forward = st->forwards ? (double)st->fed / (double)st->forwards : 0;
     const char *mode = st_spec_mode_name(st_spec_mode(spec));
-    int n_pos = o->spec.n_draft;
+    int n_pos = st_spec_n_draft(spec);
     if (o->json) {
         printf("{\"model\": \"%s\", \"arch\": \"%s\", \"spec\": \"%s\", \"draft\": %d, \"p_min\": %g, \"temperature\": %g, "
                "\"seed\": %llu, \"prompts\": %d, \"max_tokens\": %d, \"repeats\": %d, \"tokens\": %lld, "
                "\"plain_tok_s\": %.2f, \"spec_tok_s\": %.2f, \"speedup\": %.3f, \"tokens_per_forward\": %.3f, "
                "\"drafted\": %lld, \"accepted\": %lld, \"head_forwards\": %lld, \"text_identical\": true, \"accepted_at\": [",
-               path, st_model_arch(m), mode, o->spec.n_draft, (double)o->spec.p_min, (double)o->sampler.temperature,
+               path, st_model_arch(m), mode, n_pos, (double)o->spec.p_min, (double)o->sampler.temperature,
                (unsigned long long)o->sampler.seed, n_prompts, o->n_gen, o->reps, (long long)tokens, plain_med, spec_med,
                speedup, per_forward, (long long)st->drafted, (long long)st->accepted, (long long)st->head_forwards);
         for (int i = 0; i < n_pos; i++)
@@ -175,7 +175,7 @@ int cli_bench_spec(const char *path, st_model *m, const cli_bench_spec_opts *o) 
         printf("]}\n");
     } else {
         printf("model    %s (%s), spec %s, %d drafts, p_min %g, %s, %d prompts x up to %d tokens, median of %d\n", path,
-               st_model_arch(m), mode, o->spec.n_draft, (double)o->spec.p_min,
+               st_model_arch(m), mode, n_pos, (double)o->spec.p_min,
                o->sampler.temperature <= 0 ? "greedy" : "sampled", n_prompts, o->n_gen, o->reps);
         printf("plain    %8.2f tok/s\n", plain_med);
         printf("%-8s %8.2f tok/s   %.2fx   %.2f tokens per trunk forward, %lld of %lld drafts accepted, %lld head forwards\n",

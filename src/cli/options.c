@@ -61,7 +61,7 @@ static const cli_flag shared_flags[] = {
      "head), ngram (prompt lookup) or none; default auto: mtp when the file\n"
      "has a head, else none. The text is the same token for token either way", CLI_SPEC},
     {"--spec-draft", NULL, "N", CLI_INT, OPT(spec.n_draft), 1, ST_SPEC_MAX_DRAFT, NULL, NULL,
-     "tokens drafted per trunk forward (default 3)", CLI_SPEC},
+     "tokens drafted per trunk forward at most (default 3 for mtp, 8 for ngram)", CLI_SPEC},
     {"--spec-p-min", NULL, "P", CLI_FLOAT, OPT(spec.p_min), 0, 1, NULL, NULL,
      "mtp: end a draft at a token the head gives less than P (default 0)", CLI_SPEC},
 };

@@ -44,6 +44,8 @@ struct st_spec {
     int kept_steps;            /* it kept its rows' recurrent states (more than one row) */
     int32_t rows[ST_SPEC_MAX_DRAFT + 1];
     int64_t n_rows, confirmed, pos0;
+    int tried;                 /* draft positions paid for: the rows, and MTP head steps whose
+                                  token the gate then left out */
     float *logits;             /* [n_rows][V] */
     float *h;                  /* [1 + rows][d]: h[0] = the state before the chunk's first row, then
                                   the chunk's (or a prompt chunk's) rows */
@@ -58,12 +60,20 @@ struct st_spec {
     st_spec_stats stats;
 };
 
-/* A draft at position i is made while rate[0] * .. * rate[i] stays above this. */
-#define SPEC_PAYS 0.3
+/* A draft at position i is made while rate[0] * .. * rate[i] stays above this: an MTP draft costs
+ * its head step and its row of the chunk, an n-gram draft only its row. */
+#define SPEC_PAYS_MTP 0.3
+#define SPEC_PAYS_NGRAM 0.15
 #define SPEC_PROBE 32
+/* MTP, adapting: the draft ends where the head's own chance that every draft so far is right (the
+ * product of its top tokens' probabilities) falls below this. */
+#define SPEC_REACH_MTP 0.3
+/* --spec-draft's defaults: an n-gram draft costs no head step, so a repeated text drafts further. */
+#define SPEC_DRAFT_MTP 3
+#define SPEC_DRAFT_NGRAM 8
 
 st_spec_params st_spec_default_params(void) {
-    return (st_spec_params){.mode = ST_SPEC_AUTO, .n_draft = 3, .p_min = 0.0f, .adapt = 1};
+    return (st_spec_params){.mode = ST_SPEC_AUTO, .n_draft = 0, .p_min = 0.0f, .adapt = 1};
 }
 
 int st_spec_parse_mode(const char *s, int *mode) {
@@ -82,7 +92,7 @@ st_status st_spec_new(st_session *s, const st_spec_params *params, st_spec **out
     *out = NULL;
     st_spec_params p = params ? *params : st_spec_default_params();
     const struct st_model *m = st_session_model(s);
-    if (p.n_draft < 1 || p.n_draft > ST_SPEC_MAX_DRAFT)
+    if (p.n_draft < 0 || p.n_draft > ST_SPEC_MAX_DRAFT)
         return st_fail(ST_ERR_INVALID, "spec: --spec-draft %d is outside 1..%d", p.n_draft, ST_SPEC_MAX_DRAFT);
     if (!(p.p_min >= 0.0f && p.p_min <= 1.0f)) return st_fail(ST_ERR_INVALID, "spec: --spec-p-min %g is outside 0..1", (double)p.p_min);
     if (p.mode == ST_SPEC_AUTO) p.mode = m->n_mtp ? ST_SPEC_MTP : ST_SPEC_NONE;
@@ -92,6 +102,7 @@ st_status st_spec_new(st_session *s, const st_spec_params *params, st_spec **out
     if (m->hp.arch == ST_ARCH_QWEN4EXP && p.mode == ST_SPEC_NGRAM)
         return st_fail(ST_ERR_UNSUPPORTED, "spec: --spec ngram: qwen4exp's PLE history has no per-row rollback yet");
     if (st_session_on_device(s)) p.mode = ST_SPEC_NONE; /* the verify chunk runs on the CPU only */
+    if (!p.n_draft) p.n_draft = p.mode == ST_SPEC_NGRAM ? SPEC_DRAFT_NGRAM : SPEC_DRAFT_MTP;
     st_spec *d = calloc(1, sizeof *d);
     if (!d) return st_fail(ST_ERR_NOMEM, "spec: out of memory");
     d->s = s;
@@ -137,6 +148,7 @@ void st_spec_free(st_spec *d) {
 }
 
 int st_spec_mode(const st_spec *d) { return d->p.mode; }
+int st_spec_n_draft(const st_spec *d) { return d->p.n_draft; }
 const st_spec_stats *st_spec_stats_get(const st_spec *d) { return &d->stats; }
 void st_spec_stats_reset(st_spec *d) { memset(&d->stats, 0, sizeof d->stats); }
 
@@ -179,7 +191,7 @@ static st_status finish_chunk(st_spec *d) {
     if (!d->pending) return ST_OK;
     int64_t k = d->confirmed - 1;
     d->pending = 0;
-    for (int64_t i = 0; i + 1 < d->n_rows; i++) d->rate[i] = 0.9 * d->rate[i] + (i < k ? 0.1 : 0.0);
+    for (int64_t i = 0; i < d->tried; i++) d->rate[i] = 0.9 * d->rate[i] + (i < k ? 0.1 : 0.0);
     if (d->kept_steps) st_session_keep_row(d->s, d->pos0, k);
     /* the session's own logits are the last fed row's, as without drafts */
     memcpy(st_workspace_get(st_session_workspace(d->s), WS_LOGITS), d->logits + k * d->V, (size_t)d->V * sizeof(float));
@@ -215,18 +227,22 @@ static int32_t head_pick(st_spec *d, float *p_best) {
     return best;
 }
 
-/* Drafts after tok at position P into out; returns how many (at most n_max). */
-static int draft(st_spec *d, int32_t tok, int64_t P, int n_max, int32_t *out) {
+/* Drafts after tok at position P into out; returns how many (at most n_max), and in *tried the
+ * positions paid for: a head step whose token the gate left out counts as a draft not accepted,
+ * so a head that is rarely sure stops being run. */
+static int draft(st_spec *d, int32_t tok, int64_t P, int n_max, int32_t *out, int *tried) {
+    *tried = 0;
     if (n_max <= 0) return 0;
     if (d->p.mode == ST_SPEC_NGRAM) {
         int32_t *ids = st_session_id_buffer(d->s);
         ids[P] = tok; /* the verify chunk holds it there next */
-        return st_ngram_draft(ids, P + 1, n_max, out);
+        return *tried = st_ngram_draft(ids, P + 1, n_max, out);
     }
     head_seek(d, P);
     int n = 0;
     int32_t x = tok;
     const float *h = d->h; /* h_{P-1} */
+    double reach = 1.0;
     while (n < n_max) {
         memcpy(d->head_hin, h, (size_t)d->d * sizeof(float));
         st_mtp_chunk c = {.tokens = &x, .h_in = d->head_hin, .n = 1, .logits = d->head_logits, .h_out = d->head_h};
@@ -237,7 +253,8 @@ static int draft(st_spec *d, int32_t tok, int64_t P, int n_max, int32_t *out) {
         }
         float p;
         x = head_pick(d, &p);
-        if (p < d->p.p_min) break;
+        *tried = n + 1;
+        if (p < d->p.p_min || (d->p.adapt && (reach *= p) < SPEC_REACH_MTP)) break;
         out[n++] = x;
         h = d->head_h;
     }
@@ -269,10 +286,11 @@ st_status st_spec_feed_begin(st_spec *d, int32_t tok, st_feed_rows *r) {
     if (d->p.adapt && d->chunks++ % SPEC_PROBE) {
         double reach = 1.0;
         int pays = 0;
-        while (pays < room && (reach *= d->rate[pays]) >= SPEC_PAYS) pays++;
+        double bar = d->p.mode == ST_SPEC_MTP ? SPEC_PAYS_MTP : SPEC_PAYS_NGRAM;
+        while (pays < room && (reach *= d->rate[pays]) >= bar) pays++;
         room = pays;
     }
-    int n = draft(d, tok, P, room, d->rows + 1);
+    int n = draft(d, tok, P, room, d->rows + 1, &d->tried);
     d->rows[0] = tok;
     d->n_rows = 1 + n;
     d->pos0 = P;

@@ -24,10 +24,12 @@ enum { ST_SPEC_AUTO = -1, ST_SPEC_NONE = 0, ST_SPEC_MTP = 1, ST_SPEC_NGRAM = 2 }
 
 typedef struct st_spec_params {
     int mode;       /* ST_SPEC_AUTO (the default): MTP when the model has a head, else none */
-    int n_draft;    /* drafts per chunk, 1 .. ST_SPEC_MAX_DRAFT (default 3) */
+    int n_draft;    /* drafts per chunk, 1 .. ST_SPEC_MAX_DRAFT; 0 (the default): 3 for mtp, 8
+                       for ngram */
     float p_min;    /* MTP: stop drafting at a token the head gives less than this (default 0) */
     int adapt;      /* 1 (the default): draft position i only while the drafts accepted there
-                       recently pay for it (st_spec.c); 0: always n_draft */
+                       recently pay for it, and (mtp) while the head's own confidence in the
+                       draft so far does (spec.c); 0: always n_draft */
 } st_spec_params;
 
 st_spec_params st_spec_default_params(void);
@@ -50,6 +52,8 @@ typedef struct st_spec st_spec;
 st_status st_spec_new(st_session *s, const st_spec_params *p, st_spec **out);
 void st_spec_free(st_spec *d);
 int st_spec_mode(const st_spec *d);
+/* Drafts per chunk at most, the mode's default resolved. */
+int st_spec_n_draft(const st_spec *d);
 /* Feeds prompt tokens after what the session holds, as st_session_feed does (chunks of its
  * n_prefill), keeping the MTP head's cache in step with them. */
 st_status st_spec_prompt(st_spec *d, const int32_t *ids, int64_t n);

@@ -5,8 +5,8 @@
  *    prefix (what makes acceptance by the target's own sample exact);
  *  - after a chunk that kept its rows' states, st_session_keep_row(k) leaves the recurrent states
  *    byte for byte those of a session fed only rows 0..k, and decoding goes on to the same logits;
- *  - generating with --spec mtp and --spec ngram (1, 3 and 5 drafts, p_min 0 and 0.5, adapting
- *    or not) gives the
+ *  - generating with --spec mtp and --spec ngram (1, 3 and 5 drafts and the defaults, p_min 0 and
+ *    0.5, adapting or not) gives the
  *    same tokens as without drafts, greedy and at temperature 0.8 with a seed, and after
  *    st_spec_finish the session holds the same ids and logits; drafts are made and some accepted;
  *  - the MTP head: its draft row equals a hand computation of MODELS.md §7 on the same weights
@@ -150,8 +150,9 @@ static void check_generation(st_model *m, const char *arch) {
         {ST_SPEC_MTP, 3, 0.0f, 0}, {ST_SPEC_NGRAM, 3, 0.0f, 0}, {ST_SPEC_MTP, 1, 0.0f, 0},
         {ST_SPEC_MTP, 5, 0.5f, 0}, {ST_SPEC_NGRAM, 5, 0.0f, 0}, {ST_SPEC_NGRAM, 1, 0.0f, 0},
         {ST_SPEC_MTP, 3, 0.0f, 1}, {ST_SPEC_NGRAM, 4, 0.0f, 1},
+        {ST_SPEC_MTP, 0, 0.0f, 1}, {ST_SPEC_NGRAM, 0, 0.0f, 1}, /* the defaults: 3 and 8 drafts */
     };
-    int n_runs = n_threads == 1 ? 8 : 2;
+    int n_runs = n_threads == 1 ? (int)(sizeof runs / sizeof runs[0]) : 2;
     float temps[2] = {0.0f, 0.8f};
     int32_t ref[GEN], got[GEN], ref_ids[P + GEN], got_ids[P + GEN];
     float *ref_l = malloc(sizeof(float) * V), *got_l = malloc(sizeof(float) * V);

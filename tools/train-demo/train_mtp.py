@@ -12,24 +12,27 @@ exact rows the engine feeds the head at run time), so only the head runs in PyTo
 
 A draft is accepted when the trunk's own sample equals it, so the head should predict what the
 trunk predicts one position later: softmax(token_embd · h_p). With the tied head that is exact when
-RMSNorm(u) = RMSNorm(h_p) / output_norm, so the head's eh_proj is fitted in closed form, by ridge
-regression of rmsnorm(x_p) (h_p without output_norm's gain) on [enorm(e_p) ; hnorm(h_{p-1})] (and
-again with the head's own state in place of h_{p-1}, as a chained draft feeds it), with
-the block's output projections (attn_output, ffn_down_exps, ffn_down_shexp) zero so the block
-passes u through. That takes seconds on a CPU (a 1024-wide normal equation), where backpropagating
-through the 8192-way head does not fit a shared 2-core machine's minutes. `--steps N` then trains
-the whole head by gradient from there (the block starting as a copy of the trunk's last
-full-attention layer, layer 7, its output projections zero), on the next corpus token with a
-sampled softmax, for machines with time to spare. Both are judged on held-out windows by what
-acceptance needs: how often the head's top token is the trunk's top token one position later, and
-KL(trunk || head). The corpus is the demo model's training split
-(tools/train-demo/corpus.sh), tokenized here with the model's byte-level BPE (models/tokenizer.json).
+RMSNorm(u) = RMSNorm(h_p) / output_norm, so the head's eh_proj is first fitted in closed form, by
+ridge regression of rmsnorm(x_p) (h_p without output_norm's gain) on [enorm(e_p) ; hnorm(h_{p-1})]
+(and again with the head's own state in place of h_{p-1}, as a chained draft feeds it), with the
+block's output projections (attn_output, ffn_down_exps, ffn_down_shexp) zero so the block passes u
+through. `--steps N` then trains the whole head from there by gradient descent on the frozen trunk
+(the block starting as a copy of the trunk's last full-attention layer, layer 7, its output
+projections zero, so it opens as training finds use for it): distillation, KL(trunk || head) over
+the whole vocabulary against the trunk's next-position distribution, on each row once with the
+trunk's h_{p-1} and once (weight --chain-weight) with the head's own state, as the second and third
+drafts see it. Both are judged on held-out windows by what acceptance needs: how often the head's
+top token is the trunk's top token one position later (and, chained, two positions later), and
+KL(trunk || head). The corpus is the demo model's training split (tools/train-demo/corpus.sh),
+tokenized here with the model's byte-level BPE (models/tokenizer.json); `--made-up N` adds the
+trunk's own answers to N questions about made-up words (what it says where it knows nothing, as on
+the held-out questions of bench/prompts/heldout-chat.txt). A file that already has a head has it
+dropped first: the new head is fitted on the same trunk bytes, from nothing.
 
   python3 tools/train-demo/train_mtp.py --gguf models/strata-demo-q8_0.gguf --strata build/strata \\
-      --corpus .corpus --out OUT [--tokens 131072] [--time-budget 240] [--seed 1234]
+      --corpus .corpus --out OUT [--steps N] [--made-up N] [--time-budget S] [--seed 1234]
 
-Needs Debian's python3-torch, python3-numpy and python3-regex; runs on the CPU (a GPU is used if
-torch sees one). Writes OUT/strata-demo-q8_0.gguf and OUT/mtp-result.json.
+Needs Debian's python3-torch, python3-numpy and python3-regex; runs on the CPU. Writes OUT/strata-demo-q8_0.gguf and OUT/mtp-result.json.
 """
 import argparse
 import gzip
@@ -377,15 +380,57 @@ def heldout_stats(head, emb, x, h, cos, sin):
     return kl, agree
 
 
-def train_loss(head, emb, x, h, cos, sin, gen, n_neg):
-    """Cross-entropy of the next corpus token (which the trunk, having memorised its corpus, mostly
-    predicts) over a sampled softmax: the batch's targets and n_neg random tokens. The full
-    8192-way head would cost more than the rest of the head together on a CPU."""
-    u = head.features(x, shifted(h), cos, sin)[:, :-1]
-    y = x[:, 1:]
-    cand = torch.unique(torch.cat([y.reshape(-1), torch.randint(0, emb.shape[0], (n_neg,), generator=gen)]))
-    logits = u @ emb[cand].T
-    return F.cross_entropy(logits.reshape(-1, cand.numel()), torch.searchsorted(cand, y.reshape(-1)))
+def chained_agreement(head, emb, x, h, cos, sin):
+    """The second draft's top-1 agreement: row p fed the head's own state for p-1 (a chained
+    draft's input, with the right token x_p) against the trunk's top token from h_p."""
+    own = head.features(x, shifted(h), cos, sin)
+    logits = head(x, shifted(own), cos, sin)
+    return (logits.argmax(-1) == F.linear(h, emb).argmax(-1)).float().mean()
+
+
+def distill_loss(head, emb, x, h, cos, sin, chain_weight):
+    """What acceptance needs, by gradient: KL(trunk || head) over the whole vocabulary, the head's
+    row p (fed x_p and h_{p-1}) against the trunk's next-position distribution softmax(token_embd ·
+    h_p), the tied head frozen. With chain_weight, the same rows again fed the head's own state for
+    p-1 (detached), as a chained draft feeds it, weighted so."""
+    with torch.no_grad():
+        target = F.log_softmax(F.linear(h, emb), -1)
+        p_t = target.exp()
+
+    def kl(u):
+        logp = F.log_softmax(F.linear(u, emb), -1)
+        return (p_t * (target - logp)).sum(-1).mean()
+
+    u = head.features(x, shifted(h), cos, sin)
+    loss = kl(u)
+    aux = head.ffn.aux
+    if chain_weight > 0:
+        u2 = head.features(x, shifted(u.detach()), cos, sin)
+        loss = loss + chain_weight * kl(u2)
+        aux = aux + head.ffn.aux
+    return loss, aux
+
+
+def strip_head(kv, tensors):
+    """A file that already has a head: the trunk's keys and tensors as the head-less file held them
+    (block_count and recurrent_layers cut back, nextn_predict_layers dropped, blk.N.* dropped), so
+    the head is fitted again from nothing, the same way, on the same trunk bytes."""
+    keys = dict(kv)
+    n_all = struct.unpack_from("<I", keys["qwen35moe.block_count"], 4)[0]
+    n_mtp = struct.unpack_from("<I", keys["qwen35moe.nextn_predict_layers"], 4)[0]
+    n = n_all - n_mtp
+    out = []
+    for key, payload in kv:
+        if key == "qwen35moe.nextn_predict_layers":
+            continue
+        if key == "qwen35moe.block_count":
+            payload = u32(n)
+        elif key == "qwen35moe.attention.recurrent_layers":
+            _, et, _ = struct.unpack_from("<IIQ", payload, 0)
+            payload = struct.pack("<IIQ", eg.T_ARR, et, n) + payload[16:16 + n]
+        out.append((key, payload))
+    head_names = tuple(f"blk.{i}." for i in range(n, n_all))
+    return out, [t for t in tensors if not t[0].startswith(head_names)]
 
 
 def main():
@@ -399,12 +444,14 @@ def main():
     ap.add_argument("--heldout-tokens", type=int, default=2048)
     ap.add_argument("--window", type=int, default=128)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--negatives", type=int, default=1024, help="random tokens in the sampled softmax")
+    ap.add_argument("--chain-weight", type=float, default=0.5,
+                    help="weight of the chained rows (fed the head's own state) in the distillation loss")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--ridge", type=float, default=1e-3, help="ridge weight of the closed-form fit")
     ap.add_argument("--no-chain", action="store_true", help="fit on the trunk's states only (no chained rows)")
     ap.add_argument("--made-up", type=int, default=0,
                     help="questions about made-up words whose trunk answers (strata chat) join the data; 0: none")
+    ap.add_argument("--eval-every", type=int, default=100, help="held-out numbers every N steps (a multiple of 25)")
     ap.add_argument("--steps", type=int, default=0, help="gradient steps after the fit (0: the fit alone)")
     ap.add_argument("--time-budget", type=float, default=240.0, help="seconds of gradient training at most")
     ap.add_argument("--threads", type=int, default=2)
@@ -416,10 +463,12 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     kv, tensors = read_gguf(args.gguf)
+    if "qwen35moe.nextn_predict_layers" in dict(kv):
+        kv, tensors = strip_head(kv, tensors)
+        print(f"{args.gguf} has a head: fitting a new one on its trunk (its tensors kept byte for byte)", flush=True)
     T = {t[0]: t for t in tensors}
     keys = dict(kv)
     n_layer = struct.unpack_from("<I", keys["qwen35moe.block_count"], 4)[0]
-    assert "qwen35moe.nextn_predict_layers" not in keys, "the file already has a head"
     c = train.Config()
     emb = torch.from_numpy(dequant(*T["token_embd.weight"][1:4]).copy())
     assert emb.shape == (c.vocab, c.d), emb.shape
@@ -428,26 +477,37 @@ def main():
     bpe = BPE(args.tokenizer)
     t0 = time.time()
     train_w = windows(bpe, args.corpus, "train", args.tokens, args.window, args.seed)
-    if args.made_up:
-        t0 = time.time()
-        texts = made_up_answers(args.strata, args.gguf, args.corpus, args.made_up, args.seed, args.threads)
-        own_w = windows(bpe, None, None, 1 << 30, args.window, args.seed, docs=texts)
-        print(f"{len(texts)} made-up answers from the trunk, {own_w.size} tokens, in {time.time() - t0:.1f}s", flush=True)
-        train_w = np.concatenate([train_w, own_w])
     held_w = windows(bpe, args.corpus, "heldout", args.heldout_tokens, args.window, args.seed)
     print(f"tokenized {train_w.size} training and {held_w.size} held-out tokens in {time.time() - t0:.1f}s", flush=True)
-    t0 = time.time()
-    cache = os.path.join(args.out, "trunk-states.npz")
-    if os.path.exists(cache) and np.load(cache)["train_w"].shape == train_w.shape and \
-            (np.load(cache)["train_w"] == train_w).all() and (np.load(cache)["held_w"] == held_w).all():
-        z = np.load(cache)
-        train_h, held_h = z["train_h"], z["held_h"]
-        print(f"trunk states from {cache}", flush=True)
-    else:
-        train_h = hidden(args.strata, args.gguf, train_w, args.threads)
-        held_h = hidden(args.strata, args.gguf, held_w, args.threads)
-        np.savez(cache, train_w=train_w, held_w=held_w, train_h=train_h, held_h=held_h)
-        print(f"trunk states from {args.strata}: {train_h.shape} and {held_h.shape} in {time.time() - t0:.1f}s", flush=True)
+
+    def states(name, w):
+        """The trunk's states of windows w, cached in OUT/trunk-states-NAME.npz for the same windows."""
+        cache = os.path.join(args.out, f"trunk-states-{name}.npz")
+        if os.path.exists(cache):
+            z = np.load(cache)
+            if z["w"].shape == w.shape and (z["w"] == w).all():
+                print(f"trunk states from {cache}", flush=True)
+                return z["h"]
+        t0 = time.time()
+        h = hidden(args.strata, args.gguf, w, args.threads)
+        np.savez(cache, w=w, h=h)
+        print(f"trunk states of {name} from {args.strata}: {h.shape} in {time.time() - t0:.1f}s", flush=True)
+        return h
+
+    train_h, held_h = states("train", train_w), states("heldout", held_w)
+    if args.made_up:
+        texts_path = os.path.join(args.out, f"made-up-{args.made_up}-{args.seed}.json")
+        if os.path.exists(texts_path):
+            texts = json.load(open(texts_path, encoding="utf-8"))
+        else:
+            t0 = time.time()
+            texts = made_up_answers(args.strata, args.gguf, args.corpus, args.made_up, args.seed, args.threads)
+            json.dump(texts, open(texts_path, "w", encoding="utf-8"), indent=0)
+            print(f"{len(texts)} made-up answers from the trunk in {time.time() - t0:.1f}s", flush=True)
+        own_w = windows(bpe, None, None, 1 << 30, args.window, args.seed, docs=texts)
+        train_w = np.concatenate([train_w, own_w])
+        train_h = np.concatenate([train_h, states("made-up", own_w)])
+        print(f"{len(texts)} made-up answers, {own_w.size} tokens", flush=True)
 
     head = MTPHead(c, emb)
     load_from_trunk(head, T, il_src)
@@ -459,22 +519,36 @@ def main():
     hh = torch.from_numpy(held_h)
 
     def heldout():
+        """KL, top-1 agreement, and the chained (second draft's) agreement on the held-out windows."""
         with torch.no_grad():
-            kl, agree, n = 0.0, 0.0, 0
+            kl, agree, agree2, n = 0.0, 0.0, 0.0, 0
             for s in range(0, xh.shape[0], 32):
-                k, a = heldout_stats(head, emb, xh[s:s + 32], hh[s:s + 32], cos, sin)
-                m = xh[s:s + 32].shape[0]
-                kl, agree, n = kl + k.item() * m, agree + a.item() * m, n + m
-        return kl / n, agree / n
+                xb, hb = xh[s:s + 32], hh[s:s + 32]
+                k, a = heldout_stats(head, emb, xb, hb, cos, sin)
+                a2 = chained_agreement(head, emb, xb, hb, cos, sin)
+                m = xb.shape[0]
+                kl, agree, agree2, n = kl + k.item() * m, agree + a.item() * m, agree2 + a2.item() * m, n + m
+        return kl / n, agree / n, agree2 / n
 
     xt, ht = torch.from_numpy(train_w), torch.from_numpy(train_h)
     t0 = time.time()
-    resid = fit_eh_proj(head, xt, ht, args.ridge, not args.no_chain)
+    # the fit is a function of the data and the ridge weight alone: cached in OUT for reruns
+    fit_cache = os.path.join(args.out, f"ridge-{train_w.size}-{int(train_w.sum())}-{args.ridge}-{int(not args.no_chain)}.pt")
+    if os.path.exists(fit_cache):
+        z = torch.load(fit_cache)
+        with torch.no_grad():
+            head.eh.weight.copy_(z["eh"])
+        resid = z["resid"]
+        print(f"closed-form eh_proj from {fit_cache}", flush=True)
+    else:
+        resid = fit_eh_proj(head, xt, ht, args.ridge, not args.no_chain)
+        torch.save({"eh": head.eh.weight.detach().clone(), "resid": resid}, fit_cache)
     fit_s = time.time() - t0
-    kl0, agree0 = heldout()
+    kl0, agree0, agree0_2 = heldout()
     print(f"closed-form eh_proj in {fit_s:.1f}s (relative residual {resid:.3f}); held-out: KL {kl0:.3f}, "
-          f"top-1 agreement with the trunk {agree0:.3f}", flush=True)
-    log = [{"step": 0, "fit_residual": round(resid, 4), "heldout_kl": round(kl0, 4), "heldout_agree": round(agree0, 4)}]
+          f"top-1 agreement with the trunk {agree0:.3f} (chained {agree0_2:.3f})", flush=True)
+    log = [{"step": 0, "fit_residual": round(resid, 4), "heldout_kl": round(kl0, 4), "heldout_agree": round(agree0, 4),
+            "heldout_agree_chained": round(agree0_2, 4)}]
     t_train = time.time()
     step = 0
     for step in range(1, args.steps + 1):
@@ -482,36 +556,41 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         idx = torch.randint(0, xt.shape[0], (args.batch,), generator=gen)
-        loss = train_loss(head, emb, xt[idx], ht[idx], cos, sin, gen, args.negatives)
-        aux = head.ffn.aux
+        loss, aux = distill_loss(head, emb, xt[idx], ht[idx], cos, sin, args.chain_weight)
         opt.zero_grad(set_to_none=True)
         (loss + 0.01 * aux).backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        if step % 25 == 0:
+        if step % 25 == 0 or step == 1:
             rec = {"step": step, "loss": round(loss.item(), 4), "lr": lr,
                    "elapsed_s": round(time.time() - t_train, 1)}
+            if step % args.eval_every == 0:
+                k, a, a2 = heldout()
+                rec.update(heldout_kl=round(k, 4), heldout_agree=round(a, 4), heldout_agree_chained=round(a2, 4))
             log.append(rec)
             print(json.dumps(rec), flush=True)
         if time.time() - t_train > args.time_budget:
             print(f"time budget reached at step {step}", flush=True)
             break
     train_s = time.time() - t_train
-    kl1, agree1 = kl0, agree0
+    kl1, agree1, agree1_2 = kl0, agree0, agree0_2
     if step:
-        kl1, agree1 = heldout()
-        print(f"held-out after {step} steps ({train_s:.0f}s): KL {kl1:.3f}, top-1 agreement with the trunk {agree1:.3f}", flush=True)
-        log.append({"step": step, "heldout_kl": round(kl1, 4), "heldout_agree": round(agree1, 4)})
+        kl1, agree1, agree1_2 = heldout()
+        print(f"held-out after {step} steps ({train_s:.0f}s): KL {kl1:.3f}, top-1 agreement with the trunk {agree1:.3f} "
+              f"(chained {agree1_2:.3f})", flush=True)
+        log.append({"step": step, "heldout_kl": round(kl1, 4), "heldout_agree": round(agree1, 4),
+                    "heldout_agree_chained": round(agree1_2, 4)})
 
     path = os.path.join(args.out, os.path.basename(args.gguf))
     export(kv, tensors, head, n_layer, path, n_layer + 1)
     result = {"fit_seconds": round(fit_s, 1), "fit_residual": resid, "ridge": args.ridge, "chain": not args.no_chain,
-              "made_up": args.made_up,
-              "steps": step,
+              "made_up": args.made_up, "chain_weight": args.chain_weight, "loss": "KL(trunk || head), full vocabulary",
+              "steps": step, "steps_planned": args.steps,
               "train_seconds": round(train_s, 1), "train_tokens": int(train_w.size),
               "heldout_tokens": int(held_w.size), "window": args.window, "batch": args.batch, "lr": args.lr,
               "seed": args.seed, "init_layer": il_src, "torch": torch.__version__, "threads": args.threads,
-              "heldout_kl_before": kl0, "heldout_agree_before": agree0, "heldout_kl": kl1, "heldout_agree": agree1,
+              "heldout_kl_before": kl0, "heldout_agree_before": agree0, "heldout_agree_chained_before": agree0_2,
+              "heldout_kl": kl1, "heldout_agree": agree1, "heldout_agree_chained": agree1_2,
               "log": log}
     with open(os.path.join(args.out, "mtp-result.json"), "w") as f:
         json.dump(result, f, indent=1)
