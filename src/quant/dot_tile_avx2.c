@@ -248,6 +248,16 @@ INLINE void qk_tile(const int five, int64_t k, const char *w, size_t ws, const i
                 }
             }
         }
+        if (nx == 1) {
+            /* one activation row (decode): I and M share one register, [I0 I1 M0 M1 | I2 I3 M2 M3],
+             * against [d0 d1 dmin0 dmin1 | d2 d3 dmin2 dmin3] d_x: the same products and sums */
+            const block_q8_K *x0 = (const block_q8_K *)x + b;
+            const __m256i im = _mm256_hadd_epi32(isum[0], tile_mins(x0, m02, m13));
+            const __m256 ddx = _mm256_mul_ps(_mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(0, 2, 1, 3, 4, 6, 5, 7)),
+                                             _mm256_broadcast_ss(&x0->d));
+            acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(im), ddx, acc[0]);
+            continue;
+        }
         const __m256 dv = _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(0, 2, 0, 2, 4, 6, 4, 6));
         const __m256 mv = _mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(1, 3, 1, 3, 5, 7, 5, 7));
         UNROLL for (int t = 0; t < np; t++) {
@@ -260,6 +270,14 @@ INLINE void qk_tile(const int five, int64_t k, const char *w, size_t ws, const i
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_mul_ps(dv, xd), acc[t]);
             accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_mul_ps(mv, xd), accm[t]);
         }
+    }
+    if (nx == 1) {
+        /* lanes [I0 - M0, I1 - M1, .. | I2 - M2, I3 - M3, ..] */
+        const __m256 r = _mm256_sub_ps(acc[0], _mm256_permute_ps(acc[0], 0x4E));
+        float v[8];
+        _mm256_storeu_ps(v, r);
+        for (int m = 0; m < mr; m++) out[m * ldo] = v[(m / 2) * 4 + m % 2];
+        return;
     }
     UNROLL for (int t = 0; t < np; t++) store_pair(_mm256_sub_ps(acc[t], accm[t]), mr, 2 * t + 1 < nx, out + 2 * t, ldo);
 }
