@@ -637,10 +637,14 @@ void st_act_q8_K_avx2(const float *x, void *yv, int64_t k) {
             memset(&y[b], 0, sizeof y[b]);
             continue;
         }
-        /* the reference keeps the sign of the FIRST element of largest magnitude */
+        /* the reference keeps the sign of the FIRST element of largest magnitude: the first lane
+         * whose |x| equals amax, 8 at a time */
         float max = 0;
-        for (int i = 0; i < QK_K; i++)
-            if (x[i] == amax || x[i] == -amax) { max = x[i]; break; }
+        const __m256 am = _mm256_set1_ps(amax);
+        for (int i = 0; i < QK_K; i += 8) {
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(abs_ps(_mm256_loadu_ps(x + i)), am, _CMP_EQ_OQ));
+            if (hit) { max = x[i + __builtin_ctz((unsigned)hit)]; break; }
+        }
         const float iscale = -127.f / max;
         const __m256 s = _mm256_set1_ps(iscale);
         for (int i = 0; i < QK_K; i += 32) {
