@@ -439,7 +439,7 @@ INLINE void q6_K_tile(const int vnni, int64_t k, const char *w, size_t ws, const
                 __m256i i0 = _mm256_setzero_si256(), i1 = i0;
                 UNROLL for (int h = 0; h < 2; h++) {
                     /* scales 8h..8h+7 in both lanes */
-                    const __m256i sh = _mm256_permute4x64_epi64(s16, h ? 0xEE : 0x44);
+                    const __m256i sh = h ? _mm256_permute4x64_epi64(s16, 0xEE) : _mm256_permute4x64_epi64(s16, 0x44);
                     const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h));
                     const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h + 32));
                     const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * h));
