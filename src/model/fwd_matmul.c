@@ -13,6 +13,7 @@
 #include "backend/cpu/matmul.h"
 #include "model/forward.h"
 #include "quant/dot.h"
+#include "quant/dot_tile.h"
 #include "quant/types.h"
 
 void fwd_matmul(st_fwd *f, const st_tensor *w, const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy) {
@@ -44,16 +45,23 @@ static void many_worker(void *ctx, int ith, int nth) {
     long r0, r1;
     st_split((long)j->total, ith, nth, &r0, &r1);
     int64_t base = 0;
-    float out[ST_DOT_MAX_NX];
+    float out[ST_DOT_TILE_MR * ST_DOT_MAX_NX];
     for (int i = 0; i < j->n_items && base < r1; i++) {
         const fwd_mm_item *it = &j->items[i];
         const st_tensor *w = it->w;
         int64_t M = w->ne[1];
         int64_t m0 = r0 > base ? r0 - base : 0, m1 = r1 - base < M ? r1 - base : M;
         st_dot_fn dot = st_dot_kernel(w->type);
-        for (int64_t m = m0; m < m1; m++) {
-            dot(w->ne[0], (const char *)w->data + (size_t)m * w->row_bytes, j->act, j->act_row, (int)j->n, out);
-            for (int64_t t = 0; t < j->n; t++) it->y[t * it->ldy + m] = w->scale == 1.0f ? out[t] : out[t] * w->scale;
+        st_dot_tile_fn tile = st_dot_tile_kernel(w->type); /* several weight rows per call, same bits */
+        const int n = (int)j->n;
+        for (int64_t m = m0, mr = 1; m < m1; m += mr) {
+            const char *row = (const char *)w->data + (size_t)m * w->row_bytes;
+            mr = tile ? (m1 - m < ST_DOT_TILE_MR ? m1 - m : ST_DOT_TILE_MR) : 1;
+            if (tile) tile(w->ne[0], row, w->row_bytes, (int)mr, j->act, j->act_row, n, out, n);
+            else dot(w->ne[0], row, j->act, j->act_row, n, out);
+            for (int64_t q = 0; q < mr; q++)
+                for (int t = 0; t < n; t++)
+                    it->y[t * it->ldy + m + q] = w->scale == 1.0f ? out[q * n + t] : out[q * n + t] * w->scale;
         }
         base += M;
     }

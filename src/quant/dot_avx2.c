@@ -105,62 +105,7 @@ DOT_BY_NX(q4_0)
 
 /* ---- K-quants against Q8_K ---- */
 
-INLINE void unpack_scale_min_k4(const uint8_t *q, uint8_t out[16]) {
-    uint32_t u0 = load_u32(q), u1 = load_u32(q + 4), u2 = load_u32(q + 8);
-    uint32_t v[4] = {u0 & 0x3f3f3f3f, (u2 & 0x0f0f0f0f) | ((u0 >> 2) & 0x30303030), u1 & 0x3f3f3f3f,
-                     ((u2 >> 4) & 0x0f0f0f0f) | ((u1 >> 2) & 0x30303030)};
-    memcpy(out, v, 16);
-}
-INLINE __m256i mins_dup_i16(const uint8_t mn[8]) {
-    __m128i m = _mm_loadl_epi64((const __m128i *)mn);
-    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
-}
-
-/* Q5_K; Q4_K's AVX2 kernels (one-row and tile, one arithmetic) are in dot_tile_avx2.c */
-INLINE void q5_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
-    const size_t bs = sizeof(block_q5_K);
-    const __m256i m4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-    __m256 acc[ST_DOT_MAX_NX], accm[ST_DOT_MAX_NX];
-    UNROLL for (int j = 0; j < nx; j++) acc[j] = accm[j] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / QK_K; b++) {
-        const char *blk = (const char *)wv + (size_t)b * bs;
-        prefetch_ahead(blk, bs);
-        uint16_t dh, dminh;
-        memcpy(&dh, blk, 2);
-        memcpy(&dminh, blk + 2, 2);
-        const uint8_t *scales = (const uint8_t *)blk + 4;
-        const uint8_t *qh = scales + K_SCALE_SIZE;
-        const uint8_t *qs = scales + K_SCALE_SIZE + QK_K / 8;
-        uint8_t scmn[16];
-        unpack_scale_min_k4(scales, scmn);
-        __m256i u[8];
-        __m256i hv = _mm256_loadu_si256((const __m256i *)qh);
-        UNROLL for (int g = 0; g < 4; g++) {
-            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
-            __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * g))), b1 = _mm256_set1_epi8((char)(1 << (2 * g + 1)));
-            u[2 * g] = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, b0), b0), bit4));
-            u[2 * g + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                           _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hv, b1), b1), bit4));
-        }
-        __m256i sc[8];
-        UNROLL for (int s = 0; s < 8; s++) sc[s] = _mm256_set1_epi16(scmn[s]);
-        __m256i mins = mins_dup_i16(scmn + 8);
-        float d = h2f(dh), dmin = h2f(dminh);
-        UNROLL for (int j = 0; j < nx; j++) {
-            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
-            __m256i isum = _mm256_setzero_si256();
-            UNROLL for (int s = 0; s < 8; s++) {
-                __m256i p = _mm256_maddubs_epi16(u[s], _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * s)));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[s]));
-            }
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xb->d), acc[j]);
-            __m256i m = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), mins);
-            accm[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * xb->d), accm[j]);
-        }
-    }
-    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]) - hsum_ps(accm[j]);
-}
-DOT_BY_NX(q5_K)
+/* Q4_K's and Q5_K's AVX2 kernels (one-row and tile, one arithmetic each) are in dot_tile_avx2.c */
 
 INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
     const block_q6_K *w = wv;
@@ -641,7 +586,7 @@ const st_dot_fn st_dot_avx2[ST_TYPE_COUNT] = {
     [ST_TYPE_F32] = avx2_f32,     [ST_TYPE_F16] = avx2_f16,       [ST_TYPE_BF16] = avx2_bf16,
     [ST_TYPE_Q4_0] = avx2_q4_0,   [ST_TYPE_Q4_1] = avx2_q4_1,     [ST_TYPE_Q5_0] = avx2_q5_0,
     [ST_TYPE_Q5_1] = avx2_q5_1,   [ST_TYPE_Q8_0] = avx2_q8_0,     [ST_TYPE_Q2_K] = avx2_q2_K,
-    [ST_TYPE_Q3_K] = avx2_q3_K,   [ST_TYPE_Q4_K] = st_dot_q4_K_avx2,     [ST_TYPE_Q5_K] = avx2_q5_K,
+    [ST_TYPE_Q3_K] = avx2_q3_K,   [ST_TYPE_Q4_K] = st_dot_q4_K_avx2,     [ST_TYPE_Q5_K] = st_dot_q5_K_avx2,
     [ST_TYPE_Q6_K] = avx2_q6_K,   [ST_TYPE_IQ4_NL] = avx2_iq4_nl, [ST_TYPE_IQ4_XS] = avx2_iq4_xs,
     [ST_TYPE_Q1_0] = avx2_q1_0,   [ST_TYPE_Q2_0] = avx2_q2_0,     [ST_TYPE_MXFP4] = avx2_mxfp4,
     [ST_TYPE_NVFP4] = avx2_nvfp4, [ST_TYPE_TQ1_0] = avx2_tq1_0,   [ST_TYPE_TQ2_0] = avx2_tq2_0,
@@ -692,10 +637,14 @@ void st_act_q8_K_avx2(const float *x, void *yv, int64_t k) {
             memset(&y[b], 0, sizeof y[b]);
             continue;
         }
-        /* the reference keeps the sign of the FIRST element of largest magnitude */
+        /* the reference keeps the sign of the FIRST element of largest magnitude: the first lane
+         * whose |x| equals amax, 8 at a time */
         float max = 0;
-        for (int i = 0; i < QK_K; i++)
-            if (x[i] == amax || x[i] == -amax) { max = x[i]; break; }
+        const __m256 am = _mm256_set1_ps(amax);
+        for (int i = 0; i < QK_K; i += 8) {
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(abs_ps(_mm256_loadu_ps(x + i)), am, _CMP_EQ_OQ));
+            if (hit) { max = x[i + __builtin_ctz((unsigned)hit)]; break; }
+        }
         const float iscale = -127.f / max;
         const __m256 s = _mm256_set1_ps(iscale);
         for (int i = 0; i < QK_K; i += 32) {

@@ -11,10 +11,11 @@
  * so a caller may use either for any row. The tiles:
  *   - Q5_0 at AVX-512 with VNNI (dot_tile_avx512.c): the qwen4exp rows K = 320 and 640 cannot hold
  *     Q4_K, so llama-quantize's fallback writes them in Q5_0 (hyper-connection up, the experts' down);
- *   - Q4_K at AVX2 (dot_tile_avx2.c, which also holds the AVX2 one-row Q4_K kernel: the two share
- *     one arithmetic);
- *   - Q8_0 at AVX2 (dot_tile_avx2.c, in the one-row kernel's arithmetic, which is ggml's), with
- *     AVX-VNNI's vpdpbusd where the CPU has it (the same integers, so the same bits);
+ *   - Q4_K and Q5_K at AVX2 (dot_tile_avx2.c, which also holds the AVX2 one-row Q4_K and Q5_K
+ *     kernels: each shares one arithmetic with its tile);
+ *   - Q8_0 and Q6_K at AVX2 (dot_tile_avx2.c, in the one-row kernels' arithmetic, which is
+ *     ggml's), with AVX-VNNI's vpdpbusd / vpdpwssd where the CPU has it (the same integers, so
+ *     the same bits);
  *   - F32 and F16 at AVX2 and AVX-512 (dot_tile_float.h). */
 #ifndef ST_QUANT_DOT_TILE_H
 #define ST_QUANT_DOT_TILE_H
@@ -36,11 +37,18 @@ void st_dot_tile_q5_0_avx512(int64_t k, const void *w, size_t w_stride, int mr, 
                              int nx, float *out, int64_t ldo);
 void st_dot_tile_q4_K_avx2(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
                            int nx, float *out, int64_t ldo);
+void st_dot_tile_q5_K_avx2(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
+                           int nx, float *out, int64_t ldo);
 void st_dot_tile_q8_0_avx2(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
                            int nx, float *out, int64_t ldo);
 void st_dot_tile_q8_0_avxvnni(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
                               int nx, float *out, int64_t ldo);
-/* The AVX2 level's one-row Q4_K kernel (dot.h's form; an entry of st_dot_avx2). */
+void st_dot_tile_q6_K_avx2(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
+                           int nx, float *out, int64_t ldo);
+void st_dot_tile_q6_K_avxvnni(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
+                              int nx, float *out, int64_t ldo);
+/* The AVX2 level's one-row Q4_K and Q5_K kernels (dot.h's form; entries of st_dot_avx2). */
 void st_dot_q4_K_avx2(int64_t k, const void *w, const void *x, size_t x_stride, int nx, float *out);
+void st_dot_q5_K_avx2(int64_t k, const void *w, const void *x, size_t x_stride, int nx, float *out);
 
 #endif

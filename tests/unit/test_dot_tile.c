@@ -1,5 +1,5 @@
-/* test_dot_tile.c: the tile kernels of quant/dot_tile.h (Q5_0 at AVX-512; Q4_K and Q8_0 at AVX2,
- * Q8_0 both with and without AVX-VNNI) give,
+/* test_dot_tile.c: the tile kernels of quant/dot_tile.h (Q5_0 at AVX-512; Q4_K, Q5_K, Q6_K and Q8_0
+ * at AVX2, Q6_K and Q8_0 both with and without AVX-VNNI) give,
  * for every weight row and activation row of the tile, bit for bit the one-row kernel's result at
  * the same level (st_dot_kernel), and that result is within rounding of the scalar reference; at
  * the other levels there is no tile kernel for the type (callers fall back to the one-row kernel).
@@ -37,8 +37,8 @@ static int tile_level(uint32_t type) { return type == ST_TYPE_Q5_0 ? 2 : 1; }
 
 /* Offsets of the fp16 scale fields in one block, for random-byte rows. */
 static int scale_fields(uint32_t type, int off[2]) {
-    off[0] = 0, off[1] = 2;
-    return type == ST_TYPE_Q4_K ? 2 : 1;
+    off[0] = type == ST_TYPE_Q6_K ? 208 : 0, off[1] = 2; /* Q6_K: d after ql, qh and the scales */
+    return type == ST_TYPE_Q4_K || type == ST_TYPE_Q5_K ? 2 : 1;
 }
 
 /* The activation row's values, for sum |w x|. */
@@ -133,6 +133,10 @@ static void test_type(uint32_t type, int64_t k) {
                 check_tile(&t, st_dot_tile_q8_0_avx2, "q8_0 avx2", raw);
                 if (st_cpu()->avx_vnni) check_tile(&t, st_dot_tile_q8_0_avxvnni, "q8_0 avx-vnni", raw);
             }
+            if (type == ST_TYPE_Q6_K) {
+                check_tile(&t, st_dot_tile_q6_K_avx2, "q6_K avx2", raw);
+                if (st_cpu()->avx_vnni) check_tile(&t, st_dot_tile_q6_K_avxvnni, "q6_K avx-vnni", raw);
+            }
         }
         st_cpu_limit(3);
     }
@@ -149,6 +153,10 @@ int main(void) {
         test_type(ST_TYPE_Q8_0, blocks32[i] * 32);
     }
     const int64_t blocks256[] = {1, 2, 3, 4, 7};
-    for (size_t i = 0; i < sizeof blocks256 / sizeof blocks256[0]; i++) test_type(ST_TYPE_Q4_K, blocks256[i] * QK_K);
+    for (size_t i = 0; i < sizeof blocks256 / sizeof blocks256[0]; i++) {
+        test_type(ST_TYPE_Q4_K, blocks256[i] * QK_K);
+        test_type(ST_TYPE_Q5_K, blocks256[i] * QK_K);
+        test_type(ST_TYPE_Q6_K, blocks256[i] * QK_K);
+    }
     return test_report("test_dot_tile");
 }
