@@ -24,6 +24,9 @@ OUT=${OUT:-/tmp/side-by-side}
 CASES=${1:?usage: side_by_side.sh CASES [ROUNDS]}
 ROUNDS=${2:-3}
 mkdir -p "$OUT"
+# Each call starts its logs afresh: the medians are over this call's rounds only (the logs were
+# appended to, so a second call in the same OUT mixed in the first one's rounds).
+rm -f "$OUT"/case*.strata.log "$OUT"/case*.peer.log
 trim() { sed 's/^ *//; s/ *$//'; }
 field() { echo "$1" | cut -d'|' -f"$2" | trim; }
 
