@@ -19,18 +19,9 @@
 #include "engine/session_state.h"
 #include "model/model.h"
 #include "strata.h"
+#include "../matvec/sample.h"
 
 enum { MAX_ROWS = 16, MAX_ROUNDS = 64, TEXT = 256 };
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static int argmax(const float *l, int64_t V) {
     int b = 0;
@@ -128,13 +119,13 @@ int main(int argc, char **argv) {
             free(hout);
         }
     }
-    double dec = median(t_dec, rounds);
+    double dec = bench_median(t_dec, rounds, 0);
     printf("| rows | ms | x decode |\n|---|---|---|\n| decode | %.3f | 1.00 |\n", 1e3 * dec);
     for (int n = 1; n <= max_rows; n++) {
-        double t = median(t_rows[n], rounds);
+        double t = bench_median(t_rows[n], rounds, 0);
         printf("| %d | %.3f | %.2f |\n", n, 1e3 * t, t / dec);
     }
-    double dr = median(t_draft, rounds), ca = median(t_catch, rounds);
+    double dr = bench_median(t_draft, rounds, 0), ca = bench_median(t_catch, rounds, 0);
     if (dr > 0) printf("| head draft | %.3f | %.2f |\n| head catch-up | %.3f | %.2f |\n", 1e3 * dr, dr / dec, 1e3 * ca, ca / dec);
     free(logits);
     free(h);
