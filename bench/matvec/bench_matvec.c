@@ -3,7 +3,12 @@
  * ggml's own kernels on the same weights, threads and split, in the same run.
  *
  *   bench_matvec [--threads N] [--repeats R] [--types q4_K,q6_K,...] [--peer DIR] [--mib WORKING_SET]
- *                [--best] [--repack]
+ *                [--best] [--repack] [--peer-arch ARCH]
+ *
+ * --peer-arch (or STRATA_PEER_ARCH) loads libggml-cpu-ARCH.so instead of the best variant the CPU
+ * runs: `STRATA_CPU_LEVEL=1 STRATA_CPU_OFF=avxvnni bench_matvec --peer-arch haswell` sets our AVX2
+ * kernels against ggml's AVX2 build, as on an AVX2-only CPU (the bundle has haswell, skylakex,
+ * icelake, zen4, sapphirerapids, alderlake, ...).
  *
  * --repack runs ours on the load-time repacked layout where the CPU has one (quant/repack.h: Q4_K);
  * ggml still reads the file's layout.
@@ -122,7 +127,9 @@ static double probe_bandwidth(st_pool *pool, int repeats, size_t *best_pf) {
 
 /* ---- the peer ---- */
 
-static int peer_load(const char *dir, peer *p) {
+/* arch: the libggml-cpu-<arch>.so to load (e.g. "haswell", ggml's AVX2 build, to set against
+ * STRATA_CPU_LEVEL=1); NULL: the best the CPU runs. */
+static int peer_load(const char *dir, const char *arch, peer *p) {
     memset(p, 0, sizeof *p);
     char path[1024];
     snprintf(path, sizeof path, "%s/libggml-base.so", dir);
@@ -137,7 +144,12 @@ static int peer_load(const char *dir, peer *p) {
         {"haswell", f->avx2 && f->fma && f->f16c},
         {"x64", 1},
     };
-    for (size_t i = 0; i < sizeof variants / sizeof variants[0] && !p->cpu; i++) {
+    if (arch) {
+        snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", dir, arch);
+        p->cpu = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (p->cpu) snprintf(p->variant, sizeof p->variant, "libggml-cpu-%s.so", arch);
+    }
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0] && !p->cpu && !arch; i++) {
         if (!variants[i].ok) continue;
         snprintf(path, sizeof path, "%s/libggml-cpu-%s.so", dir, variants[i].name);
         p->cpu = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -323,16 +335,18 @@ int main(int argc, char **argv) {
     double ws_mib = 512;
     const char *types_arg = "q4_K,q6_K,q8_0,f32,f16,bf16,q5_K,q4_0,q4_1,q5_0,q5_1,q2_K,q3_K,iq4_nl,iq4_xs";
     const char *peer_dir = getenv("STRATA_PEER_LIBS");
+    const char *peer_arch = getenv("STRATA_PEER_ARCH");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) types_arg = argv[++i];
         else if (!strcmp(argv[i], "--peer") && i + 1 < argc) peer_dir = argv[++i];
+        else if (!strcmp(argv[i], "--peer-arch") && i + 1 < argc) peer_arch = argv[++i];
         else if (!strcmp(argv[i], "--mib") && i + 1 < argc) ws_mib = atof(argv[++i]);
         else if (!strcmp(argv[i], "--best")) report_best = 1;
         else if (!strcmp(argv[i], "--repack")) use_repack = 1;
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--repeats R] [--types a,b] [--peer DIR] [--mib MIB] [--best] [--repack]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--repeats R] [--types a,b] [--peer DIR] [--peer-arch ARCH] [--mib MIB] [--best] [--repack]\n", argv[0]);
             return 2;
         }
     }
@@ -343,7 +357,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     peer pr;
-    int have_peer = peer_dir && peer_load(peer_dir, &pr);
+    int have_peer = peer_dir && peer_load(peer_dir, peer_arch && *peer_arch ? peer_arch : NULL, &pr);
     if (!have_peer) {
         memset(&pr, 0, sizeof pr);
         const char *why = peer_dir ? dlerror() : "no --peer and no STRATA_PEER_LIBS";

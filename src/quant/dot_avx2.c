@@ -360,38 +360,7 @@ INLINE void nvfp4_nx(int64_t k, const void *wv, const void *xv, size_t xs, const
 }
 DOT_BY_NX(nvfp4)
 
-/* ---- Q1_0 against Q8_0: 32 signs per activation block move onto the activation bytes ---- */
-
-INLINE void q1_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
-    const block_q1_0 *w = wv;
-    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-    /* byte j of the 32-bit mask to bytes 8j..8j+7, then one bit of it per byte */
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256 acc[ST_DOT_MAX_NX];
-    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / 128; b++) {
-        if (b % 4 == 0) prefetch_ahead(&w[b], 4 * sizeof w[b]);
-        __m256i sgn[4]; /* +1 where the bit is set, -1 where clear */
-        UNROLL for (int g = 0; g < 4; g++) {
-            __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)load_u32(w[b].qs + 4 * g)), spread);
-            __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), _mm256_setzero_si256());
-            sgn[g] = _mm256_or_si256(clear, ones8);
-        }
-        float d = h2f(w[b].d);
-        UNROLL for (int j = 0; j < nx; j++) {
-            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + 4 * b;
-            UNROLL for (int g = 0; g < 4; g++) {
-                __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb[g].qs), sgn[g]);
-                __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones16);
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * h2f(xb[g].d)), acc[j]);
-            }
-        }
-    }
-    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
-}
-DOT_BY_NX(q1_0)
+/* ---- Q1_0: dot_tile_q1_avx2.c (st_dot_q1_0_avx2, the tile kernel with one weight row) ---- */
 
 /* ---- Q2_0 against Q8_0: element j is bits 2(j%4) of byte j/4; sum (q - 1) a = sum q a - sum a ---- */
 
@@ -588,7 +557,7 @@ const st_dot_fn st_dot_avx2[ST_TYPE_COUNT] = {
     [ST_TYPE_Q5_1] = avx2_q5_1,   [ST_TYPE_Q8_0] = avx2_q8_0,     [ST_TYPE_Q2_K] = avx2_q2_K,
     [ST_TYPE_Q3_K] = avx2_q3_K,   [ST_TYPE_Q4_K] = st_dot_q4_K_avx2,     [ST_TYPE_Q5_K] = st_dot_q5_K_avx2,
     [ST_TYPE_Q6_K] = avx2_q6_K,   [ST_TYPE_IQ4_NL] = avx2_iq4_nl, [ST_TYPE_IQ4_XS] = avx2_iq4_xs,
-    [ST_TYPE_Q1_0] = avx2_q1_0,   [ST_TYPE_Q2_0] = avx2_q2_0,     [ST_TYPE_MXFP4] = avx2_mxfp4,
+    [ST_TYPE_Q1_0] = st_dot_q1_0_avx2,  [ST_TYPE_Q2_0] = avx2_q2_0,     [ST_TYPE_MXFP4] = avx2_mxfp4,
     [ST_TYPE_NVFP4] = avx2_nvfp4, [ST_TYPE_TQ1_0] = avx2_tq1_0,   [ST_TYPE_TQ2_0] = avx2_tq2_0,
 };
 

@@ -12,6 +12,7 @@
  * inlining (see DOT_BY_NX), so a prompt chunk pays the unpacking once per 4 rows. */
 #include "quant/dot.h"
 #include "quant/dot_iq.h"
+#include "quant/dot_tile.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -625,36 +626,7 @@ INLINE void nvfp4_nx(int64_t k, const void *wv, const void *xv, size_t xs, const
 }
 DOT_BY_NX(nvfp4)
 
-/* Q1_0: the sign bits of 64 elements are a byte mask as they stand; a clear bit negates the
- * activation byte, and the sum is a dot with ones. */
-INLINE void q1_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
-    const block_q1_0 *w = wv;
-    const __m512i ones8 = _mm512_set1_epi8(1);
-    /* lanes 0-7 take scale 2h, 8-15 scale 2h + 1, of the four converted at once */
-    const __m512i idx01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
-    const __m512i idx23 = _mm512_add_epi32(idx01, _mm512_set1_epi32(2));
-    __m512 acc[ST_DOT_MAX_NX];
-    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < k / 128; b++) {
-        if (b % 4 == 0) prefetch_ahead(&w[b], 4 * sizeof w[b]);
-        uint64_t bits[2];
-        memcpy(bits, w[b].qs, 16);
-        const __m128 d = _mm_set1_ps(h2f(w[b].d));
-        UNROLL for (int j = 0; j < nx; j++) {
-            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + 4 * b;
-            __m128 dx = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)xb[3].d, (short)xb[2].d, (short)xb[1].d, (short)xb[0].d));
-            __m512 s4 = _mm512_castps128_ps512(_mm_mul_ps(d, dx));
-            UNROLL for (int h = 0; h < 2; h++) {
-                __m512i a = load_2x256(xb[2 * h].qs, xb[2 * h + 1].qs);
-                a = _mm512_mask_sub_epi8(a, (__mmask64)~bits[h], _mm512_setzero_si512(), a);
-                __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones8, a);
-                acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(h ? idx23 : idx01, s4), acc[j]);
-            }
-        }
-    }
-    UNROLL for (int j = 0; j < nx; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
-}
-DOT_BY_NX(q1_0)
+/* Q1_0: dot_tile_q1_avx512.c (st_dot_q1_0_avx512, the tile kernel with one weight row). */
 
 /* Q2_0: element j is bits 2(j%4) of byte j/4. Each byte is repeated 4 times, then 16-bit shifts
  * bring the wanted pair down: by 0 / 4 for the even bytes of a word, 2 / 6 for the odd ones. */
@@ -843,7 +815,7 @@ const st_dot_fn st_dot_avx512[ST_TYPE_COUNT] = {
     [ST_TYPE_Q5_1] = avx512_q5_1,    [ST_TYPE_Q8_0] = avx512_q8_0,     [ST_TYPE_Q2_K] = avx512_q2_K,
     [ST_TYPE_Q3_K] = avx512_q3_K,    [ST_TYPE_Q4_K] = avx512_q4_K,     [ST_TYPE_Q5_K] = avx512_q5_K,
     [ST_TYPE_Q6_K] = avx512_q6_K,    [ST_TYPE_IQ4_NL] = avx512_iq4_nl, [ST_TYPE_IQ4_XS] = avx512_iq4_xs,
-    [ST_TYPE_Q1_0] = avx512_q1_0,    [ST_TYPE_Q2_0] = avx512_q2_0,     [ST_TYPE_MXFP4] = avx512_mxfp4,
+    [ST_TYPE_Q1_0] = st_dot_q1_0_avx512,   [ST_TYPE_Q2_0] = avx512_q2_0,     [ST_TYPE_MXFP4] = avx512_mxfp4,
     [ST_TYPE_NVFP4] = avx512_nvfp4,  [ST_TYPE_TQ1_0] = avx512_tq1_0,   [ST_TYPE_TQ2_0] = avx512_tq2_0,
 };
 

@@ -15,5 +15,7 @@ st_dot_tile_fn st_dot_tile_kernel(uint32_t type) {
         return st_cpu()->avx_vnni ? st_dot_tile_q6_K_avxvnni : st_dot_tile_q6_K_avx2;
     if (type == ST_TYPE_Q8_0 && st_dot_level(type) == 1)
         return st_cpu()->avx_vnni ? st_dot_tile_q8_0_avxvnni : st_dot_tile_q8_0_avx2;
+    if (type == ST_TYPE_Q1_0 && st_dot_level(type) == 2) return st_dot_tile_q1_0_avx512;
+    if (type == ST_TYPE_Q1_0 && st_dot_level(type) == 1) return st_dot_tile_q1_0_avx2;
     return NULL;
 }

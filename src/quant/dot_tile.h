@@ -16,7 +16,10 @@
  *   - Q8_0 and Q6_K at AVX2 (dot_tile_avx2.c, in the one-row kernels' arithmetic, which is
  *     ggml's), with AVX-VNNI's vpdpbusd / vpdpwssd where the CPU has it (the same integers, so
  *     the same bits);
- *   - F32 and F16 at AVX2 and AVX-512 (dot_tile_float.h). */
+ *   - F32 and F16 at AVX2 and AVX-512 (dot_tile_float.h);
+ *   - Q1_0 at AVX2 and AVX-512 (dot_tile_q1_avx2.c, dot_tile_q1_avx512.c): a row is bound by its
+ *     136 bytes of Q8_0 activations per 18 bytes of weights, which the tile reads once for all
+ *     its weight rows; the one-row kernels are the tiles with one row. */
 #ifndef ST_QUANT_DOT_TILE_H
 #define ST_QUANT_DOT_TILE_H
 
@@ -47,6 +50,13 @@ void st_dot_tile_q6_K_avx2(int64_t k, const void *w, size_t w_stride, int mr, co
                            int nx, float *out, int64_t ldo);
 void st_dot_tile_q6_K_avxvnni(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
                               int nx, float *out, int64_t ldo);
+void st_dot_tile_q1_0_avx2(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
+                           int nx, float *out, int64_t ldo);
+void st_dot_tile_q1_0_avx512(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
+                             int nx, float *out, int64_t ldo);
+/* The one-row Q1_0 kernels (entries of st_dot_avx2 / st_dot_avx512): the tiles with mr = 1. */
+void st_dot_q1_0_avx2(int64_t k, const void *w, const void *x, size_t x_stride, int nx, float *out);
+void st_dot_q1_0_avx512(int64_t k, const void *w, const void *x, size_t x_stride, int nx, float *out);
 /* The AVX2 level's one-row Q4_K and Q5_K kernels (dot.h's form; entries of st_dot_avx2). */
 void st_dot_q4_K_avx2(int64_t k, const void *w, const void *x, size_t x_stride, int nx, float *out);
 void st_dot_q5_K_avx2(int64_t k, const void *w, const void *x, size_t x_stride, int nx, float *out);

@@ -1,5 +1,5 @@
 /* test_dot_tile.c: the tile kernels of quant/dot_tile.h (Q5_0 at AVX-512; Q4_K, Q5_K, Q6_K and Q8_0
- * at AVX2, Q6_K and Q8_0 both with and without AVX-VNNI) give,
+ * at AVX2, Q6_K and Q8_0 both with and without AVX-VNNI, Q1_0 at AVX2 and AVX-512) give,
  * for every weight row and activation row of the tile, bit for bit the one-row kernel's result at
  * the same level (st_dot_kernel), and that result is within rounding of the scalar reference; at
  * the other levels there is no tile kernel for the type (callers fall back to the one-row kernel).
@@ -32,8 +32,11 @@ static float frand(void) { return (float)rnd() / 4294967296.0f * 2 - 1; }
 
 #define PAD 40 /* bytes between weight rows beyond the row itself */
 
-/* The level each type's tile kernel is written for. */
-static int tile_level(uint32_t type) { return type == ST_TYPE_Q5_0 ? 2 : 1; }
+/* Whether `type` has a tile kernel at `level` (1 AVX2, 2 AVX-512): Q1_0 at both. */
+static int has_tile(uint32_t type, int level) {
+    if (type == ST_TYPE_Q1_0) return level >= 1;
+    return level == (type == ST_TYPE_Q5_0 ? 2 : 1);
+}
 
 /* Offsets of the fp16 scale fields in one block, for random-byte rows. */
 static int scale_fields(uint32_t type, int off[2]) {
@@ -122,7 +125,7 @@ static void test_type(uint32_t type, int64_t k) {
         for (int level = 0; level <= 3; level++) {
             st_cpu_limit(level);
             st_dot_tile_fn tile = st_dot_tile_kernel(type);
-            if (st_dot_level(type) != tile_level(type)) {
+            if (!has_tile(type, st_dot_level(type))) {
                 CHECKF(tile == NULL, "level %d: a %s tile kernel at variant %d", level, info->name, st_dot_level(type));
                 continue;
             }
@@ -158,5 +161,7 @@ int main(void) {
         test_type(ST_TYPE_Q5_K, blocks256[i] * QK_K);
         test_type(ST_TYPE_Q6_K, blocks256[i] * QK_K);
     }
+    const int64_t blocks128[] = {1, 2, 3, 5, 7, 16};
+    for (size_t i = 0; i < sizeof blocks128 / sizeof blocks128[0]; i++) test_type(ST_TYPE_Q1_0, blocks128[i] * 128);
     return test_report("test_dot_tile");
 }
