@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "quant/dot_tile_pass.h"
 #include "quant/types.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -114,27 +115,4 @@ INLINE void tile_q5_0(int64_t k, const char *w, size_t ws, const int mr, const c
         out[m * ldo + j] = _mm512_reduce_add_ps(acc[m][j]) + extra[m][j];
 }
 
-/* mr and nx as compile-time constants: one body per pair. */
-#define TILE_NX_CASES(MR)                                                                          \
-    switch (n) {                                                                                   \
-    case 1: tile_q5_0(k, w, ws, MR, xj, xs, 1, o, ldo); break;                                     \
-    case 2: tile_q5_0(k, w, ws, MR, xj, xs, 2, o, ldo); break;                                     \
-    case 3: tile_q5_0(k, w, ws, MR, xj, xs, 3, o, ldo); break;                                     \
-    default: tile_q5_0(k, w, ws, MR, xj, xs, 4, o, ldo); break;                                    \
-    }
-
-void st_dot_tile_q5_0_avx512(int64_t k, const void *wv, size_t ws, int mr, const void *xv, size_t xs, int nx,
-                             float *out, int64_t ldo) {
-    const char *w = wv;
-    for (int j0 = 0; j0 < nx; j0 += TILE_NX) {
-        const int n = nx - j0 < TILE_NX ? nx - j0 : TILE_NX;
-        const char *xj = (const char *)xv + (size_t)j0 * xs;
-        float *o = out + j0;
-        switch (mr) {
-        case 1: TILE_NX_CASES(1) break;
-        case 2: TILE_NX_CASES(2) break;
-        case 3: TILE_NX_CASES(3) break;
-        default: TILE_NX_CASES(4) break;
-        }
-    }
-}
+ST_TILE_PASS_DRIVER(st_dot_tile_q5_0_avx512, tile_q5_0)
