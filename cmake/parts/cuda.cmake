@@ -63,7 +63,9 @@ if(STRATA_BUILD_TESTS)
 endif()
 
 # The whole model on the GPU against the CPU (label cuda; exit 77 = skipped without a GPU):
-# every architecture on `strata synth` tiny models in f32, q8_0 and q4_k, and the device
+# every architecture on `strata synth` tiny models in f32, q8_0, q4_k and the low-bit iq4_xs and
+# iq3_xxs (drawn as random blocks: it has no quantizer; the other low-bit types are in
+# bench/cuda/types_h200.sh), and the device
 # workspace through cudaMemGetInfo with its negative control (model_check_leak must fail).
 if(STRATA_BUILD_TESTS)
   add_executable(model_check ${CMAKE_SOURCE_DIR}/tests/cuda/model_check.c)
@@ -72,7 +74,7 @@ if(STRATA_BUILD_TESTS)
   target_compile_definitions(model_check_leak PRIVATE STRATA_WORKSPACE_SKIP_RELEASE)
   target_link_libraries(model_check_leak PRIVATE strata_static m)
   foreach(arch qwen35moe qwen35 qwen3next qwen3moe qwen3)
-    foreach(type f32 q8_0 q4_k)
+    foreach(type f32 q8_0 q4_k iq4_xs iq3_xxs)
       add_test(NAME cuda_model_${arch}_${type} COMMAND sh -c "
         d=$(mktemp -d); trap 'rm -rf $d' EXIT
         $<TARGET_FILE:strata> synth $d/m.gguf --arch ${arch} --preset tiny --type ${type} >/dev/null || exit 1

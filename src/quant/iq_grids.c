@@ -7,6 +7,7 @@ uint64_t st_iq2xxs_grid[256], st_iq2xs_grid[512], st_iq2s_grid[1024], st_iq1s_gr
 uint32_t st_iq3xxs_grid[256], st_iq3s_grid[512];
 uint8_t st_iq_signs[128];
 uint64_t st_iq_sign_bytes[128];
+const int8_t st_iq4nl_levels[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
 /* Entry e as bytes, value j in byte j. */
 static uint64_t entry_bytes(const st_iq_grid_code *g, int e) {

@@ -34,6 +34,9 @@ extern uint8_t st_iq_signs[128];
  * for a byte-wise sign instruction) */
 extern uint64_t st_iq_sign_bytes[128];
 
+/* iq4_nl's and iq4_xs's 16 levels (a 4-bit index -> int8), ascending */
+extern const int8_t st_iq4nl_levels[16];
+
 /* The delta iq1_s and iq1_m add to every grid value before scaling (sign per group). */
 #define ST_IQ1_DELTA 0.125f
 

@@ -9,33 +9,30 @@
  * so results match the peer bit for bit. */
 #include <math.h>
 #include <string.h>
+#include "quant/iq_grids.h"
 #include "quant/quant.h"
 #include "quant/ref.h"
 
 #define TINY_GROUP 1e-15f
 
-static const int8_t iq4_levels[16] = {
-    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-};
-
 /* Index of the level nearest to v (the upper one of two equally near). */
 static int nearest_level(float v) {
-    if (v <= iq4_levels[0]) return 0;
-    if (v >= iq4_levels[15]) return 15;
+    if (v <= st_iq4nl_levels[0]) return 0;
+    if (v >= st_iq4nl_levels[15]) return 15;
     int lo = 0, hi = 15;   /* levels[lo] < v < levels[hi] */
     while (hi - lo > 1) {
         int mid = (lo + hi) / 2;
-        if (v < iq4_levels[mid]) hi = mid; else lo = mid;
+        if (v < st_iq4nl_levels[mid]) hi = mid; else lo = mid;
     }
-    return v - (float)iq4_levels[lo] < (float)iq4_levels[hi] - v ? lo : hi;
+    return v - (float)st_iq4nl_levels[lo] < (float)st_iq4nl_levels[hi] - v ? lo : hi;
 }
 
 /* ---- dequantization ---- */
 
 static inline void decode_iq4_32(const uint8_t qs[16], float d, float *y) {
     for (int j = 0; j < 16; j++) {
-        y[j] = d * (float)iq4_levels[qs[j] & 0x0f];
-        y[j + 16] = d * (float)iq4_levels[qs[j] >> 4];
+        y[j] = d * (float)st_iq4nl_levels[qs[j] & 0x0f];
+        y[j + 16] = d * (float)st_iq4nl_levels[qs[j] >> 4];
     }
 }
 
@@ -65,7 +62,7 @@ static void level_sums(const float *x, int n, float id, uint8_t *L, float *sumqx
     float sqx = 0, sq2 = 0;
     for (int j = 0; j < n; j++) {
         int l = nearest_level(id * x[j]);
-        float q = iq4_levels[l], w = x[j] * x[j];
+        float q = st_iq4nl_levels[l], w = x[j] * x[j];
         if (L) L[j] = (uint8_t)l;
         sqx += w * q * x[j];
         sq2 += w * q * q;
@@ -97,7 +94,7 @@ void st_quantize_row_iq4_nl_ref(const float *x, block_iq4_nl *y, int64_t n) {
         }
         /* one pass: the largest element goes to the level -127, then the least-squares scale */
         float sumqx, sumq2;
-        level_sums(x, 32, 1 / (max / iq4_levels[0]), L, &sumqx, &sumq2);
+        level_sums(x, 32, 1 / (max / st_iq4nl_levels[0]), L, &sumqx, &sumq2);
         y[b].d = st_fp32_to_fp16(sumq2 > 0 ? sumqx / sumq2 : 0.f);
         pack_nibbles_32(L, y[b].qs);
     }
@@ -109,11 +106,11 @@ static float fit_iq4_subblock(const float *x) {
     const float max = signed_absmax(x, 32);
     if (fabsf(max) < TINY_GROUP) return 0;
     float sumqx, sumq2;
-    level_sums(x, 32, 1 / (-max / iq4_levels[0]), 0, &sumqx, &sumq2);
+    level_sums(x, 32, 1 / (-max / st_iq4nl_levels[0]), 0, &sumqx, &sumq2);
     float d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
     float best = d * sumqx;
     for (int k = -7; k <= 7; k++) {
-        level_sums(x, 32, (float)(k + iq4_levels[0]) / max, 0, &sumqx, &sumq2);
+        level_sums(x, 32, (float)(k + st_iq4nl_levels[0]) / max, 0, &sumqx, &sumq2);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
             d = sumqx / sumq2;
             best = d * sumqx;

@@ -4,6 +4,10 @@
  * status is 1 if any op failed, 77 (skipped) when there is no GPU.
  *
  *   cuda_op_harness          correctness
+ *   cuda_op_harness --lowbit [TYPE]   only the low-bit weight types' cases (all, or the one named
+ *                            as ggml names it: iq4_xs, q2_K, ...)
+ *   cuda_op_harness --perf-lowbit   instead: the low-bit types' matvec GB/s and the 35B-A3B FFN
+ *                            decode stack per type (Q4_K's beside them)
  *   cuda_op_harness --perf   instead: per-op GPU time, and GB/s of the weight products at the model's
  *                            shapes (expert slices, 2048x8192, the 151936x2048 head), each over
  *                            copies of the weights larger than the L2 so HBM is what is measured
@@ -23,6 +27,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "base/status.h"
 #include "quant/quant.h"
+#include "quant/random.h"
 #include "quant/types.h"
 
 static st_cuda *cu;
@@ -84,7 +89,10 @@ static void report(const char *op, double err, double tol) {
 static void *quantize_matrix(uint32_t type, const float *w, int64_t M, int64_t K, size_t *bytes) {
     const size_t rb = st_row_size(st_type_get(type), K);
     uint8_t *q = malloc(rb * (size_t)M);
-    for (int64_t m = 0; m < M; m++) st_quantize_row(type, w + m * K, q + (size_t)m * rb, K);
+    uint64_t state = 0x10B17u + type;
+    for (int64_t m = 0; m < M; m++)   /* a type without a quantizer (the grid i-quants): random blocks */
+        if (!st_quantize_row(type, w + m * K, q + (size_t)m * rb, K) &&
+            !st_random_row(type, 1.0f, 1, &state, q + (size_t)m * rb, K, NULL)) die("a weight type with no source of blocks");
     *bytes = rb * (size_t)M;
     return q;
 }
@@ -732,6 +740,91 @@ static void test_gdn_chunked_all(void) {
     test_gdn_chunked(600, ST_GDN_TILED, 16, 32, 128);   /* the 35B-A3B's heads */
 }
 
+/* The decode forms on prepared 8-bit rows: add_rms_norm_q8 prepares the normed x, two matrices in
+ * one matvec_q8_multi launch, the experts' gate/up by matvec_q8_id and fused with SwiGLU into 8
+ * bits (matvec_q8_swiglu_q8, read back through its scales), each against the CPU on the normed x. */
+static void test_matvec_q8(uint32_t type, int64_t M, int64_t K) {
+    const int64_t E = 3, ns = 3;
+    float *x = rand_vec(K, 2.0f), *ones = malloc((size_t)K * 4);
+    for (int64_t i = 0; i < K; i++) ones[i] = 1.0f;
+    size_t wb;
+    float *w = rand_vec(E * M * K, 1.0f);
+    void *Gq = quantize_matrix(type, w, E * M, K, &wb);
+    for (int64_t i = 0; i < E * M * K; i++) w[i] = frand();
+    void *Uq = quantize_matrix(type, w, E * M, K, &wb);
+    const size_t eb = wb / (size_t)E;
+    float *dx = dev_from(x, (size_t)K * 4), *dones = dev_from(ones, (size_t)K * 4), *dxn = dev_from(NULL, (size_t)K * 4);
+    void *qbuf = dev_from(NULL, st_cuda_q8_bytes(K, 1));
+    const st_cuda_q8 q = st_cuda_q8_at(qbuf, K, 1);
+    GPU(st_cuda_add_rms_norm_q8(cu, dx, NULL, dones, dxn, q, 1, K, 1e-6f));
+    float *xn = to_host(dxn, (size_t)K);
+    void *dG = dev_from(Gq, wb), *dU = dev_from(Uq, wb);
+    float *dY = dev_from(NULL, (size_t)(ns * M) * 4);
+    float *yc = malloc((size_t)(ns * M) * 4), *uc = malloc((size_t)M * 4);
+    char name[96];
+    /* multi: expert 0 of gate and expert 1 of up as two plain matrices */
+    const st_cuda_mv items[2] = { { dG, M, dY, M }, { (uint8_t *)dU + eb, M, dY + M, M } };
+    GPU(st_cuda_matvec_q8_multi(cu, type, items, 2, q));
+    cpu_matmul(type, Gq, M, K, xn, K, 1, yc, M);
+    cpu_matmul(type, (uint8_t *)Uq + eb, M, K, xn, K, 1, yc + M, M);
+    float *yg = to_host(dY, (size_t)(2 * M));
+    snprintf(name, sizeof name, "matvec_q8_multi %s %lldx%lld", st_type_get(type)->name, (long long)M, (long long)K);
+    report(name, norm_err(yg, yc, 2, M, M), type_tol(type));
+    free(yg);
+    /* the experts of one token */
+    const int32_t ids[3] = { 2, 0, 1 };
+    int32_t *dids = dev_from(ids, sizeof ids);
+    const st_cuda_experts ex = { .type = type, .W = dG, .expert_bytes = eb, .n_expert = E, .M = M, .ids = dids,
+                                 .x_group = ns, .n_slots = ns };
+    GPU(st_cuda_matvec_q8_id(cu, &ex, q, dY, M));
+    for (int64_t s = 0; s < ns; s++) cpu_matmul(type, (uint8_t *)Gq + (size_t)ids[s] * eb, M, K, xn, K, 1, yc + s * M, M);
+    yg = to_host(dY, (size_t)(ns * M));
+    snprintf(name, sizeof name, "matvec_q8_id %s %lldx%lld", st_type_get(type)->name, (long long)M, (long long)K);
+    report(name, norm_err(yg, yc, ns, M, M), type_tol(type));
+    free(yg);
+    /* SwiGLU into 8 bits */
+    st_cuda_experts sw = ex;
+    sw.W2 = dU;
+    void *obuf = dev_from(NULL, st_cuda_q8_bytes(M, ns));
+    const st_cuda_q8 o = st_cuda_q8_at(obuf, M, ns);
+    GPU(st_cuda_matvec_q8_swiglu_q8(cu, &sw, q, o));
+    for (int64_t s = 0; s < ns; s++) {
+        cpu_matmul(type, (uint8_t *)Uq + (size_t)ids[s] * eb, M, K, xn, K, 1, uc, M);
+        st_op_swiglu(NULL, yc + s * M, M, uc, M, yc + s * M, M, 1, M);
+    }
+    int8_t *oq = malloc((size_t)(ns * M));
+    float *od = malloc((size_t)(ns * M / 32) * 4);
+    GPU(st_cuda_download(cu, oq, o.q, (size_t)(ns * M)));
+    GPU(st_cuda_download(cu, od, o.d, (size_t)(ns * M / 32) * 4));
+    yg = malloc((size_t)(ns * M) * 4);
+    for (int64_t i = 0; i < ns * M; i++) yg[i] = (float)oq[i] * od[i / 32];
+    snprintf(name, sizeof name, "matvec_q8_swiglu_q8 %s %lldx%lld", st_type_get(type)->name, (long long)M, (long long)K);
+    report(name, norm_err(yg, yc, ns, M, M), type_tol(type));
+    st_cuda_free(cu, dx); st_cuda_free(cu, dones); st_cuda_free(cu, dxn); st_cuda_free(cu, qbuf);
+    st_cuda_free(cu, dG); st_cuda_free(cu, dU); st_cuda_free(cu, dY); st_cuda_free(cu, dids); st_cuda_free(cu, obuf);
+    free(x); free(ones); free(w); free(Gq); free(Uq); free(xn); free(yc); free(uc); free(yg); free(oq); free(od);
+}
+
+/* The low-bit weight types (src/backend/cuda/quant_lowbit.cuh) on every path that takes a weight:
+ * decode matvec and its prepared-row forms, the expert products, the prompt GEMM, the MoE prefill
+ * and get_rows. K is a multiple of 256 (the super-block) and of 64 (q2_0's block). */
+static const uint32_t lowbit_types[] = { ST_TYPE_IQ4_XS, ST_TYPE_IQ3_XXS, ST_TYPE_IQ3_S, ST_TYPE_IQ2_XS,
+                                         ST_TYPE_IQ4_NL, ST_TYPE_Q2_0, ST_TYPE_Q2_K, ST_TYPE_Q3_K };
+
+static void test_lowbit(uint32_t type) {
+    test_matmul(type, 77, 768, 1);
+    test_matmul(type, 131, 1280, 3);
+    test_matmul(type, 67, 512, 37);
+    test_matmul(type, 5, 256, 1);   /* fewer units than lanes */
+    test_get_rows(type);
+    test_matmul_id(type, 5, 65, 512, 5);
+    test_matmul_id(type, 5, 65, 512, 37);
+    test_matmul_id_swiglu(type, 3, 64, 512);
+    test_matvec_q8(type, 96, 768);
+    test_moe_prefill(type, type, type, 16, 4, 512, 256, 37, 0, 0, 0, 0);
+    test_moe_prefill(type, type, ST_TYPE_Q6_K, 16, 4, 256, 256, 300, 1, 0, 0, 1);
+}
+
 /* ---- perf ------------------------------------------------------------------------------------- */
 
 #define PERF_ITERS 50
@@ -806,10 +899,10 @@ static void perf_moe(uint32_t type) {
  * (router f32): rms_norm, router, route, gate/up (8 of 256 experts), swiglu, down, combine, and the
  * shared expert. Weights are zeros (cudaMemset): no kernel's time depends on the values, and
  * 17.7 GB need no upload. Attention/GDN projections are not included. */
-static void perf_moe_decode(void) {
+static void perf_moe_decode(uint32_t type) {
     const int L = 40;
     const int64_t E = 256, k = 8, F = 512, D = 2048;
-    const size_t rb_in = st_row_size(st_type_get(ST_TYPE_Q4_K), D), rb_out = st_row_size(st_type_get(ST_TYPE_Q4_K), F);
+    const size_t rb_in = st_row_size(st_type_get(type), D), rb_out = st_row_size(st_type_get(type), F);
     const size_t e_in = rb_in * (size_t)F, e_out = rb_out * (size_t)D;   /* gate/up, down per expert */
     void *gate[40], *up[40], *down[40], *sh[40], *router[40];
     for (int l = 0; l < L; l++) {
@@ -839,19 +932,19 @@ static void perf_moe_decode(void) {
             GPU(st_cuda_matmul(cu, ST_TYPE_F32, router[l], E, D, xn, D, 1, logits, E));
             GPU(st_cuda_moe_route(cu, logits, E, 1, E, k, ids, wts));
             GPU(st_cuda_matmul_id(cu,
-                    &(st_cuda_experts){.type = ST_TYPE_Q4_K, .W = gate[l], .expert_bytes = e_in, .n_expert = E, .M = F,
+                    &(st_cuda_experts){.type = type, .W = gate[l], .expert_bytes = e_in, .n_expert = E, .M = F,
                         .ids = ids, .x_group = k, .n_slots = k}, D, xn, D, g, F));
             GPU(st_cuda_matmul_id(cu,
-                    &(st_cuda_experts){.type = ST_TYPE_Q4_K, .W = up[l], .expert_bytes = e_in, .n_expert = E, .M = F,
+                    &(st_cuda_experts){.type = type, .W = up[l], .expert_bytes = e_in, .n_expert = E, .M = F,
                         .ids = ids, .x_group = k, .n_slots = k}, D, xn, D, u, F));
             GPU(st_cuda_pointwise(cu, ST_CUDA_SWIGLU, g, F, u, F, g, F, k, F));
             GPU(st_cuda_matmul_id(cu,
-                    &(st_cuda_experts){.type = ST_TYPE_Q4_K, .W = down[l], .expert_bytes = e_out, .n_expert = E,
+                    &(st_cuda_experts){.type = type, .W = down[l], .expert_bytes = e_out, .n_expert = E,
                         .M = D, .ids = ids, .x_group = 1, .n_slots = k}, F, g, F, yd, D));
             GPU(st_cuda_moe_combine(cu, yd, D, wts, 1, k, D, x, D, 1));
-            GPU(st_cuda_matmul(cu, ST_TYPE_Q4_K, sh[l], 2 * F, D, xn, D, 1, sg, 2 * F));   /* shared gate|up */
+            GPU(st_cuda_matmul(cu, type, sh[l], 2 * F, D, xn, D, 1, sg, 2 * F));   /* shared gate|up */
             GPU(st_cuda_pointwise(cu, ST_CUDA_SWIGLU, sg, F, sg + F, F, sg, F, 1, F));
-            GPU(st_cuda_matmul(cu, ST_TYPE_Q4_K, (uint8_t *)sh[l] + 2 * e_in, D, F, sg, F, 1, so, D));
+            GPU(st_cuda_matmul(cu, type, (uint8_t *)sh[l] + 2 * e_in, D, F, sg, F, 1, so, D));
             GPU(st_cuda_axpy(cu, x, D, so, 1.0f, 1));
         }
         if (rep < 2) { GPU(st_cuda_timer_stop(cu, &ms)); continue; }
@@ -864,11 +957,12 @@ static void perf_moe_decode(void) {
         st_cuda_graph_free(graph);
     }
     const double bytes = (double)L * ((double)k * (2 * e_in + e_out) + 2 * e_in + e_out + (double)(E * D) * 4);
-    printf("perf moe_ffn decode, 40 layers (35B-A3B shape, Q4_K): %8.1f us/token  %7.1f GB/s of weights  "
-           "(%d launches; FFN-only bound %.0f tok/s)\n", 1000.0 * ms, bytes / (ms * 1e6), L * 17, 1000.0 / ms);
+    const char *tn = st_type_get(type)->name;
+    printf("perf moe_ffn decode, 40 layers (35B-A3B shape, %-7s): %8.1f us/token  %7.1f GB/s of weights  "
+           "(%d launches; FFN-only bound %.0f tok/s)\n", tn, 1000.0 * ms, bytes / (ms * 1e6), L * 17, 1000.0 / ms);
     if (ms_graph > 0.0f)
-        printf("perf moe_ffn decode, same, as one CUDA graph:        %8.1f us/token  %7.1f GB/s of weights  "
-               "(FFN-only bound %.0f tok/s)\n", 1000.0 * ms_graph, bytes / (ms_graph * 1e6), 1000.0 / ms_graph);
+        printf("perf moe_ffn decode, same, as one CUDA graph (%-7s): %8.1f us/token  %7.1f GB/s of weights  "
+               "(FFN-only bound %.0f tok/s)\n", tn, 1000.0 * ms_graph, bytes / (ms_graph * 1e6), 1000.0 / ms_graph);
     for (int l = 0; l < L; l++) {
         st_cuda_free(cu, gate[l]); st_cuda_free(cu, up[l]); st_cuda_free(cu, down[l]);
         st_cuda_free(cu, sh[l]); st_cuda_free(cu, router[l]);
@@ -1094,11 +1188,27 @@ static void run_perf(void) {
     perf_attention_prefill(512, 8192);
     perf_gdn_chunked(512);
     perf_gdn_chunked(4096);
-    perf_moe_decode();   /* last: it holds 17.7 GB and captures a graph */
+    perf_moe_decode(ST_TYPE_Q4_K);   /* last: it holds 17.7 GB and captures a graph */
+}
+
+/* --perf-lowbit: the low-bit types' matvec GB/s at the model's shapes and the 35B-A3B FFN decode
+ * stack per type, Q4_K first as the yardstick */
+static void run_perf_lowbit(void) {
+    printf("\n== perf, low-bit weight types (%d iterations each; weights cycled over copies > L2)\n", PERF_ITERS);
+    for (size_t t = 0; t < sizeof lowbit_types / sizeof lowbit_types[0]; t++) {
+        perf_matmul(lowbit_types[t], 512, 2048, "expert gate/up");
+        perf_matmul(lowbit_types[t], 2048, 512, "expert down");
+        perf_matmul(lowbit_types[t], 2048, 8192, "8192->2048");
+        perf_matmul(lowbit_types[t], 151936, 2048, "head");
+    }
+    perf_moe_decode(ST_TYPE_Q4_K);
+    for (size_t t = 0; t < sizeof lowbit_types / sizeof lowbit_types[0]; t++) perf_moe_decode(lowbit_types[t]);
 }
 
 int main(int argc, char **argv) {
     const int perf = argc > 1 && !strcmp(argv[1], "--perf");
+    const int perf_lowbit = argc > 1 && !strcmp(argv[1], "--perf-lowbit");
+    const int lowbit = argc > 1 && !strcmp(argv[1], "--lowbit");   /* only the low-bit cases: [type name] */
     const int n_dev = st_cuda_device_count();
     if (n_dev <= 0) {
         fprintf(stderr, "skipped: no CUDA device (cudaGetDeviceCount gave 0 or failed)\n");
@@ -1108,10 +1218,18 @@ int main(int argc, char **argv) {
     printf("device: %s\n", st_cuda_describe(cu));
     static const uint32_t qtypes[] = { ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_Q8_0,
                                        ST_TYPE_F32, ST_TYPE_F16, ST_TYPE_BF16 };
-    if (perf) {   /* a separate run, so a fault in one mode cannot hide the other's results */
-        run_perf();
+    if (perf || perf_lowbit) {   /* a separate run, so a fault in one mode cannot hide the other's results */
+        if (perf) run_perf();
+        else run_perf_lowbit();
         st_cuda_close(cu);
         return 0;
+    }
+    if (lowbit) {
+        for (size_t t = 0; t < sizeof lowbit_types / sizeof lowbit_types[0]; t++)
+            if (argc < 3 || !strcmp(argv[2], st_type_get(lowbit_types[t])->name)) test_lowbit(lowbit_types[t]);
+        printf("cuda_op_harness: %d passed, %d failed\n", n_pass, n_fail);
+        st_cuda_close(cu);
+        return n_fail ? 1 : n_pass ? 0 : 2;
     }
     for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++) {
         test_matmul(qtypes[t], 77, 768, 1);
@@ -1148,6 +1266,7 @@ int main(int argc, char **argv) {
     test_graph();
     test_prefill_paths();
     test_gdn_chunked_all();
+    for (size_t t = 0; t < sizeof lowbit_types / sizeof lowbit_types[0]; t++) test_lowbit(lowbit_types[t]);
     printf("cuda_op_harness: %d passed, %d failed\n", n_pass, n_fail);
     st_cuda_close(cu);
     return n_fail ? 1 : 0;

@@ -40,6 +40,7 @@ st_status st_cuda_open(int device, st_cuda **out) {
     }
     if (s == ST_OK && cublasSetStream(cu->blas, cu->stream) != CUBLAS_STATUS_SUCCESS)
         s = st_fail(ST_ERR_IO, "cuda: cublasSetStream failed");
+    if (s == ST_OK) s = cu_lowbit_upload();
     if (s != ST_OK) { st_cuda_close(cu); return s; }
     cudaDeviceProp p;
     if (cudaGetDeviceProperties(&p, device) == cudaSuccess) {

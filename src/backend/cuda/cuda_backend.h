@@ -121,9 +121,15 @@ st_status st_cuda_mbox_wait_add(st_cuda *cu, const st_cuda_mbox *mb, int64_t il,
 
 /* ---- Quantized products (matmul.h) ---------------------------------------------------------- */
 
-/* Y[i][m] = sum_k W[m][k] X[i][k], i < n, m < M; W of `type` as in the GGUF file: Q4_K, Q5_K,
- * Q6_K, Q8_0 (activations quantized to 8 bits per 32, integer dot products), F32, F16, BF16
- * (f32 activations). n <= 8: the matrix-vector kernel, one weight pass per row of X; larger n:
+/* The weight types the products and get_rows take: st_cuda_type_q8 for those whose products run on
+ * 8-bit activations (Q4_K, Q5_K, Q6_K, Q8_0 and the low-bit IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XS, IQ4_NL,
+ * Q2_0, Q2_K, Q3_K), st_cuda_type_ok for those and F32, F16, BF16. */
+int st_cuda_type_q8(uint32_t type);
+int st_cuda_type_ok(uint32_t type);
+
+/* Y[i][m] = sum_k W[m][k] X[i][k], i < n, m < M; W of `type` as in the GGUF file: the
+ * st_cuda_type_q8 types (activations quantized to 8 bits per 32, integer dot products), F32, F16,
+ * BF16 (f32 activations). n <= 8: the matrix-vector kernel, one weight pass per row of X; larger n:
  * W dequantized to f16 in row tiles and cuBLAS (tensor cores, f32 accumulation). */
 st_status st_cuda_matmul(st_cuda *cu, uint32_t type, const void *W, int64_t M, int64_t K,
                          const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy);
@@ -194,7 +200,7 @@ st_status st_cuda_rms_norm_mul_silu(st_cuda *cu, const float *x, const float *w,
  * Bit for bit st_cuda_pointwise(ADD), st_cuda_rms_norm, then the prepared form of y. */
 st_status st_cuda_add_rms_norm_q8(st_cuda *cu, float *x, const float *r, const float *w, float *y, st_cuda_q8 q,
                                   int64_t rows, int64_t dim, float eps);
-/* Y_i = W_i x for up to ST_CUDA_MV_MULTI matrices of one quantized type (Q4_K, Q5_K, Q6_K, Q8_0)
+/* Y_i = W_i x for up to ST_CUDA_MV_MULTI matrices of one st_cuda_type_q8 type
  * and K = q.K, on the q.n prepared rows (n <= 8), in one launch. */
 #define ST_CUDA_MV_MULTI 4
 typedef struct st_cuda_mv {

@@ -5,6 +5,7 @@
 #define ST_BACKEND_CUDA_INTERNAL_CUH
 
 #include <cuda_runtime.h>
+#include <cuda_fp16.h>
 #include <cublas_v2.h>
 #include <stdint.h>
 
@@ -43,6 +44,16 @@ static inline st_status cu_launched(const char *where) { return cu_check(cudaGet
 /* Scratch of at least `bytes` (device), valid until the next op that asks for scratch. */
 st_status cu_scratch(st_cuda *cu, size_t bytes, void **out);
 
+/* matmul.cu: the low-bit types' tables (quant_lowbit.cuh) to this device, when a context opens. */
+st_status cu_lowbit_upload(void);
+/* matmul.cu, for the MoE prefill: a low-bit type's (quant_lowbit.cuh's lb_type) rows x K of the
+ * experts eids[b] of a stacked tensor (experts rows x K apart) -> f16 out + b * out_stride (void *:
+ * __half), K % 8 == 0. */
+st_status cu_dequant_experts_lowbit(st_cuda *cu, uint32_t type, const void *W, int64_t rows, int64_t K,
+                                    const int32_t *eids, int64_t nb, void *out, int64_t out_stride);
+/* whether cu_dequant_experts_lowbit takes `type` */
+int cu_lowbit_type(uint32_t type);
+
 #define CU_TRY(expr, where) do { st_status s_ = cu_check((expr), (where)); if (s_ != ST_OK) return s_; } while (0)
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -61,6 +72,25 @@ __device__ __forceinline__ double warp_sum_d(double v) {
 template <int G> __device__ __forceinline__ float group_sum(float v) {
     for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
+}
+
+/* The MoE prefill's dequantizer (moe_prefill.cu, and matmul.cu for the low-bit types): for batch
+ * entry b (blockIdx.y), expert eids[b]: its rows x K of W (a stacked tensor, experts expert_bytes
+ * apart) -> f16 out + b*out_stride, rows K apart; D::at(row, i0, v) gives a row's elements i0 ..
+ * i0+7. out 16-byte aligned, K and out_stride multiples of 8 (one 16-byte store per thread). */
+#define CU_DQ8_THREADS 256
+template <class D> __global__ void __launch_bounds__(CU_DQ8_THREADS)
+dq8_experts_kernel(const uint8_t *W, size_t expert_bytes, size_t row_bytes, int64_t rows, int64_t K,
+                   const int32_t *eids, __half *out, int64_t out_stride) {
+    const int64_t i8 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i8 >= rows * K / 8) return;
+    const int64_t r = i8 * 8 / K, c = i8 * 8 % K;
+    const uint8_t *row = W + (size_t)eids[blockIdx.y] * expert_bytes + (size_t)r * row_bytes;
+    float v[8];
+    D::at(row, c, v);
+    union { __half2 h[4]; uint4 u; } pk;
+    for (int j = 0; j < 4; j++) pk.h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+    *(uint4 *)(out + blockIdx.y * out_stride + r * K + c) = pk.u;
 }
 
 static inline unsigned cu_blocks(int64_t n, int per) { return (unsigned)((n + per - 1) / per); }

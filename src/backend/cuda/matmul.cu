@@ -2,15 +2,16 @@
  * (plain and with MoE expert ids), the prompt GEMM, the expert combination and get_rows.
  *
  * Decode is bound by HBM bandwidth: every weight byte is read once per token, so the kernel must
- * keep enough loads in flight and spend few instructions per byte. For the K-quants and Q8_0 the
+ * keep enough loads in flight and spend few instructions per byte. For the K-quants, Q8_0 and the
+ * low-bit types (quant_lowbit.cuh: iq4_xs, iq3_xxs, iq3_s, iq2_xs, iq4_nl, q2_0, q2_K, q3_K) the
  * activations are first quantized to int8 per 32 elements with an f32 scale d and the sum
  * s = d * sum(q) (our q8_1, kept as three arrays), and each 32-element sub-block becomes a few
  * dp4a integer dot products scaled once, instead of 32 dequantize+FMA steps.
  *
  * Work split: a group of G lanes (G = 32, 16, 8 or 4, picked from the row length) takes one
  * weight row; its lanes stride over the row's units (64 elements for Q4_K/Q5_K: one 32-byte run of
- * qs serves two sub-blocks; 32 elements for Q6_K/Q8_0) and the group sums with shuffles. Four
- * warps per block. grid.y is the activation column (n <= 8 rows of X, or the MoE slots).
+ * qs serves two sub-blocks; 32 elements for Q6_K/Q8_0 and the low-bit types) and the group sums
+ * with shuffles. Four warps per block. grid.y is the activation column (n <= 8 rows of X, or the MoE slots).
  *
  * Prompt chunks (n > 8): W is dequantized to f16 in row tiles and multiplied with cuBLAS
  * (tensor cores, f32 accumulation); a fused int8 GEMM on the quantized blocks is the next step. */
@@ -18,6 +19,7 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include "backend/cuda/cuda_internal.cuh"
+#include "backend/cuda/quant_lowbit.cuh"
 extern "C" {
 #include "quant/quant.h"
 }
@@ -47,65 +49,6 @@ __global__ void quantize_q8_kernel(const float *X, int64_t ldx, int64_t K, int64
 
 /* ---- Per-type unit dot products ---------------------------------------------------------------- */
 
-/* The unit dot products and the dequantizer are __host__ __device__ so that
- * tests/cuda/test_cuda_host.cu checks the very same code against the CPU reference on a machine
- * without a GPU; these shims give the host the integer intrinsics they use. */
-#define HD __host__ __device__ __forceinline__
-
-HD int dp4a(int a, int b, int c) {
-#ifdef __CUDA_ARCH__
-    return __dp4a(a, b, c);
-#else
-    for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
-    return c;
-#endif
-}
-/* per byte a - b, signed, saturating */
-HD int vsubss4(int a, int b) {
-#ifdef __CUDA_ARCH__
-    return __vsubss4(a, b);
-#else
-    uint32_t r = 0;
-    for (int i = 0; i < 4; i++) {
-        int v = (int)(int8_t)(a >> (8 * i)) - (int)(int8_t)(b >> (8 * i));
-        v = v < -128 ? -128 : v > 127 ? 127 : v;
-        r |= (uint32_t)(uint8_t)v << (8 * i);
-    }
-    return (int)r;
-#endif
-}
-HD float h2f(uint16_t h) {
-#ifdef __CUDA_ARCH__
-    return __half2float(__ushort_as_half(h));
-#else
-    return st_fp16_to_fp32(h);
-#endif
-}
-HD float mul_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-HD float sub_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-    return __fsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
-/* int from two 2-byte aligned halves (Q6_K and Q8_0 blocks are only 2-byte aligned) */
-HD int ld_int_b2(const uint8_t *p, int i) {
-    const uint16_t *h = (const uint16_t *)p;
-    return (int)((uint32_t)h[2 * i] | ((uint32_t)h[2 * i + 1] << 16));
-}
-/* 32 bytes from a 16-byte aligned address as two 16-byte loads */
-HD void ld_32b(const void *p, int v[8]) {
-    const int4 a = ((const int4 *)p)[0], b = ((const int4 *)p)[1];
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-}
-
 HD void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
     if (j < 4) { *sc = q[j] & 63; *m = q[j + 4] & 63; }
     else { *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4); *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4); }
@@ -116,9 +59,12 @@ struct unit_q5_K { enum { ELEMS = 64 }; };
 struct unit_q6_K { enum { ELEMS = 32 }; };
 struct unit_q8_0 { enum { ELEMS = 32 }; };
 
-/* Unit u of a row (u-th run of ELEMS elements) against the quantized activations of the column. */
+/* Unit u of a row (u-th run of ELEMS elements) against the quantized activations of the column;
+ * by default a low-bit type of quant_lowbit.cuh (U = lb<T>), the others are specialized below. */
 template <class U> __host__ __device__ float unit_dot(const uint8_t *row, int64_t u, const int8_t *xq,
-                                             const float *xd, const float *xs);
+                                             const float *xd, const float *xs) {
+    return lb_unit_dot<U::TYPE>(row, u, xq, xd);
+}
 
 template <> __host__ __device__ float unit_dot<unit_q4_K>(const uint8_t *row, int64_t u, const int8_t *xq,
                                                  const float *xd, const float *xs) {
@@ -211,6 +157,22 @@ template <> __host__ __device__ float unit_dot<unit_q8_0>(const uint8_t *row, in
     for (int i = 0; i < 8; i++) s = dp4a(ld_int_b2(blk + 2, i), xv[i], s);
     return h2f(*(const uint16_t *)blk) * xd[u] * (float)s;
 }
+
+/* The unit of each type that the matvec takes, by type id, and the dispatch over them: F(type id). */
+template <int T> struct unit_of { typedef lb<T> type; };
+template <> struct unit_of<ST_TYPE_Q4_K> { typedef unit_q4_K type; };
+template <> struct unit_of<ST_TYPE_Q5_K> { typedef unit_q5_K type; };
+template <> struct unit_of<ST_TYPE_Q6_K> { typedef unit_q6_K type; };
+template <> struct unit_of<ST_TYPE_Q8_0> { typedef unit_q8_0 type; };
+template <int T> using unit_t = typename unit_of<T>::type;
+#define MV_CASES(F) \
+    switch (type) { \
+    case ST_TYPE_Q4_K: F(ST_TYPE_Q4_K); break; \
+    case ST_TYPE_Q5_K: F(ST_TYPE_Q5_K); break; \
+    case ST_TYPE_Q6_K: F(ST_TYPE_Q6_K); break; \
+    LB_CASES(F) \
+    default:           F(ST_TYPE_Q8_0); break; \
+    }
 
 /* ---- The quantized matrix-vector kernel ------------------------------------------------------- */
 
@@ -360,7 +322,7 @@ matvec_f_kernel(mvf_args a) {
 /* ---- Dispatch ------------------------------------------------------------------------------- */
 
 static int is_quant_mv(uint32_t t) {
-    return t == ST_TYPE_Q4_K || t == ST_TYPE_Q5_K || t == ST_TYPE_Q6_K || t == ST_TYPE_Q8_0;
+    return t == ST_TYPE_Q4_K || t == ST_TYPE_Q5_K || t == ST_TYPE_Q6_K || t == ST_TYPE_Q8_0 || lb_type(t);
 }
 static int is_float_mv(uint32_t t) { return t == ST_TYPE_F32 || t == ST_TYPE_F16 || t == ST_TYPE_BF16; }
 
@@ -453,12 +415,9 @@ static st_status matvec_run(st_cuda *cu, uint32_t type, const void *W, const voi
     }
     mv_args a = { (const uint8_t *)W, (const uint8_t *)W2, row_bytes, expert_bytes, n_expert, M, K, ids, x_group,
                   perm, xq, xd, xs, Y, ldy };
-    switch (type) {
-    case ST_TYPE_Q4_K: launch_q<unit_q4_K>(a, n_cols, cu->stream); break;
-    case ST_TYPE_Q5_K: launch_q<unit_q5_K>(a, n_cols, cu->stream); break;
-    case ST_TYPE_Q6_K: launch_q<unit_q6_K>(a, n_cols, cu->stream); break;
-    default:           launch_q<unit_q8_0>(a, n_cols, cu->stream); break;
-    }
+#define MV_LAUNCH(T) launch_q<unit_t<T>>(a, n_cols, cu->stream)
+    MV_CASES(MV_LAUNCH)
+#undef MV_LAUNCH
     return cu_launched("matvec_q");
 }
 
@@ -544,12 +503,9 @@ extern "C" st_status st_cuda_matvec_q8_multi(st_cuda *cu, uint32_t type, const s
         a.M[i] = items[i].M;
         a.ldy[i] = items[i].ldy;
     }
-    switch (type) {
-    case ST_TYPE_Q4_K: launch_multi<unit_q4_K>(a, q.n, cu->stream); break;
-    case ST_TYPE_Q5_K: launch_multi<unit_q5_K>(a, q.n, cu->stream); break;
-    case ST_TYPE_Q6_K: launch_multi<unit_q6_K>(a, q.n, cu->stream); break;
-    default:           launch_multi<unit_q8_0>(a, q.n, cu->stream); break;
-    }
+#define MV_LAUNCH(T) launch_multi<unit_t<T>>(a, q.n, cu->stream)
+    MV_CASES(MV_LAUNCH)
+#undef MV_LAUNCH
     return cu_launched("matvec_q8_multi");
 }
 
@@ -606,12 +562,10 @@ extern "C" st_status st_cuda_matvec_q8_swiglu_q8(st_cuda *cu, const st_cuda_expe
     mv_args a = { (const uint8_t *)e->W, (const uint8_t *)e->W2, st_row_size(st_type_get(e->type), q.K), e->expert_bytes,
                   e->ids ? e->n_expert : 1, e->M, q.K, e->ids, e->x_group, NULL, q.q, q.d, q.s, NULL, 0 };
     dim3 grid((unsigned)(e->M / 32), (unsigned)e->n_slots);
-    switch (e->type) {
-    case ST_TYPE_Q4_K: swiglu_q8_kernel<unit_q4_K><<<grid, 1024, 0, cu->stream>>>(a, out.q, out.d, out.s); break;
-    case ST_TYPE_Q5_K: swiglu_q8_kernel<unit_q5_K><<<grid, 1024, 0, cu->stream>>>(a, out.q, out.d, out.s); break;
-    case ST_TYPE_Q6_K: swiglu_q8_kernel<unit_q6_K><<<grid, 1024, 0, cu->stream>>>(a, out.q, out.d, out.s); break;
-    default:           swiglu_q8_kernel<unit_q8_0><<<grid, 1024, 0, cu->stream>>>(a, out.q, out.d, out.s); break;
-    }
+    const uint32_t type = e->type;
+#define MV_LAUNCH(T) swiglu_q8_kernel<unit_t<T>><<<grid, 1024, 0, cu->stream>>>(a, out.q, out.d, out.s)
+    MV_CASES(MV_LAUNCH)
+#undef MV_LAUNCH
     return cu_launched("swiglu_q8");
 }
 
@@ -624,18 +578,16 @@ extern "C" st_status st_cuda_matvec_q8_id(st_cuda *cu, const st_cuda_experts *e,
     /* ids NULL: one matrix */
     mv_args a = { (const uint8_t *)e->W, (const uint8_t *)e->W2, st_row_size(st_type_get(e->type), q.K), e->expert_bytes,
                   e->ids ? e->n_expert : 1, e->M, q.K, e->ids, e->x_group, NULL, q.q, q.d, q.s, Y, ldy };
-    switch (e->type) {
-    case ST_TYPE_Q4_K: launch_q<unit_q4_K>(a, e->n_slots, cu->stream); break;
-    case ST_TYPE_Q5_K: launch_q<unit_q5_K>(a, e->n_slots, cu->stream); break;
-    case ST_TYPE_Q6_K: launch_q<unit_q6_K>(a, e->n_slots, cu->stream); break;
-    default:           launch_q<unit_q8_0>(a, e->n_slots, cu->stream); break;
-    }
+    const uint32_t type = e->type;
+#define MV_LAUNCH(T) launch_q<unit_t<T>>(a, e->n_slots, cu->stream)
+    MV_CASES(MV_LAUNCH)
+#undef MV_LAUNCH
     return cu_launched("matvec_q8_id");
 }
 
 /* ---- Dequantization (prompt GEMM and get_rows) ---------------------------------------------- */
 
-template <int T> __host__ __device__ float dequant_elem(const uint8_t *row, int64_t i) {
+template <int T> __host__ __device__ float dequant_elem_k(const uint8_t *row, int64_t i) {
     if (T == ST_TYPE_F32 || T == ST_TYPE_F16 || T == ST_TYPE_BF16) return ld_w<T>(row, i);
     if (T == ST_TYPE_Q8_0) {
         const uint8_t *blk = row + (i / 32) * sizeof(block_q8_0);
@@ -661,6 +613,12 @@ template <int T> __host__ __device__ float dequant_elem(const uint8_t *row, int6
     const float d1 = h2f(*(const uint16_t *)blk) * (float)sc;
     const float m1 = h2f(*(const uint16_t *)(blk + 2)) * (float)m;
     return sub_rn(mul_rn(d1, (float)q), m1);
+}
+
+/* element i of a row of any type the GPU runs */
+template <int T> __host__ __device__ float dequant_elem(const uint8_t *row, int64_t i) {
+    if constexpr (lb_type(T)) return lb_dequant1<T>(row, i);
+    else return dequant_elem_k<T>(row, i);
 }
 
 /* rows [r0, r0 + n_rows) of W -> f16 out[n_rows][K] */
@@ -690,6 +648,7 @@ template <int T> __global__ void get_rows_kernel(const uint8_t *table, size_t ro
     case ST_TYPE_Q8_0: F(ST_TYPE_Q8_0); break; \
     case ST_TYPE_Q4_K: F(ST_TYPE_Q4_K); break; \
     case ST_TYPE_Q5_K: F(ST_TYPE_Q5_K); break; \
+    LB_CASES(F) \
     default:           F(ST_TYPE_Q6_K); break; \
     }
 
@@ -810,4 +769,37 @@ extern "C" st_status st_cuda_get_rows_dev(st_cuda *cu, uint32_t type, const void
     DQ_CASES(GRD_LAUNCH)
 #undef GRD_LAUNCH
     return cu_launched("get_rows_dev");
+}
+
+/* ---- The low-bit types' tables and the MoE prefill's dequantizer ---------------------------- */
+
+extern "C" int st_cuda_type_q8(uint32_t type) { return is_quant_mv(type); }
+extern "C" int st_cuda_type_ok(uint32_t type) { return is_quant_mv(type) || is_float_mv(type); }
+int cu_lowbit_type(uint32_t type) { return lb_type(type); }
+
+st_status cu_lowbit_upload(void) {
+    CU_TRY(cudaMemcpyToSymbol(lb_grid_iq2xs, st_iq2xs_grid, sizeof lb_grid_iq2xs), "iq2_xs grid");
+    CU_TRY(cudaMemcpyToSymbol(lb_grid_iq3xxs, st_iq3xxs_grid, sizeof lb_grid_iq3xxs), "iq3_xxs grid");
+    CU_TRY(cudaMemcpyToSymbol(lb_grid_iq3s, st_iq3s_grid, sizeof lb_grid_iq3s), "iq3_s grid");
+    CU_TRY(cudaMemcpyToSymbol(lb_signs, st_iq_signs, sizeof lb_signs), "iq sign masks");
+    CU_TRY(cudaMemcpyToSymbol(lb_iq4nl, st_iq4nl_levels, sizeof lb_iq4nl), "iq4 levels");
+    return ST_OK;
+}
+
+template <int T> struct lb_dq8 {
+    static __device__ __forceinline__ void at(const uint8_t *row, int64_t i0, float v[8]) { lb_dequant8<T>(row, i0, v); }
+};
+
+st_status cu_dequant_experts_lowbit(st_cuda *cu, uint32_t type, const void *W, int64_t rows, int64_t K,
+                                    const int32_t *eids, int64_t nb, void *out, int64_t out_stride) {
+    if (!lb_type(type) || K % 8) return st_fail(ST_ERR_INVALID, "cuda: low-bit dequant of type %u, K %lld", type, (long long)K);
+    const size_t row_bytes = st_row_size(st_type_get(type), K), eb = row_bytes * (size_t)rows;
+    const dim3 grid(cu_blocks(rows * K / 8, CU_DQ8_THREADS), (unsigned)nb);
+    switch (type) {
+#define DQ8_LAUNCH(T) dq8_experts_kernel<lb_dq8<T>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>((const uint8_t *)W, eb, row_bytes, rows, K, eids, (__half *)out, out_stride)
+    LB_CASES(DQ8_LAUNCH)
+#undef DQ8_LAUNCH
+    default: break;
+    }
+    return cu_launched("dq8_experts (low-bit)");
 }

@@ -12,8 +12,10 @@
  *      GEMMs as one grouped cuBLAS call (an expert per group; f16 in and out, f32 accumulation),
  *      SwiGLU into f16, the down GEMMs likewise;
  *   4. combine per token in slot order j = 0..k-1 (the CPU's order), then add to out.
- * The dequantizer is this file's own (8 consecutive elements per thread, one 16-byte store), so
- * that matmul.cu stays untouched; it follows the block layouts of src/quant/types.h.
+ * The dequantizer is this file's own (8 consecutive elements per thread, one 16-byte store, in
+ * cuda_internal.cuh's dq8_experts_kernel), so that matmul.cu stays untouched; it follows the block
+ * layouts of src/quant/types.h. The low-bit types (quant_lowbit.cuh) are dequantized by matmul.cu,
+ * where their grids live in device memory.
  *
  * The grouped GEMM (cublasGemmGroupedBatchedEx) is tried first; if cuBLAS refuses it for these
  * types, the same products run as one cublasGemmEx per expert (the context remembers which). */
@@ -110,22 +112,9 @@ template <int T> __host__ __device__ __forceinline__ void dq8(const uint8_t *row
     }
 }
 
-/* For batch entry b (blockIdx.y), expert eids[b]: its rows x K of W (a stacked tensor, experts
- * expert_bytes apart) -> f16 out + b*out_stride, rows K apart. out 16-byte aligned, K and
- * out_stride multiples of 8 (one 16-byte store per thread). */
-template <int T> __global__ void __launch_bounds__(MP_THREADS)
-dq_experts_kernel(const uint8_t *W, size_t expert_bytes, size_t row_bytes, int64_t rows, int64_t K,
-                  const int32_t *eids, __half *out, int64_t out_stride) {
-    const int64_t i8 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i8 >= rows * K / 8) return;
-    const int64_t r = i8 * 8 / K, c = i8 * 8 % K;
-    const uint8_t *row = W + (size_t)eids[blockIdx.y] * expert_bytes + (size_t)r * row_bytes;
-    float v[8];
-    dq8<T>(row, c, v);
-    union { __half2 h[4]; uint4 u; } pk;
-    for (int j = 0; j < 4; j++) pk.h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-    *(uint4 *)(out + blockIdx.y * out_stride + r * K + c) = pk.u;
-}
+template <int T> struct mp_dq8 {
+    static __device__ __forceinline__ void at(const uint8_t *row, int64_t i0, float v[8]) { dq8<T>(row, i0, v); }
+};
 
 /* ---- Routing bookkeeping, gather, SwiGLU, combine ------------------------------------------- */
 
@@ -196,7 +185,7 @@ __global__ void mp_combine_kernel(const __half *Y, int64_t d, const int32_t *ids
 
 int mp_supported(uint32_t t) {
     return t == ST_TYPE_Q4_K || t == ST_TYPE_Q5_K || t == ST_TYPE_Q6_K || t == ST_TYPE_Q8_0 ||
-           t == ST_TYPE_F32 || t == ST_TYPE_F16 || t == ST_TYPE_BF16;
+           t == ST_TYPE_F32 || t == ST_TYPE_F16 || t == ST_TYPE_BF16 || cu_lowbit_type(t);
 }
 
 st_status mp_check(const char *which, uint32_t type, int64_t K) {
@@ -214,17 +203,18 @@ st_status mp_check(const char *which, uint32_t type, int64_t K) {
  * into out + b*out_stride. */
 st_status mp_dequant(st_cuda *cu, uint32_t type, const void *W, int64_t rows, int64_t K, const int32_t *eids,
                      int64_t nb, __half *out, int64_t out_stride) {
+    if (cu_lowbit_type(type)) return cu_dequant_experts_lowbit(cu, type, W, rows, K, eids, nb, out, out_stride);
     const size_t row_bytes = st_row_size(st_type_get(type), K), eb = row_bytes * (size_t)rows;
-    const dim3 grid(cu_blocks(rows * K / 8, MP_THREADS), (unsigned)nb);
+    const dim3 grid(cu_blocks(rows * K / 8, CU_DQ8_THREADS), (unsigned)nb);
     const uint8_t *w = (const uint8_t *)W;
     switch (type) {
-    case ST_TYPE_F32:  dq_experts_kernel<ST_TYPE_F32><<<grid, MP_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
-    case ST_TYPE_F16:  dq_experts_kernel<ST_TYPE_F16><<<grid, MP_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
-    case ST_TYPE_BF16: dq_experts_kernel<ST_TYPE_BF16><<<grid, MP_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
-    case ST_TYPE_Q8_0: dq_experts_kernel<ST_TYPE_Q8_0><<<grid, MP_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
-    case ST_TYPE_Q4_K: dq_experts_kernel<ST_TYPE_Q4_K><<<grid, MP_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
-    case ST_TYPE_Q5_K: dq_experts_kernel<ST_TYPE_Q5_K><<<grid, MP_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
-    default:           dq_experts_kernel<ST_TYPE_Q6_K><<<grid, MP_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    case ST_TYPE_F32:  dq8_experts_kernel<mp_dq8<ST_TYPE_F32>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    case ST_TYPE_F16:  dq8_experts_kernel<mp_dq8<ST_TYPE_F16>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    case ST_TYPE_BF16: dq8_experts_kernel<mp_dq8<ST_TYPE_BF16>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    case ST_TYPE_Q8_0: dq8_experts_kernel<mp_dq8<ST_TYPE_Q8_0>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    case ST_TYPE_Q4_K: dq8_experts_kernel<mp_dq8<ST_TYPE_Q4_K>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    case ST_TYPE_Q5_K: dq8_experts_kernel<mp_dq8<ST_TYPE_Q5_K>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    default:           dq8_experts_kernel<mp_dq8<ST_TYPE_Q6_K>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
     }
     return cu_launched("moe_prefill dequant");
 }

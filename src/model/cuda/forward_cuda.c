@@ -94,15 +94,10 @@ size_t st_forward_cuda_ws_size(const void *model, int id, int64_t n) {
 
 /* ---- what the device runs ---------------------------------------------------------------------- */
 
-static int type_ok(uint32_t t) {
-    return t == ST_TYPE_Q4_K || t == ST_TYPE_Q5_K || t == ST_TYPE_Q6_K || t == ST_TYPE_Q8_0 || t == ST_TYPE_F32 ||
-           t == ST_TYPE_F16 || t == ST_TYPE_BF16;
-}
-
 static st_status check_tensor(const st_tensor *t) {
     if (!t->data) return ST_OK;
-    if (!type_ok(t->type))
-        return st_fail(ST_ERR_UNSUPPORTED, "cuda: tensor %s is %s; the GPU runs q4_K, q5_K, q6_K, q8_0, f32, f16 and bf16",
+    if (!st_cuda_type_ok(t->type))
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda: tensor %s is %s, which the GPU does not run (cuda_backend.h: st_cuda_type_ok)",
                        t->name, st_type_get(t->type) ? st_type_get(t->type)->name : "an unknown type");
     if (t->escale)
         for (int64_t e = 0; e < t->ne[2]; e++)
@@ -146,10 +141,6 @@ static void dmatmul(dfwd *f, const st_tensor *w, const float *x, int64_t ldx, in
         for (int64_t i = 0; i < n; i++) DO(st_cuda_axpy(f->cu, y + i * ldy, M, y + i * ldy, w->scale, 0));
 }
 
-static int is_quant(uint32_t t) {
-    return t == ST_TYPE_Q4_K || t == ST_TYPE_Q5_K || t == ST_TYPE_Q6_K || t == ST_TYPE_Q8_0;
-}
-
 /* Products of the normed rows h: on a decode-sized chunk, the matrices of one quantized type share
  * one launch on the prepared 8-bit rows (the GDN's four projections, attention's q, k, v). */
 typedef struct dmm {
@@ -173,7 +164,7 @@ static void dmatmul_h(dfwd *f, const dmm *it, int n_it, const float *h, int64_t 
     for (int i = 0; i < n_it; i++) {
         if (done[i]) continue;
         const st_tensor *w = it[i].w;
-        if (!f->q8.q || f->q8.n != n || !is_quant(w->type) || w->ne[0] != d) {
+        if (!f->q8.q || f->q8.n != n || !st_cuda_type_q8(w->type) || w->ne[0] != d) {
             dmatmul(f, w, h, d, n, it[i].y, it[i].ldy);
             done[i] = 1;
             continue;
@@ -228,7 +219,7 @@ static void dswiglu_ffn(dfwd *f, const st_tensor *gate, const st_tensor *up, con
                 gate->scale == 1.0f && up->scale == 1.0f;
     /* one matrix each (no ids): gate and up of the fused forms */
     st_cuda_experts gu = {.type = gate->type, .W = gate->data, .W2 = up->data, .M = ff, .x_group = 1, .n_slots = n};
-    if (fused && f->q8.q && f->q8.n == n && ff % 32 == 0 && is_quant(down->type)) {
+    if (fused && f->q8.q && f->q8.n == n && ff % 32 == 0 && st_cuda_type_q8(down->type)) {
         /* SwiGLU straight into 8 bits, read by the down product with no quantize launch */
         st_cuda_q8 mq = st_cuda_q8_at(st_workspace_get(f->ws, WSD_SHQ), ff, n);
         st_cuda_experts dn = {.type = down->type, .W = down->data, .M = d, .x_group = 1, .n_slots = n};
@@ -476,7 +467,7 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
         DO(st_cuda_matmul_id(f->cu, &g1, d, h, d, ge, ff));
         DO(st_cuda_matmul_id(f->cu, &u1, d, h, d, up, ff));
         DO(st_cuda_pointwise(f->cu, ST_CUDA_SWIGLU, ge, ff, up, ff, ge, ff, n * kg, ff));
-    } else if (f->q8.q && f->q8.n == n && ff % 32 == 0 && is_quant(dn->type)) {
+    } else if (f->q8.q && f->q8.n == n && ff % 32 == 0 && st_cuda_type_q8(dn->type)) {
         /* decode: SwiGLU straight into 8 bits, then the down product on it */
         st_cuda_q8 gq = st_cuda_q8_at(st_workspace_get(f->ws, WSD_GEQ), ff, n * kg);
         DO(st_cuda_matvec_q8_swiglu_q8(f->cu, &gu, f->q8, gq));
