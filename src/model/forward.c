@@ -138,18 +138,3 @@ st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *p
     }
     return ST_OK;
 }
-
-void st_state_keep_row(const struct st_model *m, st_state *s, int64_t pos0, int64_t k) {
-    const st_hparams *hp = &m->hp;
-    size_t conv_bytes = (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float);
-    for (int64_t il = 0; il < hp->n_layer; il++) {
-        st_layer_state *L = &s->layers[il];
-        if (!L->ssm_steps) continue;
-        /* The planes are the session's: row k's becomes the state, the old state a plane. */
-        float *t = L->ssm;
-        L->ssm = L->ssm_steps[k];
-        L->ssm_steps[k] = t;
-        memcpy(L->conv, L->conv_steps[k], conv_bytes);
-    }
-    s->n_past = pos0 + k + 1;
-}

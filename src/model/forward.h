@@ -1,5 +1,5 @@
 /* forward.h: the forward pass of one chunk of rows, shared by every architecture, and the state it
- * reads and writes.
+ * reads and writes (state.h).
  *
  * A chunk is n consecutive tokens of one sequence at positions pos0 .. pos0+n-1; decode is a chunk
  * of one row. The forward appends to the KV cache of each attention layer, carries the conv and
@@ -13,35 +13,7 @@
 #include "backend/backend.h"
 #include "base/workspace.h"
 #include "model/model.h"
-
-/* Per-layer state: a KV cache on attention layers, conv + delta state on GDN layers; qwen4exp
- * adds the raw indexer keys beside the KV cache of a QSA layer (and the pooled block keys derived
- * from them) and the PLE conv history on the PLE layer. */
-typedef struct st_layer_state {
-    void *k_cache, *v_cache;   /* [n_ctx][H_kv*hd] of kv_type */
-    float *conv;               /* [C][K-1] */
-    float *ssm;                /* [n_v][dv][dk] */
-    void *idx_cache;           /* QSA: [n_ctx][idx_dim] of kv_type, the raw W_idxk m of each cell */
-    float *idx_blocks;         /* QSA: [n_ctx/r][idx_dim] pooled, normed, rotated block keys: a cache
-                                  of what the raw keys give, rebuilt on demand, never saved */
-    int64_t n_blocks;          /* QSA: leading blocks of idx_blocks that are valid */
-    float *ple_hist;           /* PLE layer: [hc*d][(K_ple-1)*N], per channel oldest first */
-    /* GDN layers, when the state has step planes (n_steps > 0): the conv and delta states after
-     * each row of a chunk run with keep_steps, so a speculative verify returns to the state after
-     * any of its rows without running anything again (st_state_keep_row). */
-    float **conv_steps, **ssm_steps;
-} st_layer_state;
-
-typedef struct st_state {
-    int64_t n_ctx;             /* cells of each KV cache */
-    uint32_t kv_type;          /* ST_TYPE_F16 (default) or ST_TYPE_F32 */
-    int64_t n_past;            /* positions already processed */
-    st_layer_state *layers;    /* n_layer entries, then the MTP block's (its own KV cache) */
-    const int32_t *ids;        /* the token of every position up to the chunk's last (the session
-                                  writes a chunk's ids before its forward): the PLE hash's history */
-    int n_steps;               /* step planes per GDN layer: the longest keep_steps chunk */
-    int64_t mtp_n_past;        /* positions the MTP block's KV cache holds */
-} st_state;
+#include "model/state.h"
 
 /* A chunk is n rows of one sequence at consecutive positions n_past .. n_past+n-1; the verify
  * chunk of speculative decoding is such a run of rows whose recurrent states are all kept. The
@@ -57,11 +29,6 @@ typedef struct st_chunk {
     int keep_steps;            /* keep each row's recurrent state (n <= state n_steps) */
     float *hidden;             /* or NULL: the last row's final hidden state (what the LM head reads), n_embd floats */
 } st_chunk;
-
-/* After a keep_steps chunk of rows starting at position pos0: the state after row k of it, as if
- * only rows 0..k had been fed (recurrent states by swapping in row k's planes, attention by
- * forgetting the later cells). */
-void st_state_keep_row(const struct st_model *m, st_state *s, int64_t pos0, int64_t k);
 
 /* Workspace buffer ids (sized in forward_ws.c). WS_EXPERT_ROWS: each expert's row count and
  * offset in a chunk (moe_exec.c's counting sort). WS_CAT: the MTP head's [e ; h] rows. */
