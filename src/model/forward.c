@@ -73,9 +73,6 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
     return ST_OK;
 }
 
-int64_t st_seq_out_rows(const st_seq_rows *q) { return q->logits_all || q->h_out ? q->n : 1; }
-int64_t st_seq_head_rows(const st_seq_rows *q) { return q->logits_all ? q->n : 1; }
-
 st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *pool, const st_seq_rows *seqs, int n_seqs,
                           float *stage) {
     const st_hparams *hp = &m->hp;

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "base/workspace.h"
 #include "model/model.h"
+#include "model/rows.h"
 #include "model/state.h"
 
 /* A chunk is n rows of one sequence at consecutive positions n_past .. n_past+n-1; the verify
@@ -61,31 +62,9 @@ size_t st_forward_ws_size(const void *plan, int id, int64_t rows);
  * GDN scratch); the workspace must hold c->n rows. */
 st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_chunk *c);
 
-/* The rows of several sequences in one forward (parallel slots): sequence k's n rows follow
- * sequence k-1's, each row at its sequence's next position, tagged by where it sits. Everything
- * that reads weights (the mixers' projections, the FFN, the MoE's experts, the head) runs over
- * all rows at once; what reads a sequence's state (the KV cache store and attention, the conv and
- * the Gated DeltaNet step, QSA's indexer, the PLE layer) runs per sequence on its rows (fwd_seq). Each row's arithmetic is that of its
- * sequence fed alone in the same pieces (the dot kernels keep one accumulator per row), so a
- * reply does not depend on what runs beside it.
- *
- * A sequence's rows are of one of the kinds st_chunk has: a decode row or a prompt piece (the last
- * row's logits), or the verify chunk of speculative decoding (every row's logits and hidden
- * state, every row's recurrent state kept in the sequence's step planes). */
+/* The rows of several sequences in one forward (st_seq_rows, rows.h), at most ST_FORWARD_MAX_SEQS
+ * of them. */
 #define ST_FORWARD_MAX_SEQS 256
-typedef struct st_seq_rows {
-    st_state *s;
-    const int32_t *tokens;
-    int64_t n;
-    float *logits;             /* [n_vocab] the last row's logits, or with logits_all [n][n_vocab] */
-    int logits_all;
-    float *h_out;              /* NULL, or [n][d]: every row's output-normed hidden state */
-    int keep_steps;            /* keep each row's recurrent state (n <= s->n_steps) */
-} st_seq_rows;
-/* The rows that go on past the last mixer (the last, or all with logits_all or h_out) and the
- * rows of the head (the last, or all with logits_all) of a sequence. */
-int64_t st_seq_out_rows(const st_seq_rows *q);
-int64_t st_seq_head_rows(const st_seq_rows *q);
 /* The state of each sequence advances by its rows; the workspace must hold all of them. stage
  * [sum of st_seq_head_rows][n_vocab]: the head's rows before they go to each sequence's logits. */
 st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *pool, const st_seq_rows *seqs, int n_seqs,
@@ -106,24 +85,6 @@ typedef struct st_mtp_chunk {
 st_status st_forward_mtp(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_mtp_chunk *c);
 
 /* ---- internal to src/model: the shared layer blocks ---- */
-typedef struct st_fwd {
-    const struct st_model *m;
-    const st_hparams *hp;
-    st_state *s;
-    st_workspace *ws;
-    st_pool *pool;
-    int64_t n;                 /* rows in this chunk */
-    int64_t pos0;
-    const int32_t *pos;        /* pos0 .. pos0+n-1 (with seqs: every row's own position) */
-    void *mm_scratch;
-    /* Several sequences (st_forward_seqs): s, pos0 and n stand for all rows together only where
-     * nothing reads a state; fwd_per_seq runs a mixer on each sequence's rows with its own. */
-    const st_seq_rows *seqs;
-    int n_seqs;
-    const int64_t *seq_row0;   /* each sequence's first row */
-    int keep_steps;            /* GDN layers write every row's state into the step planes */
-} st_fwd;
-
 /* y = scale * (W x), for n rows; y += bias (fwd_matmul.c). */
 void fwd_matmul(st_fwd *f, const st_tensor *w, const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy);
 void fwd_add_bias(st_fwd *f, const st_tensor *b, float *y, int64_t ldy, int64_t n);
@@ -147,23 +108,8 @@ void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n); /* + sha
  * x += mixer(RMSNorm(x; attn_norm)) over all rows, and x += FFN or MoE(RMSNorm(x; ffn_norm)).
  * last_row: only the last row goes on into the FFN (moved to row 0), for the last layer when only
  * the last row's logits are wanted. */
-typedef void (*fwd_mixer_fn)(st_fwd *f, int il, const float *h, float *out);
 void fwd_mixer_residual(st_fwd *f, int il, fwd_mixer_fn mixer);
 void fwd_ffn_residual(st_fwd *f, int il, int last_row);
-/* The sequences of f's rows (1 without seqs), and sequence k as a chunk of its own: its state,
- * rows and positions, *r0 its first row in f's buffers (residual.c). The mixers run everything
- * row by row on all rows at once and only what reads a state (the KV cache, the conv and delta
- * states) on each sequence's rows. */
-int fwd_n_seqs(const st_fwd *f);
-st_fwd fwd_seq(const st_fwd *f, int k, int64_t *r0);
-/* mixer(h, out) on each sequence's rows apart (rows of width w_in in h, w_out in out): for a
- * block whose every step reads the state (qwen4exp's PLE layer) (residual.c). */
-void fwd_per_seq(st_fwd *f, int il, const float *h, int64_t w_in, float *out, int64_t w_out, fwd_mixer_fn mixer);
-/* The rows that go on past the last mixer (of each sequence its last, or all of a sequence that
- * wants every row's: st_seq_out_rows) moved to the front of a [n][w] buffer, in order; returns
- * how many (residual.c). */
-int64_t fwd_keep_last_rows(const st_fwd *f, float *x, int64_t w);
-
 /* Activation row bytes of the fused expert job's inputs (down = 0) or down inputs (down = 1). */
 size_t fwd_moe_act_row(const struct st_model *m, int down);
 /* Floats per row of the fused job's gate|up buffer (WS_GE). */
