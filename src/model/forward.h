@@ -14,6 +14,7 @@
 #include "base/workspace.h"
 #include "model/forward_ws.h"
 #include "model/model.h"
+#include "model/rope.h"
 #include "model/rows.h"
 #include "model/state.h"
 
@@ -84,15 +85,6 @@ void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n); /* + sha
  * the last row's logits are wanted. */
 void fwd_mixer_residual(st_fwd *f, int il, fwd_mixer_fn mixer);
 void fwd_ffn_residual(st_fwd *f, int il, int last_row);
-/* In rope.c: the RoPE settings, and the IMRoPE pairs that stay unrotated for text, written into
- * pairs[n_rot/2]. */
-st_rope_params fwd_rope_params(const st_hparams *hp);
-int fwd_imrope_fixed_pairs(const st_hparams *hp, int64_t *pairs);
-
-/* RoPE on f->n rows of n_head heads at f->pos, as attention rotates q and k (IMRoPE pairs of the
- * text's zero 4th position left unrotated) (rope.c). */
-void fwd_rope(st_fwd *f, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_head, const st_rope_params *rp);
-
 /* The per-architecture passes (qwen3.c, qwen35.c). */
 void fwd_layers_qwen3(st_fwd *f, int last_only);
 void fwd_layers_qwen35(st_fwd *f, int last_only);
