@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "base/workspace.h"
 #include "model/forward_ws.h"
+#include "model/fwd_matmul.h"
 #include "model/model.h"
 #include "model/rope.h"
 #include "model/rows.h"
@@ -60,19 +61,6 @@ typedef struct st_mtp_chunk {
 st_status st_forward_mtp(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_mtp_chunk *c);
 
 /* ---- internal to src/model: the shared layer blocks ---- */
-/* y = scale * (W x), for n rows; y += bias (fwd_matmul.c). */
-void fwd_matmul(st_fwd *f, const st_tensor *w, const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy);
-void fwd_add_bias(st_fwd *f, const st_tensor *b, float *y, int64_t ldy, int64_t n);
-
-/* Several weights on the same input rows (fwd_matmul.c): one pool job for few rows, else one
- * fwd_matmul each. Scales as fwd_matmul; no biases. */
-typedef struct fwd_mm_item {
-    const st_tensor *w;
-    float *y;
-    int64_t ldy;
-} fwd_mm_item;
-void fwd_matmul_many(st_fwd *f, const float *x, int64_t ldx, int64_t n, const fwd_mm_item *items, int n_items);
-
 /* The mixers and FFNs: each reads h [n][d] and writes its output [n][d] (no residual). */
 void fwd_attention(st_fwd *f, int il, const float *h, float *out);   /* plain or gated (hybrids) */
 void fwd_attention_kv(st_fwd *f, int il, const float *h);            /* only K and V into the cache */
