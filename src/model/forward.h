@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "base/workspace.h"
+#include "model/blocks.h"
 #include "model/forward_ws.h"
 #include "model/fwd_matmul.h"
 #include "model/model.h"
@@ -60,19 +61,6 @@ typedef struct st_mtp_chunk {
 } st_mtp_chunk;
 st_status st_forward_mtp(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_mtp_chunk *c);
 
-/* ---- internal to src/model: the shared layer blocks ---- */
-/* The mixers and FFNs: each reads h [n][d] and writes its output [n][d] (no residual). */
-void fwd_attention(st_fwd *f, int il, const float *h, float *out);   /* plain or gated (hybrids) */
-void fwd_attention_kv(st_fwd *f, int il, const float *h);            /* only K and V into the cache */
-void fwd_gdn(st_fwd *f, int il, const float *h, float *out);
-void fwd_ffn_dense(st_fwd *f, int il, const float *h, float *out, int64_t n);
-void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n); /* + shared expert if bound */
-/* The residual steps of layer il in place on x (WS_X), through WS_H and WS_T (residual.c):
- * x += mixer(RMSNorm(x; attn_norm)) over all rows, and x += FFN or MoE(RMSNorm(x; ffn_norm)).
- * last_row: only the last row goes on into the FFN (moved to row 0), for the last layer when only
- * the last row's logits are wanted. */
-void fwd_mixer_residual(st_fwd *f, int il, fwd_mixer_fn mixer);
-void fwd_ffn_residual(st_fwd *f, int il, int last_row);
 /* The per-architecture passes (qwen3.c, qwen35.c). */
 void fwd_layers_qwen3(st_fwd *f, int last_only);
 void fwd_layers_qwen35(st_fwd *f, int last_only);
@@ -83,11 +71,5 @@ void fwd_layer_qwen35(st_fwd *f, int il, int last_only);
 /* qwen4exp (qwen4exp.c): the embedding widened to hc streams, the layers and the head's mixer;
  * leaves the rows that need logits (all, or the last at row 0) in WS_H. */
 void fwd_qwen4exp(st_fwd *f, int last_only);
-/* The PLE layer on the streams R [n][hc*d] (ple.c). */
-void fwd_ple(st_fwd *f, int il, float *R);
-/* QSA on a full-attention layer (qsa.c): stores the chunk's raw indexer keys from the layer input
- * h, then runs the dense attention `a` (causal over the cache) over only the cells each query
- * selects. */
-void fwd_qsa_attention(st_fwd *f, int il, const float *h, const st_attn_args *a);
 
 #endif
