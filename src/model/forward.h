@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "model/rope.h"
 #include "model/rows.h"
+#include "model/stacks.h"
 #include "model/state.h"
 
 /* A chunk is n rows of one sequence at consecutive positions n_past .. n_past+n-1; the verify
@@ -60,16 +61,5 @@ typedef struct st_mtp_chunk {
     float *logits, *h_out;
 } st_mtp_chunk;
 st_status st_forward_mtp(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_mtp_chunk *c);
-
-/* The per-architecture passes (qwen3.c, qwen35.c). */
-void fwd_layers_qwen3(st_fwd *f, int last_only);
-void fwd_layers_qwen35(st_fwd *f, int last_only);
-/* One hybrid layer on WS_X (also the MTP block): x += Mixer(norm x); with last_only the FFN runs
- * on the last row alone, moved to row 0; x += FFN(norm x). */
-void fwd_layer_qwen35(st_fwd *f, int il, int last_only);
-
-/* qwen4exp (qwen4exp.c): the embedding widened to hc streams, the layers and the head's mixer;
- * leaves the rows that need logits (all, or the last at row 0) in WS_H. */
-void fwd_qwen4exp(st_fwd *f, int last_only);
 
 #endif
