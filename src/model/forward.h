@@ -16,6 +16,7 @@
 #include "model/forward_ws.h"
 #include "model/fwd_matmul.h"
 #include "model/model.h"
+#include "model/mtp.h"
 #include "model/rope.h"
 #include "model/rows.h"
 #include "model/stacks.h"
@@ -47,19 +48,5 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
  * [sum of st_seq_head_rows][n_vocab]: the head's rows before they go to each sequence's logits. */
 st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *pool, const st_seq_rows *seqs, int n_seqs,
                           float *stage);
-/* One chunk through the MTP head (mtp.c; MODELS.md §7, MODELS-ERRATA F10): row i is token
- * tokens[i] at position s->mtp_n_past + i with the hidden state h_in row i (the trunk's output-
- * normed state at the position before, zeros before position 0, or the head's own for a chained
- * draft). The rows go into the head's KV cache and mtp_n_past advances by n. kv_only: nothing
- * else (catch-up rows whose logits nobody reads need only their K and V); otherwise the last
- * row's logits go to `logits` (n_vocab) and its output-normed state to h_out (d). */
-typedef struct st_mtp_chunk {
-    const int32_t *tokens;
-    const float *h_in;         /* [n][d] */
-    int64_t n;
-    int kv_only;
-    float *logits, *h_out;
-} st_mtp_chunk;
-st_status st_forward_mtp(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_mtp_chunk *c);
 
 #endif
