@@ -5,7 +5,13 @@
  * fwd_matmul.c. */
 #include <string.h>
 
+#include "backend/backend.h"
 #include "model/forward.h"
+#include "model/forward_ws.h"
+#include "model/fwd_matmul.h"
+#include "model/rows.h"
+#include "model/stacks.h"
+#include "model/state.h"
 
 /* The layer stack on the embedded rows in WS_X, then the final norm (qwen4exp: its head mixer,
  * always into WS_H) of n_out rows (all, or with last_only the rows fwd_keep_last_rows keeps) into

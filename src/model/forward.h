@@ -5,21 +5,17 @@
  * of one row. The forward appends to the KV cache of each attention layer, carries the conv and
  * delta-rule state of each Gated DeltaNet layer, and writes logits only for the rows that need
  * them (every row, or the last). All per-chunk activations live in the workspace (base/
- * workspace.h), sized by st_forward_ws_size; the state is allocated by the session (src/engine)
- * and never enters the workspace. */
+ * workspace.h), sized by st_forward_ws_size (forward_ws.h); the state is allocated by the session
+ * (src/engine) and never enters the workspace. */
 #ifndef ST_MODEL_FORWARD_H
 #define ST_MODEL_FORWARD_H
 
-#include "backend/backend.h"
+#include <stdint.h>
+#include "base/pool.h"
+#include "base/status.h"
 #include "base/workspace.h"
-#include "model/blocks.h"
-#include "model/forward_ws.h"
-#include "model/fwd_matmul.h"
 #include "model/model.h"
-#include "model/mtp.h"
-#include "model/rope.h"
 #include "model/rows.h"
-#include "model/stacks.h"
 #include "model/state.h"
 
 /* A chunk is n rows of one sequence at consecutive positions n_past .. n_past+n-1; the verify

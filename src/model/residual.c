@@ -6,7 +6,10 @@
  * (qwen3.c, qwen35.c) choose the mixer of each layer. With the rows of several sequences
  * (st_forward_seqs) every block runs on all rows at once, the mixers taking each sequence's rows
  * apart only where they read its state (fwd_seq). */
-#include "model/forward.h"
+#include "backend/backend.h"
+#include "model/blocks.h"
+#include "model/forward_ws.h"
+#include "model/rows.h"
 
 void fwd_mixer_residual(st_fwd *f, int il, fwd_mixer_fn mixer) {
     const st_hparams *hp = f->hp;
