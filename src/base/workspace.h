@@ -1,7 +1,7 @@
 /* workspace.h: a set of scratch buffers sized in rows, with one growth rule (DESIGN.md "Memory:
  * who owns what"). Generic: it knows ids and sizes, not what the buffers hold.
  *
- * The owner (a session: model/forward.h's st_ws_id on the CPU, model/cuda/forward_cuda.h's
+ * The owner (a session: model/forward_ws.h's st_ws_id on the CPU, model/cuda/forward_cuda.h's
  * st_dws_id on a device) gives the number of buffer ids and a size function. Its rule:
  *   - st_workspace_reserve(rows <= capacity) changes nothing: same buffers, same contents;
  *   - a larger request releases every buffer (each recorded once in the ownership list, so the

@@ -37,7 +37,7 @@ uint64_t st_device_session_scratch_bytes(const st_device_session *ds);
 /* The device's own free-memory accounting (cudaMemGetInfo), for the workspace tests. */
 st_status st_device_mem_info(const st_device_session *ds, size_t *free_bytes, size_t *total_bytes);
 
-/* One part of a layer's state, in the host st_state's layout (model/forward.h), so that a state
+/* One part of a layer's state, in the host st_state's layout (model/state.h), so that a state
  * copied out of a device is the CPU session's byte for byte (session_state.c saves, loads and
  * checkpoints through these). */
 enum st_dstate_part {

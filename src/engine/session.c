@@ -14,12 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "base/pool.h"
 #include "base/workspace.h"
 #include "engine/device.h"
 #include "engine/session_spec.h"
 #include "engine/session_state.h"
 #include "model/forward.h"
+#include "model/forward_ws.h"
+#include "model/mtp.h"
 #include "quant/types.h"
 
 struct st_session {

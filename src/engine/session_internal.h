@@ -5,8 +5,9 @@
 #ifndef ST_ENGINE_SESSION_INTERNAL_H
 #define ST_ENGINE_SESSION_INTERNAL_H
 
+#include "base/workspace.h"
 #include "engine/device.h"
-#include "model/forward.h"
+#include "model/state.h"
 
 st_state *st_session_state(st_session *s);
 st_workspace *st_session_workspace(st_session *s);

@@ -5,7 +5,7 @@
 #ifndef ST_ENGINE_SESSION_SPEC_H
 #define ST_ENGINE_SESSION_SPEC_H
 
-#include "model/forward.h"
+#include "model/mtp.h"
 #include "strata.h"
 
 /* Feeds n tokens as one chunk (n <= the step planes when keep_steps): logits_all [n][n_vocab] or

@@ -33,6 +33,7 @@
 #include "engine/session_spec.h"
 #include "engine/session_state.h"
 #include "engine/spec.h"
+#include "model/forward_ws.h"
 
 struct st_spec {
     st_session *s;

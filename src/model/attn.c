@@ -11,7 +11,13 @@
 #include <math.h>
 #include <string.h>
 
-#include "model/forward.h"
+#include "backend/backend.h"
+#include "model/blocks.h"
+#include "model/forward_ws.h"
+#include "model/fwd_matmul.h"
+#include "model/rope.h"
+#include "model/rows.h"
+#include "model/state.h"
 
 /* The projections: q (or q|gate) into WS_Q, k into WS_K, v into WS_V, separate or from a fused
  * attn_qkv whose rows are [q ; k ; v]. */

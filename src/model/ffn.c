@@ -13,9 +13,13 @@
  * per-matmul path below. */
 #include <string.h>
 
+#include "backend/backend.h"
 #include "backend/cpu/matmul.h"
-#include "model/forward.h"
+#include "model/blocks.h"
+#include "model/forward_ws.h"
+#include "model/fwd_matmul.h"
 #include "model/moe_exec.h"
+#include "model/rows.h"
 #include "quant/types.h"
 
 void fwd_ffn_dense(st_fwd *f, int il, const float *h, float *out, int64_t n) {

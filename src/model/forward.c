@@ -5,7 +5,13 @@
  * fwd_matmul.c. */
 #include <string.h>
 
+#include "backend/backend.h"
 #include "model/forward.h"
+#include "model/forward_ws.h"
+#include "model/fwd_matmul.h"
+#include "model/rows.h"
+#include "model/stacks.h"
+#include "model/state.h"
 
 /* The layer stack on the embedded rows in WS_X, then the final norm (qwen4exp: its head mixer,
  * always into WS_H) of n_out rows (all, or with last_only the rows fwd_keep_last_rows keeps) into
@@ -73,9 +79,6 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
     return ST_OK;
 }
 
-int64_t st_seq_out_rows(const st_seq_rows *q) { return q->logits_all || q->h_out ? q->n : 1; }
-int64_t st_seq_head_rows(const st_seq_rows *q) { return q->logits_all ? q->n : 1; }
-
 st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *pool, const st_seq_rows *seqs, int n_seqs,
                           float *stage) {
     const st_hparams *hp = &m->hp;
@@ -137,19 +140,4 @@ st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *p
         seqs[k].s->n_past += seqs[k].n;
     }
     return ST_OK;
-}
-
-void st_state_keep_row(const struct st_model *m, st_state *s, int64_t pos0, int64_t k) {
-    const st_hparams *hp = &m->hp;
-    size_t conv_bytes = (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float);
-    for (int64_t il = 0; il < hp->n_layer; il++) {
-        st_layer_state *L = &s->layers[il];
-        if (!L->ssm_steps) continue;
-        /* The planes are the session's: row k's becomes the state, the old state a plane. */
-        float *t = L->ssm;
-        L->ssm = L->ssm_steps[k];
-        L->ssm_steps[k] = t;
-        memcpy(L->conv, L->conv_steps[k], conv_bytes);
-    }
-    s->n_past = pos0 + k + 1;
 }

@@ -1,47 +1,22 @@
 /* forward.h: the forward pass of one chunk of rows, shared by every architecture, and the state it
- * reads and writes.
+ * reads and writes (state.h).
  *
  * A chunk is n consecutive tokens of one sequence at positions pos0 .. pos0+n-1; decode is a chunk
  * of one row. The forward appends to the KV cache of each attention layer, carries the conv and
  * delta-rule state of each Gated DeltaNet layer, and writes logits only for the rows that need
  * them (every row, or the last). All per-chunk activations live in the workspace (base/
- * workspace.h), sized by st_forward_ws_size; the state is allocated by the session (src/engine)
- * and never enters the workspace. */
+ * workspace.h), sized by st_forward_ws_size (forward_ws.h); the state is allocated by the session
+ * (src/engine) and never enters the workspace. */
 #ifndef ST_MODEL_FORWARD_H
 #define ST_MODEL_FORWARD_H
 
-#include "backend/backend.h"
+#include <stdint.h>
+#include "base/pool.h"
+#include "base/status.h"
 #include "base/workspace.h"
 #include "model/model.h"
-
-/* Per-layer state: a KV cache on attention layers, conv + delta state on GDN layers; qwen4exp
- * adds the raw indexer keys beside the KV cache of a QSA layer (and the pooled block keys derived
- * from them) and the PLE conv history on the PLE layer. */
-typedef struct st_layer_state {
-    void *k_cache, *v_cache;   /* [n_ctx][H_kv*hd] of kv_type */
-    float *conv;               /* [C][K-1] */
-    float *ssm;                /* [n_v][dv][dk] */
-    void *idx_cache;           /* QSA: [n_ctx][idx_dim] of kv_type, the raw W_idxk m of each cell */
-    float *idx_blocks;         /* QSA: [n_ctx/r][idx_dim] pooled, normed, rotated block keys: a cache
-                                  of what the raw keys give, rebuilt on demand, never saved */
-    int64_t n_blocks;          /* QSA: leading blocks of idx_blocks that are valid */
-    float *ple_hist;           /* PLE layer: [hc*d][(K_ple-1)*N], per channel oldest first */
-    /* GDN layers, when the state has step planes (n_steps > 0): the conv and delta states after
-     * each row of a chunk run with keep_steps, so a speculative verify returns to the state after
-     * any of its rows without running anything again (st_state_keep_row). */
-    float **conv_steps, **ssm_steps;
-} st_layer_state;
-
-typedef struct st_state {
-    int64_t n_ctx;             /* cells of each KV cache */
-    uint32_t kv_type;          /* ST_TYPE_F16 (default) or ST_TYPE_F32 */
-    int64_t n_past;            /* positions already processed */
-    st_layer_state *layers;    /* n_layer entries, then the MTP block's (its own KV cache) */
-    const int32_t *ids;        /* the token of every position up to the chunk's last (the session
-                                  writes a chunk's ids before its forward): the PLE hash's history */
-    int n_steps;               /* step planes per GDN layer: the longest keep_steps chunk */
-    int64_t mtp_n_past;        /* positions the MTP block's KV cache holds */
-} st_state;
+#include "model/rows.h"
+#include "model/state.h"
 
 /* A chunk is n rows of one sequence at consecutive positions n_past .. n_past+n-1; the verify
  * chunk of speculative decoding is such a run of rows whose recurrent states are all kept. The
@@ -58,186 +33,16 @@ typedef struct st_chunk {
     float *hidden;             /* or NULL: the last row's final hidden state (what the LM head reads), n_embd floats */
 } st_chunk;
 
-/* After a keep_steps chunk of rows starting at position pos0: the state after row k of it, as if
- * only rows 0..k had been fed (recurrent states by swapping in row k's planes, attention by
- * forgetting the later cells). */
-void st_state_keep_row(const struct st_model *m, st_state *s, int64_t pos0, int64_t k);
-
-/* Workspace buffer ids (sized in forward_ws.c). WS_EXPERT_ROWS: each expert's row count and
- * offset in a chunk (moe_exec.c's counting sort). WS_CAT: the MTP head's [e ; h] rows. */
-enum st_ws_id {
-    WS_X, WS_H, WS_T, WS_POS,
-    WS_Q, WS_QN, WS_K, WS_V, WS_ATT, WS_QKV,
-    WS_CONV, WS_Z, WS_BA, WS_A, WS_B, WS_GATE_G, WS_GATE_BETA, WS_GDN_OUT, WS_GDN_SCRATCH,
-    WS_FF_A, WS_FF_B,
-    WS_ROUTER, WS_IDS, WS_W, WS_SLOT, WS_ORDER, WS_EXPERT_ROWS, WS_XE, WS_GE, WS_UE, WS_YE,
-    WS_SH_G, WS_SH_OUT, WS_ACT1, WS_ACT2, WS_ENT,
-    /* qwen4exp */
-    WS_R, WS_XN, WS_HC_G, WS_HC_LO, WS_HC_INJ,
-    WS_PLE_IDS, WS_PLE_E, WS_PLE_GV,
-    WS_IDX_Q, WS_IDX_K, WS_QSA_CELLS, WS_QSA_N, WS_QSA_SCRATCH, WS_QSA_POS,
-    WS_MM, WS_LOGITS, WS_ROPE_KEEP, WS_CAT,
-    WS_N_BUFFERS /* the number of ids, not a buffer */
-};
-
-/* What the workspace sizes depend on besides the rows. */
-typedef struct st_ws_plan {
-    const struct st_model *m;
-    int n_threads;
-    int64_t n_ctx;             /* the session's cells (QSA's per-query scratch spans them) */
-} st_ws_plan;
-
-/* The workspace size function (ctx = an st_ws_plan), forward_ws.c. */
-size_t st_forward_ws_size(const void *plan, int id, int64_t rows);
-
 /* Runs one chunk; the state advances by c->n positions. n_threads is the pool's size (for the
  * GDN scratch); the workspace must hold c->n rows. */
 st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_chunk *c);
 
-/* The rows of several sequences in one forward (parallel slots): sequence k's n rows follow
- * sequence k-1's, each row at its sequence's next position, tagged by where it sits. Everything
- * that reads weights (the mixers' projections, the FFN, the MoE's experts, the head) runs over
- * all rows at once; what reads a sequence's state (the KV cache store and attention, the conv and
- * the Gated DeltaNet step, QSA's indexer, the PLE layer) runs per sequence on its rows (fwd_seq). Each row's arithmetic is that of its
- * sequence fed alone in the same pieces (the dot kernels keep one accumulator per row), so a
- * reply does not depend on what runs beside it.
- *
- * A sequence's rows are of one of the kinds st_chunk has: a decode row or a prompt piece (the last
- * row's logits), or the verify chunk of speculative decoding (every row's logits and hidden
- * state, every row's recurrent state kept in the sequence's step planes). */
+/* The rows of several sequences in one forward (st_seq_rows, rows.h), at most ST_FORWARD_MAX_SEQS
+ * of them. */
 #define ST_FORWARD_MAX_SEQS 256
-typedef struct st_seq_rows {
-    st_state *s;
-    const int32_t *tokens;
-    int64_t n;
-    float *logits;             /* [n_vocab] the last row's logits, or with logits_all [n][n_vocab] */
-    int logits_all;
-    float *h_out;              /* NULL, or [n][d]: every row's output-normed hidden state */
-    int keep_steps;            /* keep each row's recurrent state (n <= s->n_steps) */
-} st_seq_rows;
-/* The rows that go on past the last mixer (the last, or all with logits_all or h_out) and the
- * rows of the head (the last, or all with logits_all) of a sequence. */
-int64_t st_seq_out_rows(const st_seq_rows *q);
-int64_t st_seq_head_rows(const st_seq_rows *q);
 /* The state of each sequence advances by its rows; the workspace must hold all of them. stage
  * [sum of st_seq_head_rows][n_vocab]: the head's rows before they go to each sequence's logits. */
 st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *pool, const st_seq_rows *seqs, int n_seqs,
                           float *stage);
-/* One chunk through the MTP head (mtp.c; MODELS.md §7, MODELS-ERRATA F10): row i is token
- * tokens[i] at position s->mtp_n_past + i with the hidden state h_in row i (the trunk's output-
- * normed state at the position before, zeros before position 0, or the head's own for a chained
- * draft). The rows go into the head's KV cache and mtp_n_past advances by n. kv_only: nothing
- * else (catch-up rows whose logits nobody reads need only their K and V); otherwise the last
- * row's logits go to `logits` (n_vocab) and its output-normed state to h_out (d). */
-typedef struct st_mtp_chunk {
-    const int32_t *tokens;
-    const float *h_in;         /* [n][d] */
-    int64_t n;
-    int kv_only;
-    float *logits, *h_out;
-} st_mtp_chunk;
-st_status st_forward_mtp(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_mtp_chunk *c);
-
-/* ---- internal to src/model: the shared layer blocks ---- */
-typedef struct st_fwd {
-    const struct st_model *m;
-    const st_hparams *hp;
-    st_state *s;
-    st_workspace *ws;
-    st_pool *pool;
-    int64_t n;                 /* rows in this chunk */
-    int64_t pos0;
-    const int32_t *pos;        /* pos0 .. pos0+n-1 (with seqs: every row's own position) */
-    void *mm_scratch;
-    /* Several sequences (st_forward_seqs): s, pos0 and n stand for all rows together only where
-     * nothing reads a state; fwd_per_seq runs a mixer on each sequence's rows with its own. */
-    const st_seq_rows *seqs;
-    int n_seqs;
-    const int64_t *seq_row0;   /* each sequence's first row */
-    int keep_steps;            /* GDN layers write every row's state into the step planes */
-} st_fwd;
-
-/* y = scale * (W x), for n rows; y += bias (fwd_matmul.c). */
-void fwd_matmul(st_fwd *f, const st_tensor *w, const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy);
-void fwd_add_bias(st_fwd *f, const st_tensor *b, float *y, int64_t ldy, int64_t n);
-
-/* Several weights on the same input rows (fwd_matmul.c): one pool job for few rows, else one
- * fwd_matmul each. Scales as fwd_matmul; no biases. */
-typedef struct fwd_mm_item {
-    const st_tensor *w;
-    float *y;
-    int64_t ldy;
-} fwd_mm_item;
-void fwd_matmul_many(st_fwd *f, const float *x, int64_t ldx, int64_t n, const fwd_mm_item *items, int n_items);
-
-/* The mixers and FFNs: each reads h [n][d] and writes its output [n][d] (no residual). */
-void fwd_attention(st_fwd *f, int il, const float *h, float *out);   /* plain or gated (hybrids) */
-void fwd_attention_kv(st_fwd *f, int il, const float *h);            /* only K and V into the cache */
-void fwd_gdn(st_fwd *f, int il, const float *h, float *out);
-void fwd_ffn_dense(st_fwd *f, int il, const float *h, float *out, int64_t n);
-void fwd_moe(st_fwd *f, int il, const float *h, float *out, int64_t n); /* + shared expert if bound */
-/* The residual steps of layer il in place on x (WS_X), through WS_H and WS_T (residual.c):
- * x += mixer(RMSNorm(x; attn_norm)) over all rows, and x += FFN or MoE(RMSNorm(x; ffn_norm)).
- * last_row: only the last row goes on into the FFN (moved to row 0), for the last layer when only
- * the last row's logits are wanted. */
-typedef void (*fwd_mixer_fn)(st_fwd *f, int il, const float *h, float *out);
-void fwd_mixer_residual(st_fwd *f, int il, fwd_mixer_fn mixer);
-void fwd_ffn_residual(st_fwd *f, int il, int last_row);
-/* The sequences of f's rows (1 without seqs), and sequence k as a chunk of its own: its state,
- * rows and positions, *r0 its first row in f's buffers (residual.c). The mixers run everything
- * row by row on all rows at once and only what reads a state (the KV cache, the conv and delta
- * states) on each sequence's rows. */
-int fwd_n_seqs(const st_fwd *f);
-st_fwd fwd_seq(const st_fwd *f, int k, int64_t *r0);
-/* mixer(h, out) on each sequence's rows apart (rows of width w_in in h, w_out in out): for a
- * block whose every step reads the state (qwen4exp's PLE layer) (residual.c). */
-void fwd_per_seq(st_fwd *f, int il, const float *h, int64_t w_in, float *out, int64_t w_out, fwd_mixer_fn mixer);
-/* The rows that go on past the last mixer (of each sequence its last, or all of a sequence that
- * wants every row's: st_seq_out_rows) moved to the front of a [n][w] buffer, in order; returns
- * how many (residual.c). */
-int64_t fwd_keep_last_rows(const st_fwd *f, float *x, int64_t w);
-
-/* Activation row bytes of the fused expert job's inputs (down = 0) or down inputs (down = 1). */
-size_t fwd_moe_act_row(const struct st_model *m, int down);
-/* Floats per row of the fused job's gate|up buffer (WS_GE). */
-int64_t fwd_moe_gu_width(const st_hparams *hp);
-
-/* Facts of the hyperparameters both forwards (this one and model/cuda/) size and run by (the
- * first three in forward_ws.c): the most query (kv 0) or kv heads (kv 1) of any attention layer;
- * the widths both workspace size tables start from (d, head size, most q and kv heads, the q
- * projection (twice for the gated hybrids), GDN key/value widths, conv channels and v-heads (0
- * without GDN), experts used, experts and expert width (0 without MoE), and the widest fused qkv
- * row of either mixer); the most experts any layer uses. In rope.c: the RoPE settings, and the
- * IMRoPE pairs that stay unrotated for text, written into pairs[n_rot/2]. */
-int64_t fwd_max_heads(const st_hparams *hp, int kv);
-typedef struct fwd_widths {
-    int64_t d, hd, H, Hkv, qw, kd, vd, C, n_v, k, E, ffe, qkv;
-    int hybrid, moe;
-} fwd_widths;
-fwd_widths fwd_widths_of(const st_hparams *hp);
-int64_t fwd_max_experts_used(const st_hparams *hp);
-st_rope_params fwd_rope_params(const st_hparams *hp);
-int fwd_imrope_fixed_pairs(const st_hparams *hp, int64_t *pairs);
-
-/* RoPE on f->n rows of n_head heads at f->pos, as attention rotates q and k (IMRoPE pairs of the
- * text's zero 4th position left unrotated) (rope.c). */
-void fwd_rope(st_fwd *f, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_head, const st_rope_params *rp);
-
-/* The per-architecture passes (qwen3.c, qwen35.c). */
-void fwd_layers_qwen3(st_fwd *f, int last_only);
-void fwd_layers_qwen35(st_fwd *f, int last_only);
-/* One hybrid layer on WS_X (also the MTP block): x += Mixer(norm x); with last_only the FFN runs
- * on the last row alone, moved to row 0; x += FFN(norm x). */
-void fwd_layer_qwen35(st_fwd *f, int il, int last_only);
-
-/* qwen4exp (qwen4exp.c): the embedding widened to hc streams, the layers and the head's mixer;
- * leaves the rows that need logits (all, or the last at row 0) in WS_H. */
-void fwd_qwen4exp(st_fwd *f, int last_only);
-/* The PLE layer on the streams R [n][hc*d] (ple.c). */
-void fwd_ple(st_fwd *f, int il, float *R);
-/* QSA on a full-attention layer (qsa.c): stores the chunk's raw indexer keys from the layer input
- * h, then runs the dense attention `a` (causal over the cache) over only the cells each query
- * selects. */
-void fwd_qsa_attention(st_fwd *f, int il, const float *h, const st_attn_args *a);
 
 #endif

@@ -1,9 +1,10 @@
-/* forward_ws.c: the sizes of every workspace buffer of the CPU forward (forward.h's st_ws_id),
+/* forward_ws.c: the sizes of every workspace buffer of the CPU forward (forward_ws.h's st_ws_id),
  * derived from the hyperparameters, the bound tensors and the rows of the chunk, and the facts of
  * the hyperparameters both forwards size and run by (the most heads, the most experts used).
  * Nothing here runs the model. */
+#include "backend/backend.h"
 #include "backend/cpu/matmul.h"
-#include "model/forward.h"
+#include "model/forward_ws.h"
 #include "model/moe_exec.h"
 #include "quant/types.h"
 

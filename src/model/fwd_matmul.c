@@ -10,8 +10,10 @@
  * share of the weights. Results are the same dot products as st_matmul's, so bit-identical.
  * Used only for a few rows (decode); prompt chunks go through st_matmul, where a dispatch is
  * cheap next to the work. */
+#include "backend/backend.h"
 #include "backend/cpu/matmul.h"
-#include "model/forward.h"
+#include "model/fwd_matmul.h"
+#include "model/rows.h"
 #include "quant/dot.h"
 #include "quant/dot_tile.h"
 #include "quant/types.h"

@@ -11,7 +11,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "model/forward.h"
+#include "backend/backend.h"
+#include "model/blocks.h"
+#include "model/forward_ws.h"
+#include "model/fwd_matmul.h"
+#include "model/rows.h"
+#include "model/state.h"
 
 /* qwen3next ssm_ba: for k-head g, [b of v-heads g*r .. g*r+r-1 | a of the same heads]. */
 static void split_ba(const float *ba, int64_t n, int64_t n_k, int64_t r, float *a, float *b) {

@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "model/moe_exec.h"
 #include "quant/dot.h"
 #include "quant/dot_tile.h"

@@ -2,7 +2,8 @@
 #ifndef ST_MODEL_MOE_EXEC_H
 #define ST_MODEL_MOE_EXEC_H
 
-#include "model/forward.h"
+#include "base/pool.h"
+#include "model/model.h"
 #include "quant/dot.h"
 #include "quant/dot_tile.h"
 

@@ -15,7 +15,14 @@
  * workspace's. */
 #include <string.h>
 
-#include "model/forward.h"
+#include "backend/backend.h"
+#include "model/blocks.h"
+#include "model/forward_ws.h"
+#include "model/fwd_matmul.h"
+#include "model/mtp.h"
+#include "model/rows.h"
+#include "model/stacks.h"
+#include "model/state.h"
 
 st_status st_forward_mtp(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_mtp_chunk *c) {
     const st_hparams *hp = &m->hp;

@@ -14,7 +14,11 @@
  * its state. Only text: an image position would hash ple.image_token_id. */
 #include <string.h>
 
-#include "model/forward.h"
+#include "backend/backend.h"
+#include "model/blocks.h"
+#include "model/forward_ws.h"
+#include "model/fwd_matmul.h"
+#include "model/rows.h"
 
 /* The table rows of n tokens at positions pos0 .. pos0+n-1: rows[t*n_ple + h]. */
 static void hash_rows(const st_hparams *hp, const int32_t *ids, int64_t pos0, int64_t n, int32_t *rows) {

@@ -19,7 +19,13 @@
  * the others: the ordinary attention op sums a prompt chunk in its tiled kernel's order and a lone
  * row in another, so a chunk of only such rows going there gave other bits than the same rows
  * inside a longer chunk (a prompt fed in chunks of 7 differed from one chunk). */
-#include "model/forward.h"
+#include "backend/backend.h"
+#include "model/blocks.h"
+#include "model/forward_ws.h"
+#include "model/fwd_matmul.h"
+#include "model/rope.h"
+#include "model/rows.h"
+#include "model/state.h"
 
 /* Pools, norms and rotates blocks n_blocks .. upto-1 of layer il from its raw key cache. */
 static void pool_blocks(st_fwd *f, int il, int64_t upto) {

@@ -7,7 +7,9 @@
  *                    x += FFN or MoE+shared(RMSNorm(x; post_attention_norm))
  * What differs between the three (head order, ssm_ba, legacy ssm_in, RoPE kind, unscaled
  * projections) was settled at binding time (bind.c, hparams.c). The residual steps: residual.c. */
-#include "model/forward.h"
+#include "model/blocks.h"
+#include "model/rows.h"
+#include "model/stacks.h"
 
 void fwd_layer_qwen35(st_fwd *f, int il, int last_only) {
     fwd_mixer_residual(f, il, f->hp->is_linear[il] ? fwd_gdn : fwd_attention);

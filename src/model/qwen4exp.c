@@ -16,7 +16,12 @@
  * and the mixers run per sequence, fwd_per_seq). */
 #include <string.h>
 
-#include "model/forward.h"
+#include "backend/backend.h"
+#include "model/blocks.h"
+#include "model/forward_ws.h"
+#include "model/fwd_matmul.h"
+#include "model/rows.h"
+#include "model/stacks.h"
 
 typedef struct hc_mixer {
     const st_tensor *norm, *down, *up, *inject; /* inject NULL for the head's mixer */

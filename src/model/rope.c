@@ -9,7 +9,10 @@
  * 4th position and IMRoPE equals NeoX; other sections do not (MODELS.md §2.5 misses this). */
 #include <math.h>
 
-#include "model/forward.h"
+#include "backend/backend.h"
+#include "model/forward_ws.h"
+#include "model/rope.h"
+#include "model/rows.h"
 
 /* The pairs i < n_rot/2 whose IMRoPE sector takes the 4th position (ggml_mrope_cache_init). */
 int fwd_imrope_fixed_pairs(const st_hparams *hp, int64_t *pairs) {

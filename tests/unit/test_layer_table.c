@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/matmul.h"
-#include "model/forward.h"
+#include "model/forward_ws.h"
 #include "model/model.h"
 #include "strata.h"
 #include "test.h"

@@ -10,7 +10,8 @@
 
 #include "model/cuda/forward_cuda.h"
 #include "model/cuda/host_experts.h"
-#include "model/forward.h"
+#include "model/forward_ws.h"
+#include "model/rope.h"
 #include "quant/types.h"
 
 typedef struct dfwd {

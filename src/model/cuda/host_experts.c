@@ -42,7 +42,7 @@
 #include "base/log.h"
 #include "base/pool.h"
 #include "model/expert_mailbox.h"
-#include "model/forward.h"
+#include "model/forward_ws.h"
 #include "model/moe_exec.h"
 
 /* One host layer: its expert tensors with host addresses (moe_entry_init reads them). */

@@ -1,0 +1,21 @@
+/* state.c: the return of a sequence's state to the one after row k of a keep_steps chunk
+ * (state.h). It swaps planes the session allocated and moves n_past; it allocates nothing and runs
+ * no layer. */
+#include <string.h>
+
+#include "model/state.h"
+
+void st_state_keep_row(const struct st_model *m, st_state *s, int64_t pos0, int64_t k) {
+    const st_hparams *hp = &m->hp;
+    size_t conv_bytes = (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        st_layer_state *L = &s->layers[il];
+        if (!L->ssm_steps) continue;
+        /* The planes are the session's: row k's becomes the state, the old state a plane. */
+        float *t = L->ssm;
+        L->ssm = L->ssm_steps[k];
+        L->ssm_steps[k] = t;
+        memcpy(L->conv, L->conv_steps[k], conv_bytes);
+    }
+    s->n_past = pos0 + k + 1;
+}
