@@ -12,8 +12,10 @@
  * dlsym, so this builds without the library and runs against any libllama of that release.
  *
  * --dump DIR writes every contiguous f32 tensor the graph names (attn_norm-0, l_out-3, ...) as
- * DIR/NAME.bin when it is computed (the last batch wins), to find the first op where two engines
- * part.
+ * DIR/NAME.bin when it is computed, each batch's appended to the earlier ones' (so a per-token
+ * tensor of --prefill 1 holds every position, as one batch's does; a name two tensors of the
+ * graph share, such as Kcur-3, keeps the second of the first batch and both of later ones), to
+ * find the first op where two engines part.
  *
  * --ngl N offloads N layers to the GPU of a CUDA build of libllama (default 0: the CPU), for the
  * GPU conformance runs (bench/cuda/).
@@ -97,6 +99,7 @@ static int parse_tokens(const char *s, llama_token **out) {
 }
 
 static const char *dump_dir;
+static int dump_append;    /* after the first batch: add to the files instead of starting them */
 
 /* ggml's scheduler callback: asked first whether we want a tensor, then given it computed */
 static bool dump_tensor(struct ggml_tensor *t, bool ask, void *user) {
@@ -108,7 +111,7 @@ static bool dump_tensor(struct ggml_tensor *t, bool ask, void *user) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.bin", dump_dir, t->name);
     for (char *c = path + strlen(dump_dir) + 1; *c; c++) if (*c == '/' || *c == ' ') *c = '_';
-    FILE *f = fopen(path, "wb");
+    FILE *f = fopen(path, dump_append ? "ab" : "wb");
     if (f) {
         fwrite(t->data, 4, (size_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]), f);
         fclose(f);
@@ -200,6 +203,7 @@ int main(int argc, char **argv) {
             batch.logits[i] = 1;
         }
         int rc = p_llama_decode(ctx, batch);
+        dump_append = 1;
         if (rc != 0) {
             fprintf(stderr, "logits_peer: llama_decode failed (%d) at position %d\n", rc, start);
             status = 1;

@@ -1,7 +1,8 @@
 /* test_ops.c: the small CPU ops against hand-computed cases, and their fast variants against the
  * references (st_cpu_limit(0) forces the references): RMSNorm, L2 norm, RoPE (known angles, the
- * repeated-multiplication recurrence, YaRN correction dims), conv1d with state (hand case, chunk
- * splits), pointwise gates, softmax, MoE routing (order, ties, renormalisation), argmax, rows. */
+ * repeated-multiplication recurrence, each level's rotation bit for bit, YaRN correction dims),
+ * conv1d with state (hand case, chunk splits), pointwise gates, softmax, MoE routing (order, ties,
+ * renormalisation), argmax, rows. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -117,6 +118,39 @@ static void test_rope(st_pool *pool) {
     float theta = 100000.0f, ts = powf(1000000.0f, -2.0f / 128.0f);
     for (int i = 0; i < 63; i++) theta *= ts;
     CHECKF(big[63] == cosf(theta) && big[127] == sinf(theta), "%.9g vs %.9g", big[63], cosf(theta));
+
+    /* The rotation of each level is llama.cpp's for that CPU bit for bit: every product rounded
+     * where there is no FMA (level 0), x0' = fma(x0, cos, -(x1 sin)), x1' = fma(x0, sin, x1 cos)
+     * where there is (its haswell and AVX-512 builds alike), on 3 heads of 80 with 64 rotated
+     * dims (whole vectors of pairs) and with 20 (a tail of 2 pairs). */
+    for (int64_t nrot = 64; nrot >= 20; nrot -= 44) {
+        const int64_t hf = nrot / 2;
+        float r0[3 * 80], r1[3 * 80];
+        fill(r0, 3 * 80, 2.0f);
+        int32_t pr[1] = { 37 };
+        st_rope_params prr = st_rope_plain(nrot, 10000.0f);
+        float cs[32], sn[32], th = 37.0f;
+        for (int64_t i = 0; i < hf; i++) { cs[i] = cosf(th); sn[i] = sinf(th); th *= powf(10000.0f, -2.0f / (float)nrot); }
+        for (int lvl = 0; lvl <= 2; lvl++) {
+            st_cpu_limit(lvl);
+            const int fused = st_cpu()->fma;
+            memcpy(r1, r0, sizeof r0);
+            st_op_rope_neox(NULL, r1, 3 * 80, 80, 1, 3, pr, &prr);
+            int bad = 0;
+            for (int h = 0; h < 3; h++) {
+                for (int64_t i = 0; i < hf; i++) {
+                    const float x0 = r0[h * 80 + i], x1 = r0[h * 80 + i + hf];
+                    const float p1 = x1 * sn[i], q1 = x1 * cs[i];
+                    const float e0 = fused ? fmaf(x0, cs[i], -p1) : x0 * cs[i] - p1;
+                    const float e1 = fused ? fmaf(x0, sn[i], q1) : x0 * sn[i] + q1;
+                    bad += (r1[h * 80 + i] != e0) + (r1[h * 80 + i + hf] != e1);
+                }
+                bad += memcmp(r1 + h * 80 + nrot, r0 + h * 80 + nrot, (size_t)(80 - nrot) * sizeof(float)) != 0;
+            }
+            CHECKF(bad == 0, "rope n_rot %ld lvl %d: %d differ", (long)nrot, lvl, bad);
+        }
+        st_cpu_limit(3);
+    }
 
     /* YaRN correction dims (hand computed: 20.94 -> 20, 45.03 -> 46) and the blend bounds */
     float dims[2];

@@ -6,7 +6,22 @@
  *
  * The tile (prompt chunks): the form of ops_attn_avx512.c's tile with 8 lanes, up to 8 vectors of
  * query rows taken two at a time (16 registers: 8 accumulators, 2 rows of Q^T or P^T, a
- * broadcast). exp256 clamps at -87, so masked cells get their weight set to 0 explicitly. */
+ * broadcast). exp256 clamps at -87, so masked cells get their weight set to 0 explicitly.
+ *
+ * Neither form computes llama.cpp's bits, and this is what keeps
+ * conformance_quantize_q6_k_exact_avx2 red on an AVX-512 host. Its model (llama-quantize Q6_K tiny
+ * qwen35moe) has one activation on a rounding boundary: attn_gated-3 (the input of layer 3's
+ * Q6_K wo, rounded to Q8_K) at position 13, element 132, is exactly 43.5 steps after scaling in
+ * llama.cpp's haswell build (44, half to even; 43.50001 at --prefill 1), and a few ulp lower in
+ * its AVX-512 builds and here (43): that one position's logits move by 1.2e-3 of max|logit|,
+ * the 99 others agree to 2.2e-7 (logits_peer --dump, this CPU level, --prefill 1 and 100).
+ * Everything before the attention of that layer equals the haswell build bit for bit at decode
+ * (the three GDN layers, their MoE blocks, q, k and v after RoPE). llama.cpp's attention without
+ * flash attention is three ops in three orders: K.q by ggml_vec_dot_f32 (4 x 8 lanes over steps of
+ * 32), a softmax whose sum is a double, and P.V by ggml_vec_dot_f32 at one token but by
+ * llamafile's tinyBLAS (one 8-lane accumulator per output) at two or more; matching it would mean
+ * two passes over the cells instead of this online softmax, no cell split across threads, and a
+ * verify chunk no longer equal to the decode of its rows (test_ops_attn relies on that). */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>

@@ -164,6 +164,11 @@ void ops_conv_block_ref(const ops_conv_job *j, int64_t c0, int64_t nc);
 void ops_conv_block_avx512(const ops_conv_job *j, int64_t c0, int64_t nc);
 void ops_conv_block_avx2(const ops_conv_job *j, int64_t c0, int64_t nc);
 
+/* ---- RoPE's rotation of one head's pairs (i, i + half) by the angles with cos cs[i], sin sn[i] ---- */
+typedef void (*ops_rope_rotate_fn)(float *x, const float *cs, const float *sn, int64_t half);
+void ops_rope_rotate_ref(float *x, const float *cs, const float *sn, int64_t half);
+void ops_rope_rotate_fma(float *x, const float *cs, const float *sn, int64_t half);
+
 /* ---- Hyper-connections (ops_hc.c): n elements of one token's hc streams, stream c at c*ls ---- */
 /* m[i] = scale * sum_c x[c*ls+i] * sigmoid(g[c*ls+i]) */
 typedef void (*ops_hc_pre_fn)(const float *x, const float *g, int64_t ls, float *m, int64_t hc, int64_t n, float scale);

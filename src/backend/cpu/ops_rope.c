@@ -1,9 +1,15 @@
 /* ops_rope.c: NeoX rotary embedding with llama.cpp's angle recurrence and YaRN blend
  * (MODELS.md §2.5; ggml_rope_cache_init / rope_yarn). For each token the cos/sin table of its
  * n_rot/2 pairs is built once and applied to every head. The angle of pair i is the float
- * product p * ts * ts * ... (i times), not p * ts^i: the last bits matter at long context. */
+ * product p * ts * ts * ... (i times), not p * ts^i: the last bits matter at long context.
+ *
+ * The rotation itself (ggml's rotate_pairs) is compiled by GCC with contraction on, so ggml's
+ * builds for CPUs with FMA (haswell and every AVX-512 one alike) fuse one product of each output:
+ * ops_rope_rotate_fma (ops_rope_avx2.c) does the same where this CPU level has FMA; the reference
+ * below rounds every product, as ggml's builds without FMA do. */
 #include <math.h>
 #include "backend/cpu/ops_cpu.h"
+#include "base/cpu.h"
 
 #define ROPE_MAX_PAIRS 512
 
@@ -50,11 +56,20 @@ static void rope_table(const st_rope_params *p, float pos, float *cs, float *sn)
     }
 }
 
+void ops_rope_rotate_ref(float *x, const float *cs, const float *sn, int64_t half) {
+    for (int64_t i = 0; i < half; i++) {
+        const float x0 = x[i], x1 = x[i + half];
+        x[i] = x0 * cs[i] - x1 * sn[i];
+        x[i + half] = x0 * sn[i] + x1 * cs[i];
+    }
+}
+
 typedef struct rope_job {
     float *x;
     int64_t ld_tok, ld_head, n_tok, n_head;
     const int32_t *pos;
     const st_rope_params *p;
+    ops_rope_rotate_fn rotate;
 } rope_job;
 
 static void rope_worker(void *ctx, int ith, int nth) {
@@ -65,20 +80,15 @@ static void rope_worker(void *ctx, int ith, int nth) {
     st_split(j->n_tok, ith, nth, &t0, &t1);
     for (long t = t0; t < t1; t++) {
         rope_table(j->p, (float)j->pos[t], cs, sn);
-        for (int64_t h = 0; h < j->n_head; h++) {
-            float *x = j->x + t * j->ld_tok + h * j->ld_head;
-            for (int64_t i = 0; i < half; i++) {
-                const float x0 = x[i], x1 = x[i + half];
-                x[i] = x0 * cs[i] - x1 * sn[i];
-                x[i + half] = x0 * sn[i] + x1 * cs[i];
-            }
-        }
+        for (int64_t h = 0; h < j->n_head; h++) j->rotate(j->x + t * j->ld_tok + h * j->ld_head, cs, sn, half);
     }
 }
 
 void st_op_rope_neox(st_pool *pool, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_tok,
                      int64_t n_head, const int32_t *pos, const st_rope_params *p) {
     if (p->n_rot <= 0 || p->n_rot / 2 > ROPE_MAX_PAIRS) return;
-    rope_job j = { x, ld_tok, ld_head, n_tok, n_head, pos, p };
+    const st_cpu_features *f = st_cpu();
+    rope_job j = { x, ld_tok, ld_head, n_tok, n_head, pos, p,
+                   f->avx2 && f->fma ? ops_rope_rotate_fma : ops_rope_rotate_ref };
     ops_run(pool, n_tok >= 16, rope_worker, &j);
 }
