@@ -4,13 +4,18 @@
  *       prints N token ids drawn uniformly from [0, VOCAB), comma-separated (splitmix64 of SEED),
  *       the same list on every machine.
  *
- *   compare PEER OURS VOCAB [--min-top1 F] [--max-rel F] [--max-kl F] [--label TEXT]
+ *   compare PEER OURS VOCAB [--min-top1 F] [--max-rel F] [--max-rel-skip N] [--max-kl F] [--label TEXT]
  *       PEER and OURS are f32 logits files, row-major [n_tokens][VOCAB]. Prints one line:
  *         top-1 agreement: the share of positions whose argmax is the same;
  *         max|diff| / max|logit|: the largest element difference over the largest peer logit;
  *         mean KL(peer || ours): softmax of each row in double, averaged over positions;
  *       and exits 1 when a given threshold is missed (top-1 below, rel or KL above), 2 on bad
- *       input (sizes that differ, NaN). */
+ *       input (sizes that differ, NaN).
+ *       --max-rel-skip N judges --max-rel on the positions other than the N with the largest
+ *       difference (they are named on the line; top-1 and KL still count every position). For the
+ *       bit-level tests: one activation that sits on an 8-bit rounding boundary in one engine and
+ *       a few ulp off it in the other moves that one position by ~1e-3, while a wrong kernel
+ *       shows at most positions. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -76,20 +81,23 @@ int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "tokens")) return print_tokens(atol(argv[2]), atol(argv[3]), strtoull(argv[4], NULL, 0));
     if (argc < 4) {
         fprintf(stderr, "usage: compare tokens N VOCAB SEED\n"
-                        "       compare PEER OURS VOCAB [--min-top1 F] [--max-rel F] [--max-kl F] [--label TEXT]\n");
+                        "       compare PEER OURS VOCAB [--min-top1 F] [--max-rel F] [--max-rel-skip N] [--max-kl F] [--label TEXT]\n");
         return 2;
     }
     long vocab = atol(argv[3]);
     double min_top1 = -1, max_rel = -1, max_kl = -1;
+    long skip = 0;
     const char *label = "";
     for (int i = 4; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--min-top1")) min_top1 = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--max-rel")) max_rel = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--max-rel-skip")) skip = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--max-kl")) max_kl = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--label")) label = argv[i + 1];
         else { fprintf(stderr, "compare: unknown option %s\n", argv[i]); return 2; }
     }
     if (vocab <= 0) { fprintf(stderr, "compare: VOCAB must be positive\n"); return 2; }
+    if (skip < 0) { fprintf(stderr, "compare: --max-rel-skip must be 0 or more\n"); return 2; }
     long na = 0, nb = 0;
     float *a = read_logits(argv[1], vocab, &na), *b = read_logits(argv[2], vocab, &nb);
     if (!a || !b) return 2;
@@ -99,6 +107,8 @@ int main(int argc, char **argv) {
     }
     long same = 0, first_diff = -1;
     double max_diff = 0, max_logit = 0, kl_sum = 0, kl_max = 0;
+    double *row_diff = calloc((size_t)na, sizeof *row_diff);
+    if (!row_diff) return 2;
     for (long r = 0; r < na; r++) {
         const float *pa = a + r * vocab, *pb = b + r * vocab;
         for (long i = 0; i < vocab; i++) {
@@ -108,6 +118,7 @@ int main(int argc, char **argv) {
             }
             double d = fabs((double)pa[i] - pb[i]);
             if (d > max_diff) max_diff = d;
+            if (d > row_diff[r]) row_diff[r] = d;
             if (fabs(pa[i]) > max_logit) max_logit = fabs(pa[i]);
         }
         if (argmax(pa, vocab) == argmax(pb, vocab)) same++;
@@ -116,10 +127,25 @@ int main(int argc, char **argv) {
         kl_sum += kl;
         if (kl > kl_max) kl_max = kl;
     }
-    double top1 = (double)same / na, rel = max_logit > 0 ? max_diff / max_logit : max_diff, kl = kl_sum / na;
-    int ok = (min_top1 < 0 || top1 >= min_top1) && (max_rel < 0 || rel <= max_rel) && (max_kl < 0 || kl <= max_kl);
+    double top1 = (double)same / na, scale = max_logit > 0 ? max_logit : 1, rel = max_diff / scale, kl = kl_sum / na;
+    /* the --max-rel-skip positions: the largest row differences, taken out one at a time */
+    char skipped[256] = "";
+    double judged = rel;
+    for (long k = 0, n = 0; k < skip && k < na; k++) {
+        long worst = 0;
+        for (long r = 1; r < na; r++) if (row_diff[r] > row_diff[worst]) worst = r;
+        if (n < (long)sizeof skipped - 40)
+            n += snprintf(skipped + n, sizeof skipped - (size_t)n, "%s%ld (%.2e)", k ? ", " : "", worst, row_diff[worst] / scale);
+        row_diff[worst] = -1;
+        judged = 0;
+        for (long r = 0; r < na; r++) if (row_diff[r] > judged) judged = row_diff[r];
+        judged /= scale;
+    }
+    free(row_diff);
+    int ok = (min_top1 < 0 || top1 >= min_top1) && (max_rel < 0 || judged <= max_rel) && (max_kl < 0 || kl <= max_kl);
     printf("%-40s top1 %6.2f%% (%ld/%ld)  max|d|/max|l| %.2e  KL mean %.2e max %.2e  %s", label, 100 * top1, same, na,
            rel, kl, kl_max, ok ? "PASS" : "FAIL");
+    if (skip > 0) printf("  (max|d|/max|l| %.2e without the worst %ld position(s): %s)", judged, skip, skipped);
     if (first_diff >= 0) printf("  (first argmax difference at position %ld)", first_diff);
     printf("\n");
     free(a);

@@ -28,7 +28,8 @@
 # STRATA_PEER_VARIANT=haswell (or another libggml-cpu-*.so suffix of the bundle) makes the peer
 # load that CPU build instead of the best one for this machine, and STRATA_CPU_LEVEL does the same
 # for Strata: with both at AVX2 the two engines compute the same bits, so STRATA_CONF_MAX_REL can
-# demand max|diff| / max|logit| far below the quantized limits (issue 12's Q6_K check).
+# demand max|diff| / max|logit| far below the quantized limits (issue 12's Q6_K check);
+# STRATA_CONF_MAX_REL_SKIP=N leaves the N worst positions out of that one limit (compare.c says why).
 #
 # Both sides run one thread (llama.cpp's threads spin while they wait, which on a busy 2-core
 # machine turns a second into twenty), except Strata's one-chunk run, which uses two.
@@ -111,6 +112,7 @@ esac
 if [ "$type" = f32 ]; then limits=(--min-top1 1 --max-rel 1e-4)
 else limits=(--min-top1 0.99 --max-kl 1e-3); fi
 [ -n "${STRATA_CONF_MAX_REL:-}" ] && limits+=(--max-rel "$STRATA_CONF_MAX_REL")
+[ -n "${STRATA_CONF_MAX_REL_SKIP:-}" ] && limits+=(--max-rel-skip "$STRATA_CONF_MAX_REL_SKIP")
 repack=(--no-repack)
 [ "${STRATA_PEER_REPACK:-0}" = 1 ] && repack=()
 
