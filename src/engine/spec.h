@@ -48,7 +48,9 @@ typedef struct st_spec_stats {
 typedef struct st_spec st_spec;
 
 /* A decoder over session s (which it does not own). The mode resolves here: MTP on a model
- * without a head is an error; a session on a device decodes without drafts. */
+ * without a head is an error; a session on a device verifies n-gram drafts there (at most
+ * ST_DEVICE_VERIFY_ROWS - 1 per chunk, engine/device.h) and decodes without drafts for mtp (the
+ * head's input rows stay on the device) or while the CPU computes a share of its experts. */
 st_status st_spec_new(st_session *s, const st_spec_params *p, st_spec **out);
 void st_spec_free(st_spec *d);
 int st_spec_mode(const st_spec *d);

@@ -22,6 +22,8 @@
 
 #define GRAPH_BUCKET 256
 
+_Static_assert(ST_DEVICE_VERIFY_ROWS == ST_DEV_VERIFY_ROWS, "engine/device.h and model/cuda/forward_cuda.h differ");
+
 struct st_device_session {
     st_device_model *dm;
     const struct st_model *m;
@@ -36,6 +38,8 @@ struct st_device_session {
     int64_t n_graphs;
     int no_graphs;               /* STRATA_CUDA_GRAPHS=0, or a capture failed */
     int unfused;                 /* STRATA_CUDA_FUSED=0: the plain op sequence */
+    uint64_t graph_epoch;        /* the backend's scratch epoch the graphs were captured at */
+    int n_steps;                 /* step planes per GDN layer (st_device_session_reserve_steps) */
     float *emit_dst;             /* logits_all while a chunk runs */
     st_dprofile *prof;           /* STRATA_CUDA_PROFILE=1: block times, printed at the end */
 };
@@ -145,6 +149,9 @@ void st_device_session_free(st_device_session *ds) {
             st_cuda_free(ds->cu, L->v_cache);
             st_cuda_free(ds->cu, L->conv);
             st_cuda_free(ds->cu, L->ssm);
+            st_cuda_free(ds->cu, L->conv_steps);
+            st_cuda_free(ds->cu, L->ssm_steps);
+            st_cuda_free(ds->cu, L->ssm_planes);
         }
         free(ds->state);
     }
@@ -240,6 +247,11 @@ static st_status decode_step(st_device_session *ds, const int32_t *token, int64_
     ds->io[1] = (int32_t)n_past;
     ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WSD_TOK), &ds->io[0], sizeof(int32_t)));
     ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WSD_POS), &ds->io[1], sizeof(int32_t)));
+    /* A chunk since the capture may have grown the backend's scratch: the graphs read the old. */
+    if (ds->graph_epoch != st_cuda_scratch_epoch(ds->cu)) {
+        drop_graphs(ds);
+        ds->graph_epoch = st_cuda_scratch_epoch(ds->cu);
+    }
     if (ds->graphs[b]) {
         ST_TRY(st_cuda_graph_launch(ds->cu, ds->graphs[b]));
     } else {
@@ -255,6 +267,14 @@ static st_status decode_step(st_device_session *ds, const int32_t *token, int64_
             st_status fs = st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, NULL, NULL);
             s = st_cuda_capture_end(ds->cu, &g);
             if (fs != ST_OK) s = fs;
+        }
+        if (s == ST_OK && ds->graph_epoch != st_cuda_scratch_epoch(ds->cu)) {
+            /* the eager run grew the scratch: the graphs of other buckets read the old */
+            st_cuda_graph *keep = g;
+            ds->graphs[b] = NULL;
+            drop_graphs(ds);
+            g = keep;
+            ds->graph_epoch = st_cuda_scratch_epoch(ds->cu);
         }
         if (s != ST_OK) {
             st_warn("cuda: decode runs without a CUDA graph: %s", st_last_error());
@@ -292,6 +312,95 @@ static st_status feed(st_device_session *ds, const int32_t *tokens, int64_t n, i
         return ST_OK;
     }
     return st_cuda_download(ds->cu, ds->logits, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)V * sizeof(float));
+}
+
+/* ---- the speculative verify chunk (engine/spec.c through session.c) ------------------------------ */
+
+st_status st_device_session_reserve_steps(st_device_session *ds, int rows) {
+    const st_hparams *hp = &ds->m->hp;
+    if (rows > ST_DEV_VERIFY_ROWS)
+        return st_fail(ST_ERR_INVALID, "cuda session: a verify chunk of %d rows, at most %d", rows, ST_DEV_VERIFY_ROWS);
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if (st_host_moe_k_cpu(ds->dm->host_moe, il) > 0)
+            return st_fail(ST_ERR_UNSUPPORTED, "cuda session: no verify chunk while the CPU computes a share of the experts "
+                           "(layer %lld): a decode step's logits would differ from a chunk row's", (long long)il);
+    if (rows <= ds->n_steps || !st_hp_is_hybrid(hp)) return ST_OK;
+    ST_TRY(st_device_session_reserve(ds, rows));
+    float *host[ST_DEV_VERIFY_ROWS];
+    size_t ssm = ssm_bytes(hp);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        st_dlayer_state *L = &ds->state[il];
+        if (!is_gdn(hp, il)) continue;
+        st_cuda_free(ds->cu, L->conv_steps);
+        st_cuda_free(ds->cu, L->ssm_steps);
+        st_cuda_free(ds->cu, L->ssm_planes);
+        L->conv_steps = L->ssm_planes = NULL;
+        L->ssm_steps = NULL;
+        ST_TRY(st_cuda_alloc(ds->cu, (size_t)rows * conv_bytes(hp), (void **)&L->conv_steps));
+        ST_TRY(st_cuda_alloc(ds->cu, (size_t)rows * ssm, (void **)&L->ssm_planes));
+        ST_TRY(st_cuda_alloc(ds->cu, (size_t)rows * sizeof(float *), (void **)&L->ssm_steps));
+        for (int i = 0; i < rows; i++) host[i] = (float *)((char *)L->ssm_planes + (size_t)i * ssm);
+        ST_TRY(st_cuda_upload(ds->cu, L->ssm_steps, host, (size_t)rows * sizeof(float *)));
+    }
+    ds->n_steps = rows;
+    return ST_OK;
+}
+
+/* Rows 0 .. n-1 at n_past, every row's logits into logits_all, every row's recurrent state into
+ * the step planes; one row without a plane is a decode step (its graph). */
+static st_status verify(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all) {
+    int64_t V = ds->m->hp.n_vocab;
+    if (n > ST_DEV_VERIFY_ROWS || (st_hp_is_hybrid(&ds->m->hp) && n > ds->n_steps))
+        return st_fail(ST_ERR_INVALID, "cuda session: a verify chunk of %lld rows, %d step planes", (long long)n, ds->n_steps);
+    ST_TRY(st_device_session_reserve(ds, n));
+    int32_t pos[ST_DEV_VERIFY_ROWS];
+    int64_t n_kv[ST_DEV_VERIFY_ROWS];
+    for (int64_t t = 0; t < n; t++) {
+        int64_t b = (n_past + t) / GRAPH_BUCKET;
+        pos[t] = (int32_t)(n_past + t);
+        /* the cells the decode step at this position sees (decode_step) */
+        n_kv[t] = (b + 1) * GRAPH_BUCKET < ds->n_ctx ? (b + 1) * GRAPH_BUCKET : ds->n_ctx;
+    }
+    ST_TRY(st_cuda_upload(ds->cu, st_workspace_get(&ds->ws, WSD_POS), pos, (size_t)n * sizeof *pos));
+    st_dchunk c = {.n = n, .pos0 = n_past, .n_kv = n_kv[n - 1], .logits_all = 1, .tokens_host = tokens,
+                   .prof = ds->prof, .unfused = ds->unfused, .keep_steps = 1, .row_n_kv = n_kv};
+    ds->emit_dst = logits_all;
+    ST_TRY(st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, emit_rows, ds));
+    memcpy(ds->logits, logits_all + (n - 1) * V, (size_t)V * sizeof(float));
+    return ST_OK;
+}
+
+st_status st_device_session_verify(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
+                                   float *logits_all, int keep_steps) {
+    int64_t V = ds->m->hp.n_vocab;
+    st_host_moe_step_begin(ds->dm->host_moe);
+    st_status s;
+    if (keep_steps) {
+        s = verify(ds, tokens, n, n_past, logits_all);
+    } else {
+        s = feed(ds, tokens, n, n_past, n == 1 ? NULL : logits_all);
+        if (s == ST_OK && n == 1) memcpy(logits_all, ds->logits, (size_t)V * sizeof(float));
+    }
+    st_status e = st_host_moe_step_end(ds->dm->host_moe);
+    return s != ST_OK ? s : e;
+}
+
+void st_device_session_keep_row(st_device_session *ds, int64_t k) {
+    const st_hparams *hp = &ds->m->hp;
+    if (k < 0 || k >= ds->n_steps) return;
+    size_t conv = conv_bytes(hp), ssm = ssm_bytes(hp);
+    /* copies on the stream, not swaps: the captured graphs hold the state's addresses */
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        st_dlayer_state *L = &ds->state[il];
+        if (!L->ssm_planes) continue;
+        st_status s = st_cuda_copy(ds->cu, L->ssm, (char *)L->ssm_planes + (size_t)k * ssm, ssm);
+        if (s == ST_OK) s = st_cuda_copy(ds->cu, L->conv, (char *)L->conv_steps + (size_t)k * conv, conv);
+        if (s != ST_OK) st_clear_error(); /* a launch failure is the next feed's error */
+    }
+}
+
+void st_device_session_set_logits(st_device_session *ds, const float *row) {
+    memcpy(ds->logits, row, (size_t)ds->m->hp.n_vocab * sizeof(float));
 }
 
 /* A tiered model's CPU share (model/cuda/host_experts.c): its poll server is woken before the
