@@ -8,15 +8,16 @@
 #      blocks), and once without graphs (STRATA_CUDA_GRAPHS=0: the eager chunk);
 #   2. model_check (GPU against CPU) on the demo model and the tiny qwen35moe: the regression check
 #      of the forward's new paths;
-#   3. text equality on the GPU: `strata run --spec none | ngram | mtp` (mtp falls back to plain
-#      decoding on a device: the head is not there yet), greedy and --temp 0.8 --seed 7, on the
-#      demo model and the 35B-A3B shape; the CPU's --spec ngram text against its own --spec none
-#      (exact), and the CPU's greedy text against the GPU's (the same kernels are not run, so this
-#      is an agreement count, not a PASS/FAIL);
-#   4. `strata bench --spec ngram --device cuda` (it fails if the texts differ): tokens per trunk
-#      forward, tok/s against plain decoding alternating, the speed-up; greedy and seeded, on the
-#      demo model (launch-bound) and the 35B-A3B shape (~310 tok/s plain: what a verify chunk costs
-#      against a decode step where decode is latency-bound), the repeat-with-one-change prompts.
+#   3. text equality on the GPU: `strata run --spec none | ngram | mtp` (mtp: the verify chunk on
+#      the GPU, the head on the CPU from the chunk's hidden rows copied back), greedy and --temp 0.8
+#      --seed 7, on the demo model (it has a head) and the 35B-A3B shape (no head: ngram); the
+#      CPU's --spec ngram text against its own --spec none (exact), and the CPU's text against the
+#      GPU's (not the same kernels: information, not a PASS/FAIL);
+#   4. `strata bench --spec ngram|mtp --device cuda` (it fails if the texts differ): tokens per trunk
+#      forward, tok/s against plain decoding alternating, the speed-up; greedy and seeded; ngram on
+#      the repeat-with-one-change prompts, on the demo model (launch-bound) and the 35B-A3B shape
+#      (~310 tok/s plain: what a verify chunk costs against a decode step where decode is
+#      latency-bound); mtp on the demo model, the built-in prompt and the held-out questions.
 # Prints one PASS/FAIL line per check and a summary; everything also lands in $OUT.
 # Inputs: $BIN/bins.tar.xz (bench/cuda/pack_spec.sh, carried), the tracked tree (demo model,
 # bench/prompts/repeat-edit.txt). BUDGET (s, default 450) bounds the whole call.
@@ -122,21 +123,24 @@ for smp in greedy seeded; do
 done
 
 stamp "4. strata bench --spec ngram --device cuda"
-bench() { # name model reps n sampler...
-  local name=$1 f=$2 r=$3 n=$4; shift 4
+bench() { # name model spec reps n args...
+  local name=$1 f=$2 sp=$3 r=$4 n=$5; shift 5
   [ "$(left)" -gt 40 ] || { verdict "bench $name: skipped (budget)"; return; }
-  timeout $(( $(left) - 20 )) $S bench -m $f --device $DEV --spec ngram --prompts $PROMPTS -n $n -r $r "$@" \
+  timeout $(( $(left) - 20 )) $S bench -m $f --device $DEV --spec $sp -n $n -r $r "$@" \
     >$OUT/bench-$name.txt 2>$OUT/bench-$name.err; local rc=$?
   cat $OUT/bench-$name.txt
-  verdict "bench $name: $([ $rc = 0 ] && echo PASS || echo "FAIL (rc $rc): $(tail -1 $OUT/bench-$name.err)") $(grep -E '^ngram' $OUT/bench-$name.txt)"
+  verdict "bench $name: $([ $rc = 0 ] && echo PASS || echo "FAIL (rc $rc): $(tail -1 $OUT/bench-$name.err)") $(grep -E "^$sp " $OUT/bench-$name.txt)"
 }
-bench demo-greedy $DEMO 3 256 --temp 0
-bench demo-seeded $DEMO 3 256 --temp 0.8 --seed 7
-bench demo-greedy-3drafts $DEMO 3 256 --temp 0 --spec-draft 3
+bench ngram-demo-greedy $DEMO ngram 3 256 --prompts $PROMPTS --temp 0
+bench ngram-demo-seeded $DEMO ngram 3 256 --prompts $PROMPTS --temp 0.8 --seed 7
+bench ngram-demo-greedy-3drafts $DEMO ngram 3 256 --prompts $PROMPTS --temp 0 --spec-draft 3
+bench mtp-demo-greedy $DEMO mtp 3 256 --temp 0
+bench mtp-demo-seeded $DEMO mtp 3 256 --temp 0.8 --seed 7
+bench mtp-demo-heldout $DEMO mtp 2 256 --prompts $PWD/bench/prompts/heldout-chat.txt --temp 0
 if [ -f $A3B ]; then
-  bench a3b-greedy $A3B 3 128 --temp 0
-  bench a3b-seeded $A3B 2 128 --temp 0.8 --seed 7
-  bench a3b-greedy-3drafts $A3B 2 128 --temp 0 --spec-draft 3
+  bench ngram-a3b-greedy $A3B ngram 3 128 --prompts $PROMPTS --temp 0
+  bench ngram-a3b-seeded $A3B ngram 2 128 --prompts $PROMPTS --temp 0.8 --seed 7
+  bench ngram-a3b-greedy-3drafts $A3B ngram 2 128 --prompts $PROMPTS --temp 0 --spec-draft 3
 fi
 stamp "done"
 echo "== summary"; cat $SUM

@@ -23,7 +23,7 @@ st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, i
 const float *st_device_session_logits(const st_device_session *ds) { return NULL; }
 st_status st_device_session_reserve_steps(st_device_session *ds, int rows) { return no_device(); }
 st_status st_device_session_verify(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
-                                   float *logits_all, int keep_steps) {
+                                   float *logits_all, float *h_all, int keep_steps) {
     return no_device();
 }
 void st_device_session_keep_row(st_device_session *ds, int64_t k) {}

@@ -1,5 +1,5 @@
 /* session_spec.h: what speculative decoding (engine/spec.c) drives a session by (on a device:
- * engine/device.h's verify chunk; no hidden rows, no MTP head there yet): one chunk
+ * engine/device.h's verify chunk, the MTP head on the CPU from the rows copied back): one chunk
  * with every row's logits and hidden state and every row's recurrent state kept, alone or beside
  * other sessions' rows in one forward (the server's parallel slots), the return to the state after
  * one of its rows, and the MTP head's chunks over its own KV cache. Not public API. */

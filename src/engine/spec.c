@@ -103,11 +103,8 @@ st_status st_spec_new(st_session *s, const st_spec_params *params, st_spec **out
     if (m->hp.arch == ST_ARCH_QWEN4EXP && p.mode == ST_SPEC_NGRAM)
         return st_fail(ST_ERR_UNSUPPORTED, "spec: --spec ngram: qwen4exp's PLE history has no per-row rollback yet");
     if (!p.n_draft) p.n_draft = p.mode == ST_SPEC_NGRAM ? SPEC_DRAFT_NGRAM : SPEC_DRAFT_MTP;
-    if (st_session_on_device(s)) {
-        /* The verify chunk runs there (n-gram drafts); the head's input rows do not come back yet. */
-        if (p.mode == ST_SPEC_MTP) p.mode = ST_SPEC_NONE;
-        if (p.n_draft > ST_DEVICE_VERIFY_ROWS - 1) p.n_draft = ST_DEVICE_VERIFY_ROWS - 1;
-    }
+    /* On a device the verify chunk runs there, the MTP head on the CPU from the copied rows. */
+    if (st_session_on_device(s) && p.n_draft > ST_DEVICE_VERIFY_ROWS - 1) p.n_draft = ST_DEVICE_VERIFY_ROWS - 1;
     st_spec *d = calloc(1, sizeof *d);
     if (!d) return st_fail(ST_ERR_NOMEM, "spec: out of memory");
     d->s = s;

@@ -48,9 +48,10 @@ typedef struct st_spec_stats {
 typedef struct st_spec st_spec;
 
 /* A decoder over session s (which it does not own). The mode resolves here: MTP on a model
- * without a head is an error; a session on a device verifies n-gram drafts there (at most
- * ST_DEVICE_VERIFY_ROWS - 1 per chunk, engine/device.h) and decodes without drafts for mtp (the
- * head's input rows stay on the device) or while the CPU computes a share of its experts. */
+ * without a head is an error. A session on a device verifies there (at most
+ * ST_DEVICE_VERIFY_ROWS - 1 drafts per chunk, engine/device.h), its MTP head running on the CPU
+ * from the hidden rows copied back; it decodes without drafts while the CPU computes a share of
+ * its experts (memory tiers: a chunk's rows could not match its decode steps). */
 st_status st_spec_new(st_session *s, const st_spec_params *p, st_spec **out);
 void st_spec_free(st_spec *d);
 int st_spec_mode(const st_spec *d);

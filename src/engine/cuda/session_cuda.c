@@ -306,7 +306,8 @@ static st_status graph_step(st_device_session *ds, const int32_t *tokens, int64_
 
 const float *st_device_session_logits(const st_device_session *ds) { return ds->logits; }
 
-static st_status feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all) {
+static st_status feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all,
+                      float *h_host) {
     int64_t V = ds->m->hp.n_vocab;
     ST_TRY(st_device_session_reserve(ds, n));
     if (n == 1 && !logits_all && !ds->no_graphs) return graph_step(ds, tokens, 1, n_past, NULL);
@@ -319,7 +320,7 @@ static st_status feed(st_device_session *ds, const int32_t *tokens, int64_t n, i
     free(pos);
     ST_TRY(s);
     st_dchunk c = {.n = n, .pos0 = n_past, .n_kv = n_past + n, .logits_all = logits_all != NULL, .tokens_host = tokens,
-                   .prof = ds->prof, .unfused = ds->unfused};
+                   .prof = ds->prof, .unfused = ds->unfused, .h_host = logits_all || n == 1 ? NULL : h_host};
     ds->emit_dst = logits_all;
     ST_TRY(st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, emit_rows, ds));
     if (logits_all) {
@@ -391,16 +392,20 @@ static st_status verify(st_device_session *ds, const int32_t *tokens, int64_t n,
 }
 
 st_status st_device_session_verify(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
-                                   float *logits_all, int keep_steps) {
-    int64_t V = ds->m->hp.n_vocab;
+                                   float *logits_all, float *h_all, int keep_steps) {
+    int64_t V = ds->m->hp.n_vocab, d = ds->m->hp.n_embd;
+    if (keep_steps && !logits_all) return st_fail(ST_ERR_INVALID, "cuda session: a verify chunk without its logits");
     st_host_moe_step_begin(ds->dm->host_moe);
     st_status s;
     if (keep_steps) {
         s = verify(ds, tokens, n, n_past, logits_all);
     } else {
-        s = feed(ds, tokens, n, n_past, n == 1 ? NULL : logits_all);
-        if (s == ST_OK && n == 1) memcpy(logits_all, ds->logits, (size_t)V * sizeof(float));
+        s = feed(ds, tokens, n, n_past, n == 1 ? NULL : logits_all, h_all);
+        if (s == ST_OK && n == 1 && logits_all) memcpy(logits_all, ds->logits, (size_t)V * sizeof(float));
     }
+    /* the normed rows the chunk left in WSD_H (a prompt chunk of several rows wrote h_all itself) */
+    if (s == ST_OK && h_all && (keep_steps || n == 1 || logits_all))
+        s = st_cuda_download(ds->cu, h_all, st_workspace_get(&ds->ws, WSD_H), (size_t)(n * d) * sizeof(float));
     st_status e = st_host_moe_step_end(ds->dm->host_moe);
     return s != ST_OK ? s : e;
 }
@@ -429,7 +434,7 @@ void st_device_session_set_logits(st_device_session *ds, const float *row) {
 st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
                                  float *logits_all) {
     st_host_moe_step_begin(ds->dm->host_moe);
-    st_status s = feed(ds, tokens, n, n_past, logits_all);
+    st_status s = feed(ds, tokens, n, n_past, logits_all, NULL);
     st_status e = st_host_moe_step_end(ds->dm->host_moe);
     return s != ST_OK ? s : e;
 }

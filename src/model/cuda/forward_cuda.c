@@ -91,6 +91,7 @@ size_t st_forward_cuda_ws_size(const void *model, int id, int64_t n) {
     /* the SwiGLU outputs in 8 bits (decode): routed slots, and the shared expert or dense FFN */
     case WSD_GEQ: return w.moe && w.ffe % 32 == 0 ? st_cuda_q8_bytes(w.ffe, (n < 8 ? n : 8) * w.k) : 0;
     case WSD_SHQ: return ff > 0 && ff % 32 == 0 ? st_cuda_q8_bytes(ff, n < 8 ? n : 8) : 0;
+    case WSD_X2: return (size_t)(n * w.d) * F;
     default: return 0;
     }
 }
@@ -526,6 +527,20 @@ static void dnorm(dfwd *f, float *x, const float *r, const st_tensor *w, float *
     DO(st_cuda_add_rms_norm_q8(f->cu, x, r, w->f32, h, f->q8, rows, d, f->hp->eps));
 }
 
+/* The MTP head's inputs of a prompt chunk (st_dchunk.h_host): the last layer's FFN on every row
+ * of x (the residual before it, left as it is) through WSD_X2, the output norm, down to h_host. */
+static void hidden_rows(dfwd *f, int il, const float *x, float *h_host) {
+    int64_t n = f->n, d = f->hp->n_embd;
+    const st_layer *L = st_dlayer(f->w, il);
+    float *x2 = BUF(WSD_X2), *h = BUF(WSD_H), *t = BUF(WSD_T);
+    DO(st_cuda_copy(f->cu, x2, x, (size_t)(n * d) * F));
+    dnorm(f, x2, NULL, &L->ffn_norm, h, n);
+    if (st_hp_is_moe(f->hp)) dmoe(f, il, h, t, n);
+    else dffn_dense(f, il, h, t, n);
+    dnorm(f, x2, t, &f->w->output_norm, h, n);
+    if (f->err == ST_OK) f->err = st_cuda_download(f->cu, h_host, h, (size_t)(n * d) * F);
+}
+
 st_status st_forward_cuda(st_cuda *cu, const struct st_model *m, const st_dweights *w, st_dlayer_state *state,
                           uint32_t kv_type, st_workspace *ws, const st_dchunk *c, st_dlogits_fn emit, void *emit_ctx) {
     const st_hparams *hp = &m->hp;
@@ -574,6 +589,7 @@ st_status st_forward_cuda(st_cuda *cu, const struct st_model *m, const st_dweigh
         int64_t rows = n;
         if (last_only && il == hp->n_layer - 1 && n > 1) {
             DO(st_cuda_pointwise(cu, ST_CUDA_ADD, x, d, t, d, x, d, n, d));
+            if (c->h_host) hidden_rows(f, il, x, c->h_host);
             DO(st_cuda_copy(cu, x, x + (n - 1) * d, (size_t)d * F));
             rows = 1;
             dnorm(f, x, NULL, &L->ffn_norm, h, rows);

@@ -49,7 +49,7 @@ enum st_dws_id {
     WSD_CONV, WSD_Z, WSD_BA, WSD_A, WSD_B, WSD_G, WSD_BETA, WSD_GDN_OUT,
     WSD_FF_A, WSD_FF_B,
     WSD_ROUTER, WSD_IDS, WSD_W, WSD_GE, WSD_YE, WSD_SH, WSD_SH_Y, WSD_SH_G,
-    WSD_LOGITS, WSD_Q8, WSD_GEQ, WSD_SHQ,
+    WSD_LOGITS, WSD_Q8, WSD_GEQ, WSD_SHQ, WSD_X2,
     WSD_N_BUFFERS /* the number of ids, not a buffer */
 };
 
@@ -86,6 +86,11 @@ typedef struct st_dchunk {
      * step at its position. */
     int keep_steps;
     const int64_t *row_n_kv;
+    /* A prompt chunk (more than one row, the last row's logits) for the MTP head: every row's
+     * output-normed hidden state into h_host ([n][d], host; the chunk waits for it), from the last
+     * layer's FFN run on all rows beside the one-row FFN that the logits come from (so the logits
+     * stay those of the chunk without it). Every other chunk leaves its normed rows in WSD_H. */
+    float *h_host;
 } st_dchunk;
 
 /* The most rows of a verify chunk: the decode kernels' (prepared 8-bit rows, fused SwiGLU, side
