@@ -96,7 +96,8 @@ st_status st_spec_new(st_session *s, const st_spec_params *params, st_spec **out
     if (p.n_draft < 0 || p.n_draft > ST_SPEC_MAX_DRAFT)
         return st_fail(ST_ERR_INVALID, "spec: --spec-draft %d is outside 1..%d", p.n_draft, ST_SPEC_MAX_DRAFT);
     if (!(p.p_min >= 0.0f && p.p_min <= 1.0f)) return st_fail(ST_ERR_INVALID, "spec: --spec-p-min %g is outside 0..1", (double)p.p_min);
-    if (p.mode == ST_SPEC_AUTO) p.mode = m->n_mtp ? ST_SPEC_MTP : ST_SPEC_NONE;
+    /* auto on a device: none, its head running on the CPU (below) costs a real model's decode step */
+    if (p.mode == ST_SPEC_AUTO) p.mode = m->n_mtp && !st_session_on_device(s) ? ST_SPEC_MTP : ST_SPEC_NONE;
     if (p.mode == ST_SPEC_MTP && !m->n_mtp)
         return st_fail(ST_ERR_UNSUPPORTED, "spec: --spec mtp: this model has no MTP head (nextn_predict_layers = 1 and blk.%lld.nextn.*)",
                        (long long)m->hp.n_layer);

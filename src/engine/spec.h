@@ -23,7 +23,8 @@
 enum { ST_SPEC_AUTO = -1, ST_SPEC_NONE = 0, ST_SPEC_MTP = 1, ST_SPEC_NGRAM = 2 };
 
 typedef struct st_spec_params {
-    int mode;       /* ST_SPEC_AUTO (the default): MTP when the model has a head, else none */
+    int mode;       /* ST_SPEC_AUTO (the default): MTP when the model has a head (and the
+                       session is on the CPU), else none */
     int n_draft;    /* drafts per chunk, 1 .. ST_SPEC_MAX_DRAFT; 0 (the default): 3 for mtp, 8
                        for ngram */
     float p_min;    /* MTP: stop drafting at a token the head gives less than this (default 0) */
