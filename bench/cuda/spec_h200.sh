@@ -88,7 +88,7 @@ stamp "3. text equality"
 RAW="$(head -1 $PROMPTS | sed 's/\\n/\n/g')"
 gen() { # out model device spec sampler...
   local o=$1 f=$2 dev=$3 sp=$4; shift 4
-  timeout 120 $S run -m $f --device $dev --raw -p "$RAW" -n 160 --spec $sp "$@" >$OUT/run-$o.txt 2>$OUT/run-$o.err
+  timeout 120 $S run -m $f --device $dev --raw -p "$RAW" -n 160 -c 2048 --spec $sp "$@" >$OUT/run-$o.txt 2>$OUT/run-$o.err
 }
 same() { # name a b
   if [ -s $OUT/run-$2.txt ] && cmp -s $OUT/run-$2.txt $OUT/run-$3.txt; then verdict "text $1: PASS ($(wc -c <$OUT/run-$2.txt) bytes)"
