@@ -82,6 +82,15 @@ if(STRATA_BUILD_TESTS)
       set_tests_properties(cuda_model_${arch}_${type} PROPERTIES LABELS cuda SKIP_RETURN_CODE 77)
     endforeach()
   endforeach()
+  # The speculative verify chunk: every kept row bit for bit the decode step's (model_check
+  # --verify), across the 256-cell graph bucket.
+  foreach(arch qwen35moe qwen3next qwen3)
+    add_test(NAME cuda_verify_${arch} COMMAND sh -c "
+      d=$(mktemp -d); trap 'rm -rf $d' EXIT
+      $<TARGET_FILE:strata> synth $d/m.gguf --arch ${arch} --preset tiny --type q4_k >/dev/null || exit 1
+      $<TARGET_FILE:model_check> $d/m.gguf --verify --prompt 100 --decode 220")
+    set_tests_properties(cuda_verify_${arch} PROPERTIES LABELS cuda SKIP_RETURN_CODE 77)
+  endforeach()
   # The leaking build must fail the growth check and nothing else (tests/negative_control.sh): a
   # broken synth or a failing device session makes the control fail, not pass.
   set(control_model_check "")

@@ -59,7 +59,8 @@ static const cli_flag shared_flags[] = {
     {"--spec", NULL, "S", CLI_CHOICE, OPT(spec.mode), 0, 0, "mtp|ngram|none|auto", spec_values,
      "draft tokens ahead and check them in one forward: mtp (the model's MTP\n"
      "head), ngram (prompt lookup) or none; default auto: mtp when the file\n"
-     "has a head, else none. The text is the same token for token either way", CLI_SPEC},
+     "has a head and the model runs on the CPU, else none. The text is the\n"
+     "same token for token either way", CLI_SPEC},
     {"--spec-draft", NULL, "N", CLI_INT, OPT(spec.n_draft), 1, ST_SPEC_MAX_DRAFT, NULL, NULL,
      "tokens drafted per trunk forward at most (default 3 for mtp, 8 for ngram)", CLI_SPEC},
     {"--spec-p-min", NULL, "P", CLI_FLOAT, OPT(spec.p_min), 0, 1, NULL, NULL,

@@ -27,6 +27,21 @@ st_status st_device_session_reset(st_device_session *ds);
  * for st_device_session_logits. n == 1 replays a captured CUDA graph. */
 st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
                                  float *logits_all);
+/* The speculative verify chunk (engine/spec.c), as st_session_feed_rows defines it on the CPU:
+ * reserve_steps makes room for chunks of up to `rows` rows (at most ST_DEVICE_VERIFY_ROWS) that
+ * keep every row's recurrent state; verify feeds n rows with every row's logits into logits_all
+ * (each bit for bit the decode step's at its position), keeping the states when keep_steps (one
+ * row without is a decode step, through its graph); keep_row(k) then returns the recurrent state
+ * to the one after row k (the caller moves n_past; attention cells past it are never read).
+ * h_all (NULL, or [n][d] host): every row's output-normed hidden state, the MTP head's input; a
+ * prompt piece (logits_all NULL, keep_steps 0) gets them too, its logits those of a plain feed. */
+#define ST_DEVICE_VERIFY_ROWS 8
+st_status st_device_session_reserve_steps(st_device_session *ds, int rows);
+st_status st_device_session_verify(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
+                                   float *logits_all, float *h_all, int keep_steps);
+void st_device_session_keep_row(st_device_session *ds, int64_t k);
+/* The last fed row's logits become `row` (a verify chunk's kept row). */
+void st_device_session_set_logits(st_device_session *ds, const float *row);
 /* The last fed row's logits (n_vocab floats, zeros before the first feed; pinned host memory the
  * download writes straight into), valid until the next feed. */
 const float *st_device_session_logits(const st_device_session *ds);

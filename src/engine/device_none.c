@@ -21,6 +21,13 @@ st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, i
     return no_device();
 }
 const float *st_device_session_logits(const st_device_session *ds) { return NULL; }
+st_status st_device_session_reserve_steps(st_device_session *ds, int rows) { return no_device(); }
+st_status st_device_session_verify(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
+                                   float *logits_all, float *h_all, int keep_steps) {
+    return no_device();
+}
+void st_device_session_keep_row(st_device_session *ds, int64_t k) {}
+void st_device_session_set_logits(st_device_session *ds, const float *row) {}
 st_status st_device_session_reserve(st_device_session *ds, int64_t rows) { return no_device(); }
 uint64_t st_device_session_state_bytes(const st_device_session *ds) { return 0; }
 st_status st_device_session_read_state(st_device_session *ds, int64_t il, int part, int64_t n_cells, void *host) {

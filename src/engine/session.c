@@ -77,10 +77,31 @@ static st_status alloc_state(st_session *s) {
     return ST_OK;
 }
 
+/* The MTP head of a device session runs on the CPU (st_session_mtp) from the hidden rows the
+ * device's chunks copy back: its KV cache (the head's layer alone), threads and workspace here. */
+static st_status device_mtp_head(st_session *s) {
+    const st_hparams *hp = &s->m->hp;
+    st_state *st = &s->state;
+    ST_TRY(st_pool_create(s->p.n_threads, &s->pool));
+    s->plan = (st_ws_plan){.m = s->m, .n_threads = st_pool_size(s->pool), .n_ctx = st->n_ctx};
+    ST_TRY(st_workspace_init(&s->ws, WS_N_BUFFERS, st_forward_ws_size, &s->plan));
+    ST_TRY(st_workspace_reserve(&s->ws, 1));
+    if (!(st->layers = calloc((size_t)st_model_n_blocks(s->m), sizeof *st->layers)))
+        return st_fail(ST_ERR_NOMEM, "session: out of memory");
+    st_layer_state *L = &st->layers[hp->n_layer];
+    size_t row = st_kv_row_bytes(st->kv_type, hp->n_head_kv[hp->n_layer] * hp->head_dim);
+    L->k_cache = calloc((size_t)st->n_ctx, row);
+    L->v_cache = calloc((size_t)st->n_ctx, row);
+    if (!L->k_cache || !L->v_cache)
+        return st_fail(ST_ERR_NOMEM, "session: out of memory for the MTP head's KV cache of %lld cells", (long long)st->n_ctx);
+    return ST_OK;
+}
+
 /* The device half of st_session_new: state and workspace on the model's device. */
 static st_status device_session_new(st_session *s, st_session **out) {
     st_status st = st_device_session_new(s->m->dev, s->m, s->state.n_ctx, s->state.kv_type, &s->dev);
     if (st == ST_OK) st = st_device_session_reserve(s->dev, 1);
+    if (st == ST_OK && s->m->n_mtp) st = device_mtp_head(s);
     if (st != ST_OK) {
         st_session_free(s);
         return st;
@@ -143,7 +164,8 @@ static void free_steps(st_session *s) {
  * speculative decode; part of the state (never the workspace). */
 st_status st_session_reserve_steps(st_session *s, int rows) {
     const st_hparams *hp = &s->m->hp;
-    if (rows <= s->state.n_steps || s->dev || !st_hp_is_hybrid(hp)) return ST_OK;
+    if (s->dev) return st_device_session_reserve_steps(s->dev, rows);
+    if (rows <= s->state.n_steps || !st_hp_is_hybrid(hp)) return ST_OK;
     free_steps(s);
     int64_t dk = hp->ssm_state;
     size_t conv = (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) + 1, ssm = (size_t)(hp->ssm_n_v * dk * dk);
@@ -316,8 +338,6 @@ st_status st_session_feed_seqs(st_session *lead, const st_feed_rows *r, int n_s)
         if (s->m != lead->m) return st_fail(ST_ERR_INVALID, "feed: session %d of the batch is of another model", k);
         for (int j = 0; j < k; j++)
             if (r[j].s == s) return st_fail(ST_ERR_INVALID, "feed: session %d is in the batch twice", k);
-        if ((r[k].logits_all || r[k].h_all || r[k].keep_steps) && s->dev)
-            return st_fail(ST_ERR_UNSUPPORTED, "speculative decoding runs on the CPU only");
         ST_TRY(check_feed(s, r[k].tokens, r[k].n));
         rows += r[k].n;
         head += r[k].logits_all ? r[k].n : 1;
@@ -394,9 +414,17 @@ struct st_checkpoints **st_session_checkpoint_slot(st_session *s) { return &s->c
 st_status st_session_feed_rows(st_session *s, const int32_t *tokens, int64_t n, float *logits_all, float *h_all,
                                int keep_steps) {
     int64_t V = s->m->hp.n_vocab;
-    if (s->dev) return st_fail(ST_ERR_UNSUPPORTED, "speculative decoding runs on the CPU only");
     ST_TRY(check_feed(s, tokens, n));
     memcpy(s->ids + s->state.n_past, tokens, (size_t)n * sizeof *tokens);
+    if (s->dev) {
+        st_status st = st_device_session_verify(s->dev, tokens, n, s->state.n_past, logits_all, h_all, keep_steps);
+        if (st != ST_OK) {
+            st_session_reset(s);
+            return st;
+        }
+        s->state.n_past += n;
+        return ST_OK;
+    }
     st_status st = st_workspace_reserve(&s->ws, n);
     st_chunk c = {.tokens = tokens, .n = n, .logits_all = logits_all != NULL, .logits = logits_all, .ld_logits = V,
                   .h_out = h_all, .keep_steps = keep_steps};
@@ -411,8 +439,18 @@ st_status st_session_feed_rows(st_session *s, const int32_t *tokens, int64_t n, 
 }
 
 void st_session_keep_row(st_session *s, int64_t pos0, int64_t k) {
-    st_state_keep_row(s->m, &s->state, pos0, k);
+    if (s->dev) {
+        st_device_session_keep_row(s->dev, k);
+        s->state.n_past = pos0 + k + 1;
+    } else {
+        st_state_keep_row(s->m, &s->state, pos0, k);
+    }
     if (s->state.mtp_n_past > s->state.n_past) s->state.mtp_n_past = s->state.n_past;
+}
+
+void st_session_set_logits(st_session *s, const float *row) {
+    if (s->dev) st_device_session_set_logits(s->dev, row);
+    else memcpy(st_workspace_get(&s->ws, WS_LOGITS), row, (size_t)s->m->hp.n_vocab * sizeof(float));
 }
 
 st_status st_session_mtp(st_session *s, const st_mtp_chunk *c) {

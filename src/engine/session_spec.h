@@ -1,4 +1,5 @@
-/* session_spec.h: what speculative decoding (engine/spec.c) drives a CPU session by: one chunk
+/* session_spec.h: what speculative decoding (engine/spec.c) drives a session by (on a device:
+ * engine/device.h's verify chunk, the MTP head on the CPU from the rows copied back): one chunk
  * with every row's logits and hidden state and every row's recurrent state kept, alone or beside
  * other sessions' rows in one forward (the server's parallel slots), the return to the state after
  * one of its rows, and the MTP head's chunks over its own KV cache. Not public API. */
@@ -34,6 +35,8 @@ st_status st_session_feed_seqs(st_session *lead, const st_feed_rows *rows, int n
 st_status st_session_reserve_steps(st_session *s, int rows);
 /* After a keep_steps chunk fed at pos0: back to the state after its row k (ids, KV, recurrent). */
 void st_session_keep_row(st_session *s, int64_t pos0, int64_t k);
+/* The session's logits (st_session_logits) become `row` (n_vocab floats). */
+void st_session_set_logits(st_session *s, const float *row);
 /* The MTP head (model/mtp.c) over the session's head cache. */
 st_status st_session_mtp(st_session *s, const st_mtp_chunk *c);
 int64_t st_session_mtp_n_past(const st_session *s);

@@ -96,14 +96,16 @@ st_status st_spec_new(st_session *s, const st_spec_params *params, st_spec **out
     if (p.n_draft < 0 || p.n_draft > ST_SPEC_MAX_DRAFT)
         return st_fail(ST_ERR_INVALID, "spec: --spec-draft %d is outside 1..%d", p.n_draft, ST_SPEC_MAX_DRAFT);
     if (!(p.p_min >= 0.0f && p.p_min <= 1.0f)) return st_fail(ST_ERR_INVALID, "spec: --spec-p-min %g is outside 0..1", (double)p.p_min);
-    if (p.mode == ST_SPEC_AUTO) p.mode = m->n_mtp ? ST_SPEC_MTP : ST_SPEC_NONE;
+    /* auto on a device: none, its head running on the CPU (below) costs a real model's decode step */
+    if (p.mode == ST_SPEC_AUTO) p.mode = m->n_mtp && !st_session_on_device(s) ? ST_SPEC_MTP : ST_SPEC_NONE;
     if (p.mode == ST_SPEC_MTP && !m->n_mtp)
         return st_fail(ST_ERR_UNSUPPORTED, "spec: --spec mtp: this model has no MTP head (nextn_predict_layers = 1 and blk.%lld.nextn.*)",
                        (long long)m->hp.n_layer);
     if (m->hp.arch == ST_ARCH_QWEN4EXP && p.mode == ST_SPEC_NGRAM)
         return st_fail(ST_ERR_UNSUPPORTED, "spec: --spec ngram: qwen4exp's PLE history has no per-row rollback yet");
-    if (st_session_on_device(s)) p.mode = ST_SPEC_NONE; /* the verify chunk runs on the CPU only */
     if (!p.n_draft) p.n_draft = p.mode == ST_SPEC_NGRAM ? SPEC_DRAFT_NGRAM : SPEC_DRAFT_MTP;
+    /* On a device the verify chunk runs there, the MTP head on the CPU from the copied rows. */
+    if (st_session_on_device(s) && p.n_draft > ST_DEVICE_VERIFY_ROWS - 1) p.n_draft = ST_DEVICE_VERIFY_ROWS - 1;
     st_spec *d = calloc(1, sizeof *d);
     if (!d) return st_fail(ST_ERR_NOMEM, "spec: out of memory");
     d->s = s;
@@ -119,6 +121,12 @@ st_status st_spec_new(st_session *s, const st_spec_params *params, st_spec **out
         d->logits = malloc((size_t)((p.n_draft + 1) * d->V) * sizeof(float));
         if (!d->logits) st = st_fail(ST_ERR_NOMEM, "spec: out of memory for %d rows of logits", p.n_draft + 1);
         if (st == ST_OK) st = st_session_reserve_steps(s, p.n_draft + 1);
+        if (st == ST_ERR_UNSUPPORTED && st_session_on_device(s)) {
+            /* a device session whose chunks cannot match its decode steps: no drafts */
+            st_clear_error();
+            st = ST_OK;
+            d->p.mode = ST_SPEC_NONE;
+        }
     }
     if (st == ST_OK && p.mode == ST_SPEC_MTP) {
         d->h = calloc((size_t)(d->h_rows * d->d), sizeof(float));
@@ -195,7 +203,7 @@ static st_status finish_chunk(st_spec *d) {
     for (int64_t i = 0; i < d->tried; i++) d->rate[i] = 0.9 * d->rate[i] + (i < k ? 0.1 : 0.0);
     if (d->kept_steps) st_session_keep_row(d->s, d->pos0, k);
     /* the session's own logits are the last fed row's, as without drafts */
-    memcpy(st_workspace_get(st_session_workspace(d->s), WS_LOGITS), d->logits + k * d->V, (size_t)d->V * sizeof(float));
+    st_session_set_logits(d->s, d->logits + k * d->V);
     if (d->p.mode != ST_SPEC_MTP) return ST_OK;
     st_status st = head_catch_up(d, d->rows, d->h, d->pos0, d->pos0 + k + 1);
     memmove(d->h, d->h + (k + 1) * d->d, (size_t)d->d * sizeof(float));

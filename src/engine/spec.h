@@ -23,7 +23,8 @@
 enum { ST_SPEC_AUTO = -1, ST_SPEC_NONE = 0, ST_SPEC_MTP = 1, ST_SPEC_NGRAM = 2 };
 
 typedef struct st_spec_params {
-    int mode;       /* ST_SPEC_AUTO (the default): MTP when the model has a head, else none */
+    int mode;       /* ST_SPEC_AUTO (the default): MTP when the model has a head (and the
+                       session is on the CPU), else none */
     int n_draft;    /* drafts per chunk, 1 .. ST_SPEC_MAX_DRAFT; 0 (the default): 3 for mtp, 8
                        for ngram */
     float p_min;    /* MTP: stop drafting at a token the head gives less than this (default 0) */
@@ -48,7 +49,10 @@ typedef struct st_spec_stats {
 typedef struct st_spec st_spec;
 
 /* A decoder over session s (which it does not own). The mode resolves here: MTP on a model
- * without a head is an error; a session on a device decodes without drafts. */
+ * without a head is an error. A session on a device verifies there (at most
+ * ST_DEVICE_VERIFY_ROWS - 1 drafts per chunk, engine/device.h), its MTP head running on the CPU
+ * from the hidden rows copied back; it decodes without drafts while the CPU computes a share of
+ * its experts (memory tiers: a chunk's rows could not match its decode steps). */
 st_status st_spec_new(st_session *s, const st_spec_params *p, st_spec **out);
 void st_spec_free(st_spec *d);
 int st_spec_mode(const st_spec *d);

@@ -18,6 +18,13 @@
  * before taking the new ones, so free memory drops by the growth alone. Built with
  * STRATA_WORKSPACE_SKIP_RELEASE (model_check_leak) the old buffers leak and this must fail.
  *
+ * --verify: the speculative verify chunk on the GPU (engine/spec.c's, through session_spec.h):
+ * one session decodes D greedy tokens a row at a time (the CUDA graph), keeping every step's
+ * logits; another feeds the same tokens as verify chunks [t, d1..dn] (n = 0..7 drafts, the first
+ * j of them the right tokens, the rest wrong), keeps row j (st_session_keep_row) and goes on from
+ * there. Every kept row's logits must equal the decode step's bit for bit (that is what makes
+ * --spec's text the text without it). --verify-cpu: the same on the CPU (no GPU needed).
+ *
  * Exit: 0 pass, 1 fail, 77 no GPU (skipped). */
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +32,7 @@
 #include <string.h>
 
 #include "engine/session_internal.h"
+#include "engine/session_spec.h"
 #include "logit_compare.h"
 #include "strata.h"
 
@@ -84,28 +92,95 @@ static int check_workspace(st_model *gm) {
     return ok ? 0 : 1;
 }
 
+/* The verify chunk against decode steps, bit for bit (--verify). */
+static int check_verify(st_model *m, int64_t P, int64_t D) {
+    int64_t V = st_model_n_vocab(m);
+    enum { MAXD = 7 };
+    st_session_params sp = st_session_default_params();
+    sp.n_ctx = P + D + MAXD + 2;
+    st_session *a, *b;
+    if (st_session_new(m, &sp, &a) != ST_OK || st_session_new(m, &sp, &b) != ST_OK) return fail("session");
+    if (st_session_reserve_steps(b, MAXD + 1) != ST_OK) return fail("step planes");
+    int32_t *ids = malloc((size_t)(P + D + 1) * sizeof *ids);
+    float *ref = malloc((size_t)((D + 1) * V) * sizeof(float)), *rows = malloc((size_t)((MAXD + 1) * V) * sizeof(float));
+    if (!ids || !ref || !rows) return fail("memory");
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int64_t i = 0; i < P; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids[i] = (int32_t)(x % (uint64_t)V);
+    }
+    if (st_session_feed(a, ids, P, NULL) != ST_OK || st_session_feed(b, ids, P, NULL) != ST_OK) return fail("prompt");
+    /* the reference: g[i] = ids[P + i] greedy, ref[i] the logits after feeding it */
+    for (int64_t i = 0; i <= D; i++) {
+        ids[P + i] = (int32_t)lc_argmax(st_session_logits(a), V);
+        if (st_session_feed(a, &ids[P + i], 1, NULL) != ST_OK) return fail("decode");
+        memcpy(ref + i * V, st_session_logits(a), (size_t)V * sizeof(float));
+    }
+    int64_t checked = 0, equal = 0, chunks = 0, i = 0;
+    while (i <= D) {
+        int n = (int)(chunks % (MAXD + 1));
+        if (i + n > D) n = (int)(D - i);
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int j = (int)(x % (uint64_t)(n + 1)); /* drafts right */
+        int32_t t[MAXD + 1];
+        t[0] = ids[P + i];
+        for (int r = 1; r <= n; r++) t[r] = r <= j ? ids[P + i + r] : (ids[P + i + r] + 1) % (int32_t)V;
+        int64_t pos0 = st_session_n_past(b);
+        if (st_session_feed_rows(b, t, n + 1, rows, NULL, n > 0) != ST_OK) return fail("verify chunk");
+        if (n > 0) st_session_keep_row(b, pos0, j);
+        for (int r = 0; r <= j; r++) {
+            checked++;
+            equal += !memcmp(rows + r * V, ref + (i + r) * V, (size_t)V * sizeof(float));
+        }
+        i += j + 1;
+        chunks++;
+    }
+    /* the session's own logits after the last kept row */
+    int last = !memcmp(st_session_logits(b), ref + D * V, (size_t)V * sizeof(float)) && st_session_n_past(b) == P + D + 1;
+    int ok = equal == checked && last;
+    printf("%s %s on %s: verify chunks: %lld chunks, %lld kept rows, %lld bit for bit the decode step's, last row %s | %s\n",
+           st_model_arch(m), "verify", st_model_device(m), (long long)chunks, (long long)checked, (long long)equal,
+           last ? "equal" : "DIFFERS", ok ? "PASS" : "FAIL");
+    st_session_free(a);
+    st_session_free(b);
+    free(ids);
+    free(ref);
+    free(rows);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     const char *path = NULL;
     int64_t P = 100, D = 16;
     double top1_min = 0.99, kl_max = 1e-3;
-    int ws = 0;
+    int ws = 0, verify = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--prompt") && i + 1 < argc) P = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--decode") && i + 1 < argc) D = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--top1") && i + 1 < argc) top1_min = atof(argv[++i]);
         else if (!strcmp(argv[i], "--kl") && i + 1 < argc) kl_max = atof(argv[++i]);
         else if (!strcmp(argv[i], "--workspace")) ws = 1;
+        else if (!strcmp(argv[i], "--verify")) verify = 1;
+        else if (!strcmp(argv[i], "--verify-cpu")) verify = 2;
         else path = argv[i];
     }
     if (!path || P < 1) {
-        fprintf(stderr, "usage: model_check MODEL.gguf [--prompt P] [--decode D] [--top1 T] [--kl K] [--workspace]\n");
+        fprintf(stderr, "usage: model_check MODEL.gguf [--prompt P] [--decode D] [--top1 T] [--kl K] [--workspace] "
+                        "[--verify | --verify-cpu]\n");
         return 2;
     }
-    if (st_device_count() == 0) {
+    if (st_device_count() == 0 && verify != 2) {
         printf("model_check: skipped: no CUDA device in this build or machine\n");
         return 77;
     }
     st_model *cm, *gm;
+    if (verify) {
+        /* one device alone: the reference is its own decode */
+        if (lc_load(path, verify == 2 ? ST_DEVICE_CPU : ST_DEVICE_CUDA, &gm) != ST_OK) return fail("model");
+        int rc = check_verify(gm, P, D);
+        st_model_free(gm);
+        return rc;
+    }
     if (lc_load(path, ST_DEVICE_CPU, &cm) != ST_OK) return fail("cpu model");
     if (lc_load(path, ST_DEVICE_CUDA, &gm) != ST_OK) return fail("cuda model");
     if (ws) return check_workspace(gm);

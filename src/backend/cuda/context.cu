@@ -164,6 +164,8 @@ st_status st_cuda_timer_stop(st_cuda *cu, float *ms) {
     return cu_check(cudaEventElapsedTime(ms, cu->t0, cu->t1), "event");
 }
 
+extern "C" uint64_t st_cuda_scratch_epoch(const st_cuda *cu) { return cu->scratch_epoch; }
+
 st_status cu_scratch(st_cuda *cu, size_t bytes, void **out) {
     if (bytes > cu->scratch_bytes) {
         cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -179,6 +181,7 @@ st_status cu_scratch(st_cuda *cu, size_t bytes, void **out) {
         const size_t want = bytes + bytes / 4;
         CU_TRY(cudaMalloc(&cu->scratch, want), "scratch cudaMalloc");
         cu->scratch_bytes = want;
+        cu->scratch_epoch++;
     }
     *out = cu->scratch;
     return ST_OK;

@@ -50,6 +50,9 @@ st_status st_cuda_mem_info(st_cuda *cu, size_t *free_bytes, size_t *total_bytes)
 /* Grows the context's scratch (activation quantization, attention partials, GEMM tiles) to at
  * least `bytes` now, so that no op grows it (which synchronizes) while a CUDA graph is captured. */
 st_status st_cuda_reserve_scratch(st_cuda *cu, size_t bytes);
+/* Counts the reallocations of the scratch buffers (main and side): a graph captured at another
+ * count reads freed scratch, and must be captured again. */
+uint64_t st_cuda_scratch_epoch(const st_cuda *cu);
 /* CUDA graphs: everything enqueued between capture_begin and capture_end is recorded, not run;
  * graph_launch replays it on the stream (same pointers, same shapes). Inside a capture no op may
  * synchronize: reserve the scratch first, use get_rows_dev, no alloc/free/upload/download.
@@ -250,6 +253,12 @@ st_status st_cuda_gdn_step(st_cuda *cu, const st_gdn_args *a);
 st_status st_cuda_conv1d(st_cuda *cu, const float *m, int64_t ld_m, const float *w, float *state,
                          float *out, int64_t ld_out, int64_t n_tok, int64_t C, int64_t K,
                          int apply_silu);
+/* The conv state after each of the chunk's n_tok rows m (the state before them in `state`,
+ * [C][K-1]) into steps + t*ld_steps, laid out as `state`; call it before st_cuda_conv1d moves the
+ * state on. For a speculative verify chunk (a->state_steps of st_cuda_gdn_step: a device array of
+ * device planes) that returns to the state after any of its rows. */
+st_status st_cuda_conv1d_steps(st_cuda *cu, const float *m, int64_t ld_m, const float *state, float *steps,
+                               int64_t ld_steps, int64_t n_tok, int64_t C, int64_t K);
 
 enum { ST_CUDA_SILU, ST_CUDA_SIGMOID, ST_CUDA_SOFTPLUS, ST_CUDA_SWIGLU, ST_CUDA_MUL_SIGMOID,
        ST_CUDA_MUL_SILU, ST_CUDA_MUL, ST_CUDA_ADD };

@@ -35,6 +35,7 @@ struct st_cuda {
     void *side_scratch;
     size_t side_scratch_bytes;
     int forked;
+    uint64_t scratch_epoch;  /* counts the scratch buffers' reallocations (st_cuda_scratch_epoch) */
 };
 
 /* Returns ST_OK, or ST_ERR_IO with "where: CUDA's message". */

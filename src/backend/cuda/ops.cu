@@ -394,7 +394,13 @@ __global__ void __launch_bounds__(128) gdn_step_kernel(st_gdn_args a) {
             if (m < nd) { s[m] += kr[m] * delta; qs += s[m] * q[lane + 32 * m]; }
         qs = warp_sum(qs);
         if (lane == 0) a.out[t * a.ld_out + h * d + j] = qs * a.scale;
+        if (a.state_steps) {
+            float *P = a.state_steps[t] + h * d * d + j * d;
+#pragma unroll
+            for (int m = 0; m < GDN_MAXD; m++) if (m < nd) P[lane + 32 * m] = s[m];
+        }
     }
+    if (a.state_steps) return;   /* `state` stays as it was */
 #pragma unroll
     for (int m = 0; m < GDN_MAXD; m++) if (m < nd) S[lane + 32 * m] = s[m];
 }
@@ -460,6 +466,25 @@ __global__ void conv1d_state_kernel(const float *m, int64_t ld_m, float *state, 
     float next[CONV_MAX_K];
     for (int k = 0; k < K1; k++) next[k] = conv_seq(m, ld_m, state, c, K1, n_tok + k);
     for (int k = 0; k < K1; k++) state[c * K1 + k] = next[k];
+}
+
+/* The state after each token t of a chunk: the K-1 values of s = state ++ m ending at token t. */
+__global__ void conv1d_steps_kernel(const float *m, int64_t ld_m, const float *state, float *steps, int64_t ld_steps,
+                                    int64_t n_tok, int64_t C, int K) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_tok * C) return;
+    const int64_t t = i / C, c = i % C;
+    const int K1 = K - 1;
+    for (int k = 0; k < K1; k++) steps[t * ld_steps + c * K1 + k] = conv_seq(m, ld_m, state, c, K1, t + 1 + k);
+}
+
+extern "C" st_status st_cuda_conv1d_steps(st_cuda *cu, const float *m, int64_t ld_m, const float *state, float *steps,
+                                          int64_t ld_steps, int64_t n_tok, int64_t C, int64_t K) {
+    if (K < 1 || K > CONV_MAX_K) return st_fail(ST_ERR_UNSUPPORTED, "cuda conv1d: kernel size %lld", (long long)K);
+    if (C == 0 || n_tok == 0 || K == 1) return ST_OK;
+    conv1d_steps_kernel<<<cu_blocks(n_tok * C, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(m, ld_m, state, steps, ld_steps,
+                                                                                         n_tok, C, (int)K);
+    return cu_launched("conv1d steps");
 }
 
 extern "C" st_status st_cuda_conv1d(st_cuda *cu, const float *m, int64_t ld_m, const float *w, float *state,

@@ -22,6 +22,8 @@
 
 #define GRAPH_BUCKET 256
 
+_Static_assert(ST_DEVICE_VERIFY_ROWS == ST_DEV_VERIFY_ROWS, "engine/device.h and model/cuda/forward_cuda.h differ");
+
 struct st_device_session {
     st_device_model *dm;
     const struct st_model *m;
@@ -30,12 +32,15 @@ struct st_device_session {
     uint32_t kv_type;
     st_dlayer_state *state;
     st_workspace ws;
-    int32_t *io;                 /* pinned: token, position */
+    int32_t *io;                 /* pinned: tokens, then positions, ST_DEV_VERIFY_ROWS of each */
     float *logits;               /* pinned: n_vocab, the last row's (st_session_logits reads it) */
-    st_cuda_graph **graphs;      /* per bucket of GRAPH_BUCKET cells */
+    st_cuda_graph **graphs;      /* per row count (1: decode; 2 ..: verify chunks) and bucket of
+                                    GRAPH_BUCKET cells: [rows - 1][n_graphs] */
     int64_t n_graphs;
     int no_graphs;               /* STRATA_CUDA_GRAPHS=0, or a capture failed */
     int unfused;                 /* STRATA_CUDA_FUSED=0: the plain op sequence */
+    uint64_t graph_epoch;        /* the backend's scratch epoch the graphs were captured at */
+    int n_steps;                 /* step planes per GDN layer (st_device_session_reserve_steps) */
     float *emit_dst;             /* logits_all while a chunk runs */
     st_dprofile *prof;           /* STRATA_CUDA_PROFILE=1: block times, printed at the end */
 };
@@ -85,7 +90,7 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
         ds->no_graphs = 1;   /* a replayed graph cannot be timed per block */
     }
     ds->n_graphs = (n_ctx + GRAPH_BUCKET - 1) / GRAPH_BUCKET;
-    ds->graphs = calloc((size_t)ds->n_graphs, sizeof *ds->graphs);
+    ds->graphs = calloc((size_t)(ds->n_graphs * ST_DEV_VERIFY_ROWS), sizeof *ds->graphs);
     ds->state = calloc((size_t)hp->n_layer, sizeof *ds->state);
     st_status s = ds->graphs && ds->state ? ST_OK : st_fail(ST_ERR_NOMEM, "cuda session: out of memory");
     for (int64_t il = 0; il < hp->n_layer && s == ST_OK; il++) {
@@ -100,7 +105,7 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
     }
     if (s == ST_OK) s = st_workspace_init(&ds->ws, WSD_N_BUFFERS, st_forward_cuda_ws_size, m);
     if (s == ST_OK) st_workspace_set_allocator(&ds->ws, &(st_ws_allocator){dev_alloc, dev_free, ds->cu});
-    if (s == ST_OK) s = st_cuda_host_alloc(2 * sizeof(int32_t), (void **)&ds->io);
+    if (s == ST_OK) s = st_cuda_host_alloc(2 * ST_DEV_VERIFY_ROWS * sizeof(int32_t), (void **)&ds->io);
     if (s == ST_OK) s = st_cuda_host_alloc((size_t)hp->n_vocab * sizeof(float), (void **)&ds->logits);
     if (s == ST_OK) memset(ds->logits, 0, (size_t)hp->n_vocab * sizeof(float));
     if (s == ST_OK) s = st_device_session_reset(ds);
@@ -113,7 +118,7 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
 }
 
 static void drop_graphs(st_device_session *ds) {
-    for (int64_t i = 0; i < ds->n_graphs; i++) {
+    for (int64_t i = 0; i < ds->n_graphs * ST_DEV_VERIFY_ROWS; i++) {
         st_cuda_graph_free(ds->graphs[i]);
         ds->graphs[i] = NULL;
     }
@@ -145,6 +150,9 @@ void st_device_session_free(st_device_session *ds) {
             st_cuda_free(ds->cu, L->v_cache);
             st_cuda_free(ds->cu, L->conv);
             st_cuda_free(ds->cu, L->ssm);
+            st_cuda_free(ds->cu, L->conv_steps);
+            st_cuda_free(ds->cu, L->ssm_steps);
+            st_cuda_free(ds->cu, L->ssm_planes);
         }
         free(ds->state);
     }
@@ -231,22 +239,44 @@ static st_status emit_rows(void *ctx, int64_t r0, int64_t nr) {
                             (size_t)(nr * V) * sizeof(float));
 }
 
-/* One decode step through the graph of its bucket, capturing it after an eager run if new. */
-static st_status decode_step(st_device_session *ds, const int32_t *token, int64_t n_past) {
+/* The cells a decode step at position p sees: to the end of its bucket. */
+static int64_t bucket_kv(const st_device_session *ds, int64_t p) {
+    int64_t end = (p / GRAPH_BUCKET + 1) * GRAPH_BUCKET;
+    return end < ds->n_ctx ? end : ds->n_ctx;
+}
+
+/* One decode step (n = 1), or a verify chunk of n rows within one bucket (every row's logits
+ * into logits_all, every row's recurrent state into the step planes), through the graph of its
+ * bucket and row count, capturing it after an eager run if new. */
+static st_status graph_step(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all) {
     int64_t V = ds->m->hp.n_vocab, b = n_past / GRAPH_BUCKET;
-    int64_t n_kv = (b + 1) * GRAPH_BUCKET < ds->n_ctx ? (b + 1) * GRAPH_BUCKET : ds->n_ctx;
-    st_dchunk c = {.n = 1, .pos0 = n_past, .n_kv = n_kv, .logits_all = 0, .tokens_host = NULL, .unfused = ds->unfused};
-    ds->io[0] = *token;
-    ds->io[1] = (int32_t)n_past;
-    ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WSD_TOK), &ds->io[0], sizeof(int32_t)));
-    ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WSD_POS), &ds->io[1], sizeof(int32_t)));
-    if (ds->graphs[b]) {
-        ST_TRY(st_cuda_graph_launch(ds->cu, ds->graphs[b]));
+    int64_t row_n_kv[ST_DEV_VERIFY_ROWS];
+    for (int64_t t = 0; t < n; t++) {
+        row_n_kv[t] = bucket_kv(ds, n_past);
+        ds->io[t] = tokens[t];
+        ds->io[ST_DEV_VERIFY_ROWS + t] = (int32_t)(n_past + t);
+    }
+    st_dchunk c = {.n = n, .pos0 = n_past, .n_kv = bucket_kv(ds, n_past), .logits_all = n > 1, .tokens_host = NULL,
+                   .unfused = ds->unfused, .keep_steps = n > 1, .row_n_kv = n > 1 ? row_n_kv : NULL};
+    float *dst = n > 1 ? logits_all : ds->logits;
+    ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WSD_TOK), &ds->io[0], (size_t)n * sizeof(int32_t)));
+    ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WSD_POS), &ds->io[ST_DEV_VERIFY_ROWS],
+                                (size_t)n * sizeof(int32_t)));
+    /* A chunk since the capture may have grown the backend's scratch: the graphs read the old. */
+    if (ds->graph_epoch != st_cuda_scratch_epoch(ds->cu)) {
+        drop_graphs(ds);
+        ds->graph_epoch = st_cuda_scratch_epoch(ds->cu);
+    }
+    st_cuda_graph **slot = &ds->graphs[(n - 1) * ds->n_graphs + b];
+    if (*slot) {
+        ST_TRY(st_cuda_graph_launch(ds->cu, *slot));
+        ST_TRY(st_cuda_download(ds->cu, dst, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)(n * V) * sizeof(float)));
     } else {
-        /* Eager first (it also grows the backend's scratch to what the step needs), then record. */
-        c.tokens_host = token;
+        /* Eager first (it also grows the backend's scratch to what the step needs), then record;
+         * the logits (at most ST_DEV_VERIFY_ROWS rows) stay in WSD_LOGITS. */
+        c.tokens_host = tokens;
         ST_TRY(st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, NULL, NULL));
-        ST_TRY(st_cuda_download(ds->cu, ds->logits, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)V * sizeof(float)));
+        ST_TRY(st_cuda_download(ds->cu, dst, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)(n * V) * sizeof(float)));
         c.tokens_host = NULL;
         st_cuda_graph *g = NULL;
         st_status s = st_cuda_capture_begin(ds->cu);
@@ -256,25 +286,31 @@ static st_status decode_step(st_device_session *ds, const int32_t *token, int64_
             s = st_cuda_capture_end(ds->cu, &g);
             if (fs != ST_OK) s = fs;
         }
+        if (s == ST_OK && ds->graph_epoch != st_cuda_scratch_epoch(ds->cu)) {
+            /* the eager run grew the scratch: the other graphs read the old */
+            drop_graphs(ds);
+            ds->graph_epoch = st_cuda_scratch_epoch(ds->cu);
+        }
         if (s != ST_OK) {
             st_warn("cuda: decode runs without a CUDA graph: %s", st_last_error());
             st_clear_error();
             st_cuda_graph_free(g);
             ds->no_graphs = 1;
         } else {
-            ds->graphs[b] = g;
+            *slot = g;
         }
-        return ST_OK;
     }
-    return st_cuda_download(ds->cu, ds->logits, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)V * sizeof(float));
+    if (n > 1) memcpy(ds->logits, logits_all + (n - 1) * V, (size_t)V * sizeof(float));
+    return ST_OK;
 }
 
 const float *st_device_session_logits(const st_device_session *ds) { return ds->logits; }
 
-static st_status feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all) {
+static st_status feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all,
+                      float *h_host) {
     int64_t V = ds->m->hp.n_vocab;
     ST_TRY(st_device_session_reserve(ds, n));
-    if (n == 1 && !logits_all && !ds->no_graphs) return decode_step(ds, tokens, n_past);
+    if (n == 1 && !logits_all && !ds->no_graphs) return graph_step(ds, tokens, 1, n_past, NULL);
 
     /* An eager chunk: positions up, then the pass. */
     int32_t *pos = malloc((size_t)n * sizeof *pos);
@@ -284,7 +320,7 @@ static st_status feed(st_device_session *ds, const int32_t *tokens, int64_t n, i
     free(pos);
     ST_TRY(s);
     st_dchunk c = {.n = n, .pos0 = n_past, .n_kv = n_past + n, .logits_all = logits_all != NULL, .tokens_host = tokens,
-                   .prof = ds->prof, .unfused = ds->unfused};
+                   .prof = ds->prof, .unfused = ds->unfused, .h_host = logits_all || n == 1 ? NULL : h_host};
     ds->emit_dst = logits_all;
     ST_TRY(st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, emit_rows, ds));
     if (logits_all) {
@@ -294,13 +330,111 @@ static st_status feed(st_device_session *ds, const int32_t *tokens, int64_t n, i
     return st_cuda_download(ds->cu, ds->logits, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)V * sizeof(float));
 }
 
+/* ---- the speculative verify chunk (engine/spec.c through session.c) ------------------------------ */
+
+st_status st_device_session_reserve_steps(st_device_session *ds, int rows) {
+    const st_hparams *hp = &ds->m->hp;
+    if (rows > ST_DEV_VERIFY_ROWS)
+        return st_fail(ST_ERR_INVALID, "cuda session: a verify chunk of %d rows, at most %d", rows, ST_DEV_VERIFY_ROWS);
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if (st_host_moe_k_cpu(ds->dm->host_moe, il) > 0)
+            return st_fail(ST_ERR_UNSUPPORTED, "cuda session: no verify chunk while the CPU computes a share of the experts "
+                           "(layer %lld): a decode step's logits would differ from a chunk row's", (long long)il);
+    if (rows <= ds->n_steps || !st_hp_is_hybrid(hp)) return ST_OK;
+    ST_TRY(st_device_session_reserve(ds, rows));
+    /* new planes: the verify graphs recorded the old */
+    drop_graphs(ds);
+    ST_TRY(st_cuda_sync(ds->cu));
+    ds->n_steps = 0;
+    float *host[ST_DEV_VERIFY_ROWS];
+    size_t ssm = ssm_bytes(hp);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        st_dlayer_state *L = &ds->state[il];
+        if (!is_gdn(hp, il)) continue;
+        st_cuda_free(ds->cu, L->conv_steps);
+        st_cuda_free(ds->cu, L->ssm_steps);
+        st_cuda_free(ds->cu, L->ssm_planes);
+        L->conv_steps = L->ssm_planes = NULL;
+        L->ssm_steps = NULL;
+        ST_TRY(st_cuda_alloc(ds->cu, (size_t)rows * conv_bytes(hp), (void **)&L->conv_steps));
+        ST_TRY(st_cuda_alloc(ds->cu, (size_t)rows * ssm, (void **)&L->ssm_planes));
+        ST_TRY(st_cuda_alloc(ds->cu, (size_t)rows * sizeof(float *), (void **)&L->ssm_steps));
+        for (int i = 0; i < rows; i++) host[i] = (float *)((char *)L->ssm_planes + (size_t)i * ssm);
+        ST_TRY(st_cuda_upload(ds->cu, L->ssm_steps, host, (size_t)rows * sizeof(float *)));
+    }
+    ds->n_steps = rows;
+    return ST_OK;
+}
+
+/* Rows 0 .. n-1 at n_past, every row's logits into logits_all, every row's recurrent state into
+ * the step planes; one row without a plane is a decode step (its graph). */
+static st_status verify(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past, float *logits_all) {
+    int64_t V = ds->m->hp.n_vocab;
+    if (n > ST_DEV_VERIFY_ROWS || (st_hp_is_hybrid(&ds->m->hp) && n > ds->n_steps))
+        return st_fail(ST_ERR_INVALID, "cuda session: a verify chunk of %lld rows, %d step planes", (long long)n, ds->n_steps);
+    ST_TRY(st_device_session_reserve(ds, n));
+    if (n > 1 && !ds->no_graphs && (n_past + n - 1) / GRAPH_BUCKET == n_past / GRAPH_BUCKET)
+        return graph_step(ds, tokens, n, n_past, logits_all);
+    /* across a bucket's end: eager, each row over its own bucket's cells */
+    int32_t pos[ST_DEV_VERIFY_ROWS];
+    int64_t n_kv[ST_DEV_VERIFY_ROWS];
+    for (int64_t t = 0; t < n; t++) {
+        pos[t] = (int32_t)(n_past + t);
+        n_kv[t] = bucket_kv(ds, n_past + t); /* the cells the decode step at this position sees */
+    }
+    ST_TRY(st_cuda_upload(ds->cu, st_workspace_get(&ds->ws, WSD_POS), pos, (size_t)n * sizeof *pos));
+    st_dchunk c = {.n = n, .pos0 = n_past, .n_kv = n_kv[n - 1], .logits_all = 1, .tokens_host = tokens,
+                   .prof = ds->prof, .unfused = ds->unfused, .keep_steps = 1, .row_n_kv = n_kv};
+    ds->emit_dst = logits_all;
+    ST_TRY(st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, emit_rows, ds));
+    memcpy(ds->logits, logits_all + (n - 1) * V, (size_t)V * sizeof(float));
+    return ST_OK;
+}
+
+st_status st_device_session_verify(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
+                                   float *logits_all, float *h_all, int keep_steps) {
+    int64_t V = ds->m->hp.n_vocab, d = ds->m->hp.n_embd;
+    if (keep_steps && !logits_all) return st_fail(ST_ERR_INVALID, "cuda session: a verify chunk without its logits");
+    st_host_moe_step_begin(ds->dm->host_moe);
+    st_status s;
+    if (keep_steps) {
+        s = verify(ds, tokens, n, n_past, logits_all);
+    } else {
+        s = feed(ds, tokens, n, n_past, n == 1 ? NULL : logits_all, h_all);
+        if (s == ST_OK && n == 1 && logits_all) memcpy(logits_all, ds->logits, (size_t)V * sizeof(float));
+    }
+    /* the normed rows the chunk left in WSD_H (a prompt chunk of several rows wrote h_all itself) */
+    if (s == ST_OK && h_all && (keep_steps || n == 1 || logits_all))
+        s = st_cuda_download(ds->cu, h_all, st_workspace_get(&ds->ws, WSD_H), (size_t)(n * d) * sizeof(float));
+    st_status e = st_host_moe_step_end(ds->dm->host_moe);
+    return s != ST_OK ? s : e;
+}
+
+void st_device_session_keep_row(st_device_session *ds, int64_t k) {
+    const st_hparams *hp = &ds->m->hp;
+    if (k < 0 || k >= ds->n_steps) return;
+    size_t conv = conv_bytes(hp), ssm = ssm_bytes(hp);
+    /* copies on the stream, not swaps: the captured graphs hold the state's addresses */
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        st_dlayer_state *L = &ds->state[il];
+        if (!L->ssm_planes) continue;
+        st_status s = st_cuda_copy(ds->cu, L->ssm, (char *)L->ssm_planes + (size_t)k * ssm, ssm);
+        if (s == ST_OK) s = st_cuda_copy(ds->cu, L->conv, (char *)L->conv_steps + (size_t)k * conv, conv);
+        if (s != ST_OK) st_clear_error(); /* a launch failure is the next feed's error */
+    }
+}
+
+void st_device_session_set_logits(st_device_session *ds, const float *row) {
+    memcpy(ds->logits, row, (size_t)ds->m->hp.n_vocab * sizeof(float));
+}
+
 /* A tiered model's CPU share (model/cuda/host_experts.c): its poll server is woken before the
  * step, and a wait that gave up inside the step becomes the step's error (every path above ends
  * with a download, so the device is idle by then). */
 st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
                                  float *logits_all) {
     st_host_moe_step_begin(ds->dm->host_moe);
-    st_status s = feed(ds, tokens, n, n_past, logits_all);
+    st_status s = feed(ds, tokens, n, n_past, logits_all, NULL);
     st_status e = st_host_moe_step_end(ds->dm->host_moe);
     return s != ST_OK ? s : e;
 }

@@ -24,6 +24,8 @@ typedef struct dfwd {
     st_workspace *ws;
     int64_t n, n_kv;
     const int32_t *pos;          /* device */
+    int keep_steps;
+    const int64_t *row_n_kv;     /* NULL, or per row: attention one row at a time (st_dchunk) */
     st_dprofile *prof;
     int unfused;
     st_cuda_q8 q8;               /* the normed rows h in 8 bits (decode-sized chunks), q8.q NULL if not */
@@ -89,6 +91,7 @@ size_t st_forward_cuda_ws_size(const void *model, int id, int64_t n) {
     /* the SwiGLU outputs in 8 bits (decode): routed slots, and the shared expert or dense FFN */
     case WSD_GEQ: return w.moe && w.ffe % 32 == 0 ? st_cuda_q8_bytes(w.ffe, (n < 8 ? n : 8) * w.k) : 0;
     case WSD_SHQ: return ff > 0 && ff % 32 == 0 ? st_cuda_q8_bytes(ff, n < 8 ? n : 8) : 0;
+    case WSD_X2: return (size_t)(n * w.d) * F;
     default: return 0;
     }
 }
@@ -293,8 +296,21 @@ static void dattention(dfwd *f, int il, const float *h, float *out) {
         .n_kv = f->n_kv, .scale = 1.0f / sqrtf((float)hd),
         .out = o, .ldo_tok = hd * H,
     };
-    /* tensor-core GEMMs for a prompt chunk, flash-decoding for a few rows */
-    DO(st_cuda_attention_prefill(f->cu, &a));
+    /* tensor-core GEMMs for a prompt chunk, flash-decoding for a few rows; a verify chunk's rows
+     * one by one, each split over the context as its decode step is */
+    if (f->row_n_kv) {
+        for (int64_t t = 0; t < n; t++) {
+            st_attn_args r = a;
+            r.q = q + t * hd * H;
+            r.pos = f->pos + t;
+            r.n_tok = 1;
+            r.n_kv = f->row_n_kv[t];
+            r.out = o + t * hd * H;
+            DO(st_cuda_attention(f->cu, &r));
+        }
+    } else {
+        DO(st_cuda_attention_prefill(f->cu, &a));
+    }
 
     /* o <- o * sigmoid(g), head j's gate being the second half of its q|g slot. */
     if (gated) DO(st_cuda_pointwise(f->cu, ST_CUDA_MUL_SIGMOID, o, hd, qg + hd, 2 * hd, o, hd, n * H, hd));
@@ -359,6 +375,8 @@ static void dgdn(dfwd *f, int il, const float *h, float *out) {
 
     /* u = silu(conv(m)) with the carried state; q and k heads L2-normalised */
     float *u = BUF(WSD_CONV);
+    if (f->keep_steps)
+        DO(st_cuda_conv1d_steps(f->cu, m, C, S->conv, S->conv_steps, C * (K - 1), n, C, K));
     DO(st_cuda_conv1d(f->cu, m, C, L->ssm_conv1d.f32, S->conv, u, C, n, C, K, 1));
     DO(st_cuda_l2_norm_heads(f->cu, u, C, n, 2 * n_k, dk, hp->eps));
     side_join(f, side);
@@ -371,9 +389,10 @@ static void dgdn(dfwd *f, int il, const float *h, float *out) {
         .q = u, .k = u + kd, .ld_q = C, .ld_k = C, .v = u + 2 * kd, .ld_v = C,
         .g = gg, .beta = beta, .state = S->ssm, .out = o, .ld_out = vd,
         .scale = 1.0f / sqrtf((float)dk),
+        .state_steps = f->keep_steps ? S->ssm_steps : NULL,
     };
     /* long prompt chunks: the chunked form (tensor-free, f32); decode and short chunks: per token */
-    if (n > 64 && dk <= 128) DO(st_cuda_gdn_chunked(f->cu, &g));
+    if (n > 64 && dk <= 128 && !f->keep_steps) DO(st_cuda_gdn_chunked(f->cu, &g));
     else DO(st_cuda_gdn_step(f->cu, &g));
 
     /* o_h = RMSNorm(o_h; ssm_norm) * silu(z_h); out = W_out o */
@@ -508,15 +527,32 @@ static void dnorm(dfwd *f, float *x, const float *r, const st_tensor *w, float *
     DO(st_cuda_add_rms_norm_q8(f->cu, x, r, w->f32, h, f->q8, rows, d, f->hp->eps));
 }
 
+/* The MTP head's inputs of a prompt chunk (st_dchunk.h_host): the last layer's FFN on every row
+ * of x (the residual before it, left as it is) through WSD_X2, the output norm, down to h_host. */
+static void hidden_rows(dfwd *f, int il, const float *x, float *h_host) {
+    int64_t n = f->n, d = f->hp->n_embd;
+    const st_layer *L = st_dlayer(f->w, il);
+    float *x2 = BUF(WSD_X2), *h = BUF(WSD_H), *t = BUF(WSD_T);
+    DO(st_cuda_copy(f->cu, x2, x, (size_t)(n * d) * F));
+    dnorm(f, x2, NULL, &L->ffn_norm, h, n);
+    if (st_hp_is_moe(f->hp)) dmoe(f, il, h, t, n);
+    else dffn_dense(f, il, h, t, n);
+    dnorm(f, x2, t, &f->w->output_norm, h, n);
+    if (f->err == ST_OK) f->err = st_cuda_download(f->cu, h_host, h, (size_t)(n * d) * F);
+}
+
 st_status st_forward_cuda(st_cuda *cu, const struct st_model *m, const st_dweights *w, st_dlayer_state *state,
                           uint32_t kv_type, st_workspace *ws, const st_dchunk *c, st_dlogits_fn emit, void *emit_ctx) {
     const st_hparams *hp = &m->hp;
     int64_t n = c->n, d = hp->n_embd, V = hp->n_vocab;
     if (n <= 0 || n > ws->rows)
         return st_fail(ST_ERR_INVALID, "cuda forward: chunk of %lld rows, workspace holds %lld", (long long)n, (long long)ws->rows);
+    if (c->keep_steps && (n > ST_DEV_VERIFY_ROWS || !c->logits_all))
+        return st_fail(ST_ERR_INVALID, "cuda forward: a verify chunk of %lld rows (1..%d, every row's logits)", (long long)n,
+                       ST_DEV_VERIFY_ROWS);
     dfwd fw = {.cu = cu, .m = m, .hp = hp, .w = w, .s = state, .kv_type = kv_type, .ws = ws, .n = n, .n_kv = c->n_kv,
                .pos = st_workspace_get(ws, WSD_POS), .prof = c->tokens_host ? c->prof : NULL, .unfused = c->unfused,
-               .err = ST_OK};
+               .keep_steps = c->keep_steps && st_hp_is_hybrid(hp), .row_n_kv = c->row_n_kv, .err = ST_OK};
     dfwd *f = &fw;
     float *x = BUF(WSD_X), *h = BUF(WSD_H), *t = BUF(WSD_T);
     if (f->prof) {
@@ -553,6 +589,7 @@ st_status st_forward_cuda(st_cuda *cu, const struct st_model *m, const st_dweigh
         int64_t rows = n;
         if (last_only && il == hp->n_layer - 1 && n > 1) {
             DO(st_cuda_pointwise(cu, ST_CUDA_ADD, x, d, t, d, x, d, n, d));
+            if (c->h_host) hidden_rows(f, il, x, c->h_host);
             DO(st_cuda_copy(cu, x, x + (n - 1) * d, (size_t)d * F));
             rows = 1;
             dnorm(f, x, NULL, &L->ffn_norm, h, rows);
@@ -575,6 +612,13 @@ st_status st_forward_cuda(st_cuda *cu, const struct st_model *m, const st_dweigh
     float *lg = BUF(WSD_LOGITS);
     if (last_only) {
         dmatmul_h(f, &(dmm){&w->output, lg, V}, 1, h, 1);
+        prof_end(f, DPROF_HEAD);
+        return f->err;
+    }
+    if (f->row_n_kv) {
+        /* a verify chunk: the head on the prepared rows, as a decode step's */
+        dmatmul_h(f, &(dmm){&w->output, lg, V}, 1, h, n_out);
+        if (f->err == ST_OK && emit) f->err = emit(emit_ctx, 0, n_out);
         prof_end(f, DPROF_HEAD);
         return f->err;
     }

@@ -34,6 +34,12 @@ typedef struct st_dlayer_state {
     void *k_cache, *v_cache;     /* [n_ctx][H_kv*hd] of kv_type */
     float *conv;                 /* [C][K-1] */
     float *ssm;                  /* [n_v][dv][dk] */
+    /* Step planes of a speculative verify chunk (st_dchunk.keep_steps), NULL until reserved: the
+     * conv states after each row, [n_steps][C*(K-1)], and a device array of n_steps pointers to
+     * the delta states after each row (st_gdn_args.state_steps), in one block at ssm_planes. */
+    float *conv_steps;
+    float **ssm_steps;
+    float *ssm_planes;
 } st_dlayer_state;
 
 /* Device workspace buffer ids. */
@@ -43,7 +49,7 @@ enum st_dws_id {
     WSD_CONV, WSD_Z, WSD_BA, WSD_A, WSD_B, WSD_G, WSD_BETA, WSD_GDN_OUT,
     WSD_FF_A, WSD_FF_B,
     WSD_ROUTER, WSD_IDS, WSD_W, WSD_GE, WSD_YE, WSD_SH, WSD_SH_Y, WSD_SH_G,
-    WSD_LOGITS, WSD_Q8, WSD_GEQ, WSD_SHQ,
+    WSD_LOGITS, WSD_Q8, WSD_GEQ, WSD_SHQ, WSD_X2,
     WSD_N_BUFFERS /* the number of ids, not a buffer */
 };
 
@@ -73,7 +79,23 @@ typedef struct st_dchunk {
                                     NULL: read WSD_TOK on the device (graph capture) */
     st_dprofile *prof;           /* NULL, or time each block into it (eager chunks only) */
     int unfused;                 /* 1: the plain op sequence (no fused norms, no prepared activations) */
+    /* A speculative verify chunk (at most ST_DEV_VERIFY_ROWS rows, with logits_all): each GDN
+     * layer writes the state after every row into its step planes and leaves its state as it was
+     * (the conv state moves on; both are restored from the planes); attention runs each row t alone
+     * over row_n_kv[t] cells (host), so that every row's logits are bit for bit those of a decode
+     * step at its position. */
+    int keep_steps;
+    const int64_t *row_n_kv;
+    /* A prompt chunk (more than one row, the last row's logits) for the MTP head: every row's
+     * output-normed hidden state into h_host ([n][d], host; the chunk waits for it), from the last
+     * layer's FFN run on all rows beside the one-row FFN that the logits come from (so the logits
+     * stay those of the chunk without it). Every other chunk leaves its normed rows in WSD_H. */
+    float *h_host;
 } st_dchunk;
+
+/* The most rows of a verify chunk: the decode kernels' (prepared 8-bit rows, fused SwiGLU, side
+ * stream) limit, so the chunk takes the same kernels as a step of one row. */
+#define ST_DEV_VERIFY_ROWS 8 /* engine/device.h's ST_DEVICE_VERIFY_ROWS */
 
 /* Called for each block of logits rows when logits_all: rows r0 .. r0+nr-1 are in WSD_LOGITS. */
 typedef st_status (*st_dlogits_fn)(void *ctx, int64_t r0, int64_t nr);
