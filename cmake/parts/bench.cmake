@@ -13,3 +13,7 @@ target_include_directories(bench_slots PRIVATE ${CMAKE_SOURCE_DIR}/src)
 add_executable(bench_verify ${CMAKE_SOURCE_DIR}/bench/spec/bench_verify.c)
 target_link_libraries(bench_verify PRIVATE strata_static)
 target_include_directories(bench_verify PRIVATE ${CMAKE_SOURCE_DIR}/src)
+# bench_rows: one type's one-row kernel against its tile kernel at 1..8 activation rows, from cache.
+add_executable(bench_rows ${CMAKE_SOURCE_DIR}/bench/matvec/bench_rows.c)
+target_link_libraries(bench_rows PRIVATE strata_static)
+target_include_directories(bench_rows PRIVATE ${CMAKE_SOURCE_DIR}/src)

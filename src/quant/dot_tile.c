@@ -9,6 +9,7 @@
 st_dot_tile_fn st_dot_tile_kernel(uint32_t type) {
     if (type == ST_TYPE_F32 || type == ST_TYPE_F16) return st_dot_tile_float_kernel(type);
     if (type == ST_TYPE_Q5_0 && st_dot_level(type) == 2) return st_dot_tile_q5_0_avx512;
+    if (type == ST_TYPE_Q8_0 && st_dot_level(type) == 2) return st_dot_tile_q8_0_avx512;
     if (type == ST_TYPE_Q4_K && st_dot_level(type) == 1) return st_dot_tile_q4_K_avx2;
     if (type == ST_TYPE_Q5_K && st_dot_level(type) == 1) return st_dot_tile_q5_K_avx2;
     if (type == ST_TYPE_Q6_K && st_dot_level(type) == 1)

@@ -11,6 +11,9 @@
  * so a caller may use either for any row. The tiles:
  *   - Q5_0 at AVX-512 with VNNI (dot_tile_avx512.c): the qwen4exp rows K = 320 and 640 cannot hold
  *     Q4_K, so llama-quantize's fallback writes them in Q5_0 (hyper-connection up, the experts' down);
+ *   - Q8_0 at AVX-512 with VNNI (dot_tile_avx512.c): a verify chunk or a batch of slots (2-8
+ *     activation rows) on a Q8_0 file whose weights sit in cache pays for the per-row work, not
+ *     the weight reads, and the tile shares that work across 4 weight rows;
  *   - Q4_K and Q5_K at AVX2 (dot_tile_avx2.c, which also holds the AVX2 one-row Q4_K and Q5_K
  *     kernels: each shares one arithmetic with its tile);
  *   - Q8_0 and Q6_K at AVX2 (dot_tile_avx2.c, in the one-row kernels' arithmetic, which is
@@ -37,6 +40,8 @@ typedef void (*st_dot_tile_fn)(int64_t k, const void *w, size_t w_stride, int mr
 st_dot_tile_fn st_dot_tile_kernel(uint32_t type);
 
 void st_dot_tile_q5_0_avx512(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
+                             int nx, float *out, int64_t ldo);
+void st_dot_tile_q8_0_avx512(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
                              int nx, float *out, int64_t ldo);
 void st_dot_tile_q4_K_avx2(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
                            int nx, float *out, int64_t ldo);

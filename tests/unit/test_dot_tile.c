@@ -1,4 +1,4 @@
-/* test_dot_tile.c: the tile kernels of quant/dot_tile.h (Q5_0 at AVX-512; Q4_K, Q5_K, Q6_K and Q8_0
+/* test_dot_tile.c: the tile kernels of quant/dot_tile.h (Q5_0 and Q8_0 at AVX-512; Q4_K, Q5_K, Q6_K and Q8_0
  * at AVX2, Q6_K and Q8_0 both with and without AVX-VNNI, Q1_0 at AVX2 and AVX-512) give,
  * for every weight row and activation row of the tile, bit for bit the one-row kernel's result at
  * the same level (st_dot_kernel), and that result is within rounding of the scalar reference; at
@@ -32,9 +32,9 @@ static float frand(void) { return (float)rnd() / 4294967296.0f * 2 - 1; }
 
 #define PAD 40 /* bytes between weight rows beyond the row itself */
 
-/* Whether `type` has a tile kernel at `level` (1 AVX2, 2 AVX-512): Q1_0 at both. */
+/* Whether `type` has a tile kernel at `level` (1 AVX2, 2 AVX-512): Q1_0 and Q8_0 at both. */
 static int has_tile(uint32_t type, int level) {
-    if (type == ST_TYPE_Q1_0) return level >= 1;
+    if (type == ST_TYPE_Q1_0 || type == ST_TYPE_Q8_0) return level >= 1;
     return level == (type == ST_TYPE_Q5_0 ? 2 : 1);
 }
 
@@ -131,7 +131,7 @@ static void test_type(uint32_t type, int64_t k) {
             }
             CHECKF(tile != NULL, "level %d: no %s tile kernel at variant %d", level, info->name, st_dot_level(type));
             if (tile) check_tile(&t, tile, info->name, raw);
-            if (type == ST_TYPE_Q8_0) {
+            if (type == ST_TYPE_Q8_0 && st_dot_level(type) == 1) {
                 /* both forms, whichever the CPU's flags pick */
                 check_tile(&t, st_dot_tile_q8_0_avx2, "q8_0 avx2", raw);
                 if (st_cpu()->avx_vnni) check_tile(&t, st_dot_tile_q8_0_avxvnni, "q8_0 avx-vnni", raw);
@@ -150,7 +150,7 @@ static void test_type(uint32_t type, int64_t k) {
 }
 
 int main(void) {
-    const int64_t blocks32[] = {1, 2, 3, 5, 10, 11, 20};
+    const int64_t blocks32[] = {1, 2, 3, 4, 5, 7, 10, 11, 20};
     for (size_t i = 0; i < sizeof blocks32 / sizeof blocks32[0]; i++) {
         test_type(ST_TYPE_Q5_0, blocks32[i] * 32);
         test_type(ST_TYPE_Q8_0, blocks32[i] * 32);
