@@ -54,7 +54,7 @@ void ops_attn_item_ref(const ops_attn_item *it, uint32_t kv_type) {
         float m = -INFINITY, l = 0.0f;
         for (int64_t i = 0; i < hd; i++) acc[i] = 0.0f;
         for (int64_t c = it->c_begin; c < it->n_vis; c++) {
-            cache_row(it->k, kv_type, c * it->row, hd, kr);
+            cache_row(it->k, kv_type, ops_attn_cell(it, c) * it->row, hd, kr);
             float dot = 0.0f;
             for (int64_t i = 0; i < hd; i++) dot += q[i] * kr[i];
             const float s = it->scale * dot;
@@ -66,7 +66,7 @@ void ops_attn_item_ref(const ops_attn_item *it, uint32_t kv_type) {
             }
             const float p = expf(s - m);
             l += p;
-            cache_row(it->v, kv_type, c * it->row, hd, vr);
+            cache_row(it->v, kv_type, ops_attn_cell(it, c) * it->row, hd, vr);
             for (int64_t i = 0; i < hd; i++) acc[i] += p * vr[i];
         }
         ops_attn_finish(it, h, m, l, acc);

@@ -56,8 +56,9 @@ void ops_attn_item_avx2(const ops_attn_item *it, uint32_t kv_type) {
         for (int64_t i = 0; i < hd; i++) acc[h * hd + i] = 0.0f;
     }
     for (int64_t c = it->c_begin; c < it->n_vis; c++) {
-        widen_row(it->k, kv_type, c * it->row, hd, kr);
-        widen_row(it->v, kv_type, c * it->row, hd, vr);
+        const int64_t off = ops_attn_cell(it, c) * it->row;
+        widen_row(it->k, kv_type, off, hd, kr);
+        widen_row(it->v, kv_type, off, hd, vr);
         for (int64_t h = 0; h < r; h++) {
             const float *q = it->q + h * it->ldq_head;
             float *ah = acc + h * hd;

@@ -7,21 +7,31 @@
  * scores come out as one vector; the softmax is then updated block-wise (running max m, sum l,
  * accumulator rescaled by e^(m_old - m_new) once per block) and the block's V rows are added with
  * their weights. The head sizes 64, 128 and 256 (attn_item_fixed) keep q and the accumulators in
- * registers and widen V rows in registers, a few heads at a time; other sizes (attn_item_any)
- * use masked loads and a V tile. Everything is f32; only the order of additions and exp512
- * differ from the reference. */
+ * registers, a few heads at a time, and widen an f16 V row in registers when one such pass reads
+ * it, into a tile when several do; other sizes (attn_item_any) use masked loads and a V tile.
+ * An item over listed cells (QSA) reads them in list order and prefetches the next block's rows.
+ * Everything is f32; only the order of additions and exp512 differ from the reference. */
 #include "backend/cpu/ops_avx512.h"
 
 #define BLK 16
 
-static void widen_rows(const void *cache, int64_t off, int64_t row, int64_t nc, int64_t hd, float *dst) {
-    for (int64_t c = 0; c < nc; c++) {
-        const uint16_t *s = (const uint16_t *)cache + off + c * row;
-        for (int64_t i = 0; i < hd; i += 16) {
-            const __mmask16 m = tail_mask16(hd - i);
-            __m256i h = _mm256_maskz_loadu_epi16(m, s + i);
-            _mm512_mask_storeu_ps(dst + c * hd + i, m, _mm512_cvtph_ps(h));
-        }
+static void widen_row(const void *cache, int64_t off, int64_t hd, float *dst) {
+    const uint16_t *s = (const uint16_t *)cache + off;
+    for (int64_t i = 0; i < hd; i += 16) {
+        const __mmask16 m = tail_mask16(hd - i);
+        __m256i h = _mm256_maskz_loadu_epi16(m, s + i);
+        _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(h));
+    }
+}
+
+/* A listed item's next block of rows into the caches while this one is computed: the cells are
+ * scattered over the cache, so the hardware's stream prefetch does not see them coming. */
+static void prefetch_next(const ops_attn_item *it, int64_t c0, int64_t hd) {
+    const int64_t end = it->n_vis < c0 + 2 * BLK ? it->n_vis : c0 + 2 * BLK;
+    for (int64_t c = c0 + BLK; c < end; c++) {
+        const int64_t off = ops_attn_cell(it, c) * it->row;
+        ops_attn_prefetch_row((const uint16_t *)it->k + off, hd);
+        ops_attn_prefetch_row((const uint16_t *)it->v + off, hd);
     }
 }
 
@@ -39,17 +49,20 @@ static void attn_item_any(const ops_attn_item *it, uint32_t kv_type) {
     const __m512 vscale = _mm512_set1_ps(it->scale);
     for (int64_t c0 = it->c_begin; c0 < it->n_vis; c0 += BLK) {
         const int64_t nc = it->n_vis - c0 < BLK ? it->n_vis - c0 : BLK;
-        const float *K, *V;
-        int64_t ld;
-        if (f16) {
-            widen_rows(it->k, c0 * it->row, it->row, nc, hd, kt);
-            widen_rows(it->v, c0 * it->row, it->row, nc, hd, vt);
-            K = kt; V = vt; ld = hd;
-        } else {
-            K = (const float *)it->k + c0 * it->row;
-            V = (const float *)it->v + c0 * it->row;
-            ld = it->row;
+        const float *K[BLK], *V[BLK];
+        for (int64_t c = 0; c < nc; c++) {
+            const int64_t off = ops_attn_cell(it, c0 + c) * it->row;
+            if (f16) {
+                widen_row(it->k, off, hd, kt + c * hd);
+                widen_row(it->v, off, hd, vt + c * hd);
+                K[c] = kt + c * hd;
+                V[c] = vt + c * hd;
+            } else {
+                K[c] = (const float *)it->k + off;
+                V[c] = (const float *)it->v + off;
+            }
         }
+        if (f16 && it->cells) prefetch_next(it, c0, hd);
         const __mmask16 valid = tail_mask16(nc);
         for (int64_t h = 0; h < r; h++) {
             const float *q = it->q + h * it->ldq_head;
@@ -60,8 +73,7 @@ static void attn_item_any(const ops_attn_item *it, uint32_t kv_type) {
                 __m512 a = _mm512_setzero_ps();
                 for (int64_t i = 0; i < hd; i += 16) {
                     const __mmask16 mk = tail_mask16(hd - i);
-                    a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, K + c * ld + i),
-                                        _mm512_maskz_loadu_ps(mk, q + i), a);
+                    a = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, K[c] + i), _mm512_maskz_loadu_ps(mk, q + i), a);
                 }
                 part[c] = a;
             }
@@ -81,7 +93,7 @@ static void attn_item_any(const ops_attn_item *it, uint32_t kv_type) {
                 const __mmask16 mk = tail_mask16(hd - i);
                 __m512 a = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, ah + i), ch);
                 for (int64_t c = 0; c < nc; c++)
-                    a = _mm512_fmadd_ps(_mm512_set1_ps(pw[h][c]), _mm512_maskz_loadu_ps(mk, V + c * ld + i), a);
+                    a = _mm512_fmadd_ps(_mm512_set1_ps(pw[h][c]), _mm512_maskz_loadu_ps(mk, V[c] + i), a);
                 _mm512_mask_storeu_ps(ah + i, mk, a);
             }
         }
@@ -90,14 +102,17 @@ static void attn_item_any(const ops_attn_item *it, uint32_t kv_type) {
 }
 
 /* The same steps with the head size a compile-time constant (64, 128, 256): q and the
- * accumulator rows live in registers and no load is masked. */
+ * accumulator rows live in registers and no load is masked. An f16 V row is widened in registers
+ * when one pass over the heads uses it, and into a tile once when several do (the same values). */
 static __attribute__((always_inline)) inline void attn_item_fixed(const ops_attn_item *it, uint32_t kv_type,
                                                                   const int HD) {
     const int64_t r = it->r;
-    float kt[BLK * ATTN_MAX_HD];
+    float kt[BLK * ATTN_MAX_HD], vt[BLK * ATTN_MAX_HD];
     float acc[ATTN_MAX_GROUP * ATTN_MAX_HD], m[ATTN_MAX_GROUP], l[ATTN_MAX_GROUP];
     float pw[ATTN_MAX_GROUP][BLK], corr[ATTN_MAX_GROUP];
     const int f16 = kv_type == ST_TYPE_F16;
+    const int HP = HD <= 64 ? 4 : HD <= 128 ? 2 : 1; /* heads per pass over a block's V rows */
+    const int v_tile = f16 && r > HP;
     for (int64_t h = 0; h < r; h++) {
         m[h] = -INFINITY;
         l[h] = 0.0f;
@@ -106,20 +121,28 @@ static __attribute__((always_inline)) inline void attn_item_fixed(const ops_attn
     const __m512 vscale = _mm512_set1_ps(it->scale);
     for (int64_t c0 = it->c_begin; c0 < it->n_vis; c0 += BLK) {
         const int64_t nc = it->n_vis - c0 < BLK ? it->n_vis - c0 : BLK;
-        const float *K, *V;
-        int64_t ld;
-        if (f16) {
-            for (int64_t c = 0; c < nc; c++) {
-                const uint16_t *ks = (const uint16_t *)it->k + (c0 + c) * it->row;
+        const float *K[BLK], *V[BLK];
+        const uint16_t *Vh[BLK];
+        for (int64_t c = 0; c < nc; c++) {
+            const int64_t off = ops_attn_cell(it, c0 + c) * it->row;
+            if (f16) {
+                const uint16_t *ks = (const uint16_t *)it->k + off;
                 for (int i = 0; i < HD; i += 16)
                     _mm512_storeu_ps(kt + c * HD + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(ks + i))));
+                K[c] = kt + c * HD;
+                Vh[c] = (const uint16_t *)it->v + off;
+                if (v_tile) {
+                    for (int i = 0; i < HD; i += 16)
+                        _mm512_storeu_ps(vt + c * HD + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(Vh[c] + i))));
+                    V[c] = vt + c * HD;
+                }
+            } else {
+                K[c] = (const float *)it->k + off;
+                V[c] = (const float *)it->v + off;
             }
-            K = kt; V = NULL; ld = HD;
-        } else {
-            K = (const float *)it->k + c0 * it->row;
-            V = (const float *)it->v + c0 * it->row;
-            ld = it->row;
         }
+        if (f16 && it->cells) prefetch_next(it, c0, HD);
+        const int v_wide = !f16 || v_tile; /* V[c] holds f32 rows */
         const __mmask16 valid = tail_mask16(nc);
         for (int64_t h = 0; h < r; h++) {
             const float *q = it->q + h * it->ldq_head;
@@ -130,9 +153,9 @@ static __attribute__((always_inline)) inline void attn_item_fixed(const ops_attn
             OPS_UNROLL
             for (int64_t c = 0; c < BLK; c++) {
                 if (c >= nc) { part[c] = _mm512_setzero_ps(); continue; }
-                __m512 a = _mm512_mul_ps(_mm512_loadu_ps(K + c * ld), qr[0]);
+                __m512 a = _mm512_mul_ps(_mm512_loadu_ps(K[c]), qr[0]);
                 OPS_UNROLL
-                for (int i = 1; i < HD / 16; i++) a = _mm512_fmadd_ps(_mm512_loadu_ps(K + c * ld + 16 * i), qr[i], a);
+                for (int i = 1; i < HD / 16; i++) a = _mm512_fmadd_ps(_mm512_loadu_ps(K[c] + 16 * i), qr[i], a);
                 part[c] = a;
             }
             const __m512 s = _mm512_mul_ps(hsum16(part), vscale);
@@ -145,9 +168,7 @@ static __attribute__((always_inline)) inline void attn_item_fixed(const ops_attn
             _mm512_storeu_ps(pw[h], p);
         }
         /* acc_h = corr_h acc_h + sum_c p_h[c] V_c, for HP heads at a time so that their
-         * accumulators and one V row fit in registers; an f16 V row is widened in registers
-         * once per HP heads instead of through the tile */
-        const int HP = HD <= 64 ? 4 : HD <= 128 ? 2 : 1;
+         * accumulators and one V row fit in registers */
         for (int64_t h0 = 0; h0 < r; h0 += HP) {
             const int64_t nh = r - h0 < HP ? r - h0 : HP;
             __m512 a[4][ATTN_MAX_HD / 16];
@@ -161,13 +182,12 @@ static __attribute__((always_inline)) inline void attn_item_fixed(const ops_attn
             }
             for (int64_t c = 0; c < nc; c++) {
                 __m512 vr[ATTN_MAX_HD / 16];
-                if (f16) {
-                    const uint16_t *vs = (const uint16_t *)it->v + (c0 + c) * it->row;
+                if (v_wide) {
                     OPS_UNROLL
-                    for (int i = 0; i < HD / 16; i++) vr[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vs + 16 * i)));
+                    for (int i = 0; i < HD / 16; i++) vr[i] = _mm512_loadu_ps(V[c] + 16 * i);
                 } else {
                     OPS_UNROLL
-                    for (int i = 0; i < HD / 16; i++) vr[i] = _mm512_loadu_ps(V + c * ld + 16 * i);
+                    for (int i = 0; i < HD / 16; i++) vr[i] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(Vh[c] + 16 * i)));
                 }
                 OPS_UNROLL
                 for (int hh = 0; hh < HP; hh++) {
@@ -339,8 +359,8 @@ static __attribute__((always_inline)) inline void attn_tile_mv(const ops_attn_ti
         if (f16) {
             const int64_t n_next = kmax - c0 - TK < TK ? kmax - c0 - TK : TK;
             for (int64_t c = 0; c < nc; c++) {
-                widen_rows(t->k, (c0 + c) * t->row, t->row, 1, hd, kw + c * hd);
-                widen_rows(t->v, (c0 + c) * t->row, t->row, 1, hd, vw + c * hd);
+                widen_row(t->k, (c0 + c) * t->row, hd, kw + c * hd);
+                widen_row(t->v, (c0 + c) * t->row, hd, vw + c * hd);
                 if (c < n_next) {
                     ops_attn_prefetch_row((const uint16_t *)t->k + (c0 + TK + c) * t->row, hd);
                     ops_attn_prefetch_row((const uint16_t *)t->v + (c0 + TK + c) * t->row, hd);

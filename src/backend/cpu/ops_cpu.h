@@ -37,12 +37,16 @@ typedef struct ops_attn_item {
     const void *k, *v;    /* cache base of kv head g: cell c at + c*row elements */
     int64_t row;          /* elements per cache cell (n_head_kv * head_dim) */
     int64_t hd;
-    int64_t c_begin, n_vis;  /* the cells [c_begin, n_vis) */
+    int64_t c_begin, n_vis;  /* the cells [c_begin, n_vis), or with cells their entries */
+    const int32_t *cells; /* NULL, or the cells to read (QSA's selection): entry j is cell cells[j] */
     float scale;
     float *out;           /* first head's output; heads hd apart */
     float *part;          /* NULL, or: write the unnormalised state instead of out, per head h at
                              part + h*(hd+2): running max m, sum l, then acc[hd] (cell-split decode) */
 } ops_attn_item;
+
+/* The cell an item's j-th entry reads. */
+static inline int64_t ops_attn_cell(const ops_attn_item *it, int64_t j) { return it->cells ? it->cells[j] : j; }
 
 /* Ends an item for head h: out = acc / l, or the partial state when the cells were split. */
 static inline void ops_attn_finish(const ops_attn_item *it, int64_t h, float m, float l, const float *acc) {
@@ -196,11 +200,6 @@ void ops_qsa_heap_select_ref(int32_t *h, int64_t W, int64_t n, const float *sigm
 void ops_qsa_heap_select(int32_t *h, float *hv, int64_t W, int64_t n, const float *sigma, int64_t r,
                          int64_t tail_start);
 
-/* ---- QSA's gather of f16 cache rows (ops_qsa.c): dst[i] = (float)src[i], exact at every level ---- */
-typedef void (*ops_qsa_widen_fn)(const uint16_t *src, float *dst, int64_t n);
-void ops_qsa_widen_ref(const uint16_t *src, float *dst, int64_t n);
-void ops_qsa_widen_avx512(const uint16_t *src, float *dst, int64_t n);
-void ops_qsa_widen_avx2(const uint16_t *src, float *dst, int64_t n);
 /* The best attention item kernel of this CPU (ops_attn.c's choice), for the sparse attention. */
 ops_attn_fn ops_attn_item_pick(void);
 

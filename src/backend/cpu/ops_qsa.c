@@ -19,9 +19,9 @@
  * are taken whatever it is; 1e9 stands for sigma_tail + 1e9 (ERRATA F4's spare block included).
  * A query with p + 1 <= W keeps every visible cell: dense attention.
  *
- * The attention over the chosen cells gathers their K and V rows, in tiles of QSA_TILE cells
- * widened to f32, and runs the attention item kernel st_op_attention would (ops_attn_*.c, the
- * reference one under st_cpu_limit(0)) on each tile, merging the tiles' softmax states. A query
+ * The attention over the chosen cells is the attention item kernel st_op_attention would run
+ * (ops_attn_*.c, the reference one under st_cpu_limit(0)) given the list: it reads each listed
+ * cell's K and V rows where they lie in the cache, and fetches the next block's ahead. A query
  * costs O(W) however long the context. */
 #include <math.h>
 #include <stdlib.h>
@@ -31,7 +31,6 @@
 #include "quant/quant.h"
 
 #define QSA_TAIL 1e9f
-#define QSA_TILE 64
 
 void st_op_qsa_pool(uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0, int64_t b1,
                     float *out) {
@@ -247,82 +246,28 @@ void st_op_qsa_select(st_pool *pool, const st_qsa_args *a, void *scratch) {
 
 /* ---- attention over the chosen cells ---- */
 
-void ops_qsa_widen_ref(const uint16_t *src, float *dst, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dst[i] = st_fp16_to_fp32(src[i]);
-}
-
-static ops_qsa_widen_fn widen_pick(void) {
-    const st_cpu_features *f = st_cpu();
-    if (f->avx512f) return ops_qsa_widen_avx512;
-    if (f->avx2 && f->f16c) return ops_qsa_widen_avx2;
-    return ops_qsa_widen_ref;
-}
-
-static void cell_row(const void *base, uint32_t type, int64_t off, int64_t n, float *dst, ops_qsa_widen_fn widen) {
-    if (type == ST_TYPE_F16) widen((const uint16_t *)base + off, dst, n);
-    else memcpy(dst, (const float *)base + off, (size_t)n * sizeof(float));
-}
-
-/* One (token, kv head) item: tiles of gathered f32 rows through the attention item kernel, whose
- * partial softmax states (running max m, sum l, unnormalised acc) are merged tile by tile. */
-static void cells_item_tiled(const st_attn_cells_args *c, int64_t t, int64_t h0, int64_t nh, ops_attn_fn kernel,
-                             ops_qsa_widen_fn widen) {
-    const st_attn_args *a = &c->a;
-    const int64_t hd = a->head_dim, row = a->n_head_kv * hd, g = h0 / (a->n_head / a->n_head_kv);
-    const int32_t *cells = c->cells + t * c->ld_cells;
-    const int64_t n = c->n_cells[t];
-    float kt[QSA_TILE * ATTN_MAX_HD], vt[QSA_TILE * ATTN_MAX_HD];
-    float part[ATTN_MAX_GROUP * (ATTN_MAX_HD + 2)], acc[ATTN_MAX_GROUP * ATTN_MAX_HD];
-    float M[ATTN_MAX_GROUP], L[ATTN_MAX_GROUP];
-    for (int64_t h = 0; h < nh; h++) {
-        M[h] = -INFINITY;
-        L[h] = 0.0f;
-        for (int64_t i = 0; i < hd; i++) acc[h * hd + i] = 0.0f;
-    }
-    float *out = a->out + t * a->ldo_tok + h0 * hd;
-    for (int64_t j0 = 0; j0 < n; j0 += QSA_TILE) {
-        const int64_t nc = n - j0 < QSA_TILE ? n - j0 : QSA_TILE;
-        for (int64_t j = 0; j < nc; j++) {
-            cell_row(a->k_cache, a->kv_type, cells[j0 + j] * row + g * hd, hd, kt + j * hd, widen);
-            cell_row(a->v_cache, a->kv_type, cells[j0 + j] * row + g * hd, hd, vt + j * hd, widen);
-        }
-        const int whole = n <= QSA_TILE; /* one tile: the kernel writes the output itself */
-        ops_attn_item it = {
-            .q = a->q + t * a->ldq_tok + h0 * a->ldq_head, .ldq_head = a->ldq_head, .r = nh,
-            .k = kt, .v = vt, .row = hd, .hd = hd, .c_begin = 0, .n_vis = nc, .scale = a->scale,
-            .out = out, .part = whole ? NULL : part,
-        };
-        kernel(&it, ST_TYPE_F32);
-        if (whole) return;
-        for (int64_t h = 0; h < nh; h++) {
-            const float *pp = part + h * (hd + 2);
-            if (!(pp[1] > 0.0f)) continue;
-            const float m_new = pp[0] > M[h] ? pp[0] : M[h];
-            const float ca = expf(M[h] - m_new), cb = expf(pp[0] - m_new);
-            L[h] = L[h] * ca + pp[1] * cb;
-            for (int64_t i = 0; i < hd; i++) acc[h * hd + i] = acc[h * hd + i] * ca + pp[2 + i] * cb;
-            M[h] = m_new;
-        }
-    }
-    for (int64_t h = 0; h < nh; h++) {
-        const float inv = L[h] > 0.0f ? 1.0f / L[h] : 0.0f;
-        for (int64_t i = 0; i < hd; i++) out[h * hd + i] = acc[h * hd + i] * inv;
-    }
-}
-
 typedef struct cells_job {
     const st_attn_cells_args *c;
     int64_t per_item, n_items;
     ops_attn_fn kernel;
-    ops_qsa_widen_fn widen;
 } cells_job;
 
+/* One (token, group of per_item query heads) item: the attention item kernel over the token's
+ * list, reading the cache rows in place. */
 static void cells_worker(void *ctx, int ith, int nth) {
     const cells_job *j = ctx;
-    const int64_t groups = j->c->a.n_head / j->per_item;
+    const st_attn_args *a = &j->c->a;
+    const int64_t groups = a->n_head / j->per_item, hd = a->head_dim, r = a->n_head / a->n_head_kv;
+    const size_t esize = a->kv_type == ST_TYPE_F16 ? 2 : 4;
     for (int64_t n = ith; n < j->n_items; n += nth) {
-        const int64_t t = n / groups, h0 = (n % groups) * j->per_item;
-        cells_item_tiled(j->c, t, h0, j->per_item, j->kernel, j->widen);
+        const int64_t t = n / groups, h0 = (n % groups) * j->per_item, g = h0 / r;
+        ops_attn_item it = {
+            .q = a->q + t * a->ldq_tok + h0 * a->ldq_head, .ldq_head = a->ldq_head, .r = j->per_item,
+            .k = (const char *)a->k_cache + (size_t)(g * hd) * esize, .v = (const char *)a->v_cache + (size_t)(g * hd) * esize,
+            .row = a->n_head_kv * hd, .hd = hd, .c_begin = 0, .n_vis = j->c->n_cells[t],
+            .cells = j->c->cells + t * j->c->ld_cells, .scale = a->scale, .out = a->out + t * a->ldo_tok + h0 * hd,
+        };
+        j->kernel(&it, a->kv_type);
     }
 }
 
@@ -330,7 +275,7 @@ void st_op_attention_cells(st_pool *pool, const st_attn_cells_args *c) {
     const st_attn_args *a = &c->a;
     if (a->head_dim > ATTN_MAX_HD || a->n_head_kv <= 0 || a->n_head % a->n_head_kv) return;
     const int64_t r = a->n_head / a->n_head_kv;
-    cells_job j = {c, r <= ATTN_MAX_GROUP ? r : 1, 0, ops_attn_item_pick(), widen_pick()};
+    cells_job j = {c, r <= ATTN_MAX_GROUP ? r : 1, 0, ops_attn_item_pick()};
     j.n_items = a->n_tok * (a->n_head / j.per_item);
     ops_run(pool, j.n_items > 1, cells_worker, &j);
 }

@@ -1,5 +1,5 @@
 /* ops_qsa_avx2.c: QSA block scores with AVX2/FMA: the AVX-512 kernel's scheme with 8-float
- * vectors and a scalar tail of each dot product; the f16 widening of the gathered cells with F16C. */
+ * vectors and a scalar tail of each dot product. */
 #include "backend/cpu/ops_avx2.h"
 
 static float hsum256(__m256 v) {
@@ -29,10 +29,4 @@ void ops_qsa_scores_avx2(const float *q, int64_t n_head, int64_t dim, const floa
         }
         sigma[b] = sum;
     }
-}
-
-void ops_qsa_widen_avx2(const uint16_t *src, float *dst, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-    if (i < n) ops_qsa_widen_ref(src + i, dst + i, n - i);
 }

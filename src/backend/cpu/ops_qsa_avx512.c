@@ -1,8 +1,7 @@
 /* ops_qsa_avx512.c: QSA block scores with AVX-512: each block key is loaded 16 floats at a time
  * once for up to 8 heads, whose dot products accumulate in separate vectors and are reduced at
  * the end; then the ReLUs are summed over the heads in order, as the reference does. Only the
- * order of the additions inside a dot product differs from it. The f16 widening of the gathered
- * cells, 16 at a time (exact, as the reference). */
+ * order of the additions inside a dot product differs from it. */
 #include "backend/cpu/ops_avx512.h"
 
 void ops_qsa_scores_avx512(const float *q, int64_t n_head, int64_t dim, const float *K, int64_t n_blocks, float *sigma) {
@@ -28,10 +27,4 @@ void ops_qsa_scores_avx512(const float *q, int64_t n_head, int64_t dim, const fl
         }
         sigma[b] = sum;
     }
-}
-
-void ops_qsa_widen_avx512(const uint16_t *src, float *dst, int64_t n) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
-    if (i < n) ops_qsa_widen_ref(src + i, dst + i, n - i);
 }
