@@ -11,6 +11,7 @@
 
 #include <immintrin.h>
 #include "quant/fp4_simd.h"
+#include "quant/tq1_simd.h"
 #include "quant/reduce_avx2.h"
 #include "quant/ref.h"
 #include <string.h>
@@ -395,44 +396,9 @@ INLINE void q2_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
 }
 DOT_BY_NX(q2_0)
 
-/* ---- TQ1_0 / TQ2_0 against Q8_K: weights unpack to q in 0..2 in element order (8 ymm), and
- * sum (q - 1) a = sum q a - sum a, the last from the Q8_K block sums. The i16 sums of vpmaddubsw
+/* ---- TQ1_0 / TQ2_0 against Q8_K: weights unpack to q in 0..2 in element order (8 ymm; TQ1_0's
+ * in tq1_simd.h), and sum (q - 1) a = sum q a - sum a, the last from the Q8_K block sums. The i16 sums of vpmaddubsw
  * stay small (|q a| pairs <= 508, eight of them per lane), so they add up before widening. ---- */
-
-/* trit n of a packed byte is floor(3 t / 256) for t = (q 3^n) mod 256: 0, 1 or 2 by thresholds */
-INLINE __m256i trits(__m256i t) {
-    __m256i ge1 = _mm256_cmpeq_epi8(_mm256_max_epu8(t, _mm256_set1_epi8(86)), t);
-    __m256i ge2 = _mm256_cmpeq_epi8(_mm256_max_epu8(t, _mm256_set1_epi8((char)171)), t);
-    return _mm256_sub_epi8(_mm256_setzero_si256(), _mm256_add_epi8(ge1, ge2));
-}
-INLINE __m256i times3(__m256i t) { return _mm256_add_epi8(t, _mm256_add_epi8(t, t)); }
-
-INLINE void tq1_0_unpack(const block_tq1_0 *w, __m256i u[8]) {
-    /* bytes 0-31: element 32n + m is trit n of byte m */
-    __m256i t = _mm256_loadu_si256((const __m256i *)w->qs);
-    UNROLL for (int n = 0; n < 5; n++) {
-        u[n] = trits(t);
-        t = times3(t);
-    }
-    /* lane 0: bytes 32-47 (element 160 + 16n + m is trit n of byte 32 + m); lane 1: qh[j]
-     * repeated in dword n already multiplied by 3^n (element 240 + 4n + j is its trit n) */
-    __m128i h = _mm_set1_epi32((int)load_u32(w->qh));
-    __m128i h3 = _mm_add_epi8(h, _mm_add_epi8(h, h)), h9 = _mm_add_epi8(h3, _mm_add_epi8(h3, h3));
-    __m128i h27 = _mm_add_epi8(h9, _mm_add_epi8(h9, h9));
-    h = _mm_blend_epi32(_mm_blend_epi32(h, h3, 0x2), _mm_blend_epi32(h9, h27, 0x8), 0xC);
-    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w->qs + 32))), h, 1);
-    __m256i t0 = trits(v);
-    v = times3(v);
-    __m256i t1 = trits(v);
-    v = times3(v);
-    __m256i t2 = trits(v);
-    v = times3(v);
-    __m256i t3 = trits(v);
-    __m256i t4 = trits(times3(v));
-    u[5] = _mm256_permute2x128_si256(t0, t1, 0x20);   /* elements 160-191 */
-    u[6] = _mm256_permute2x128_si256(t2, t3, 0x20);   /* 192-223 */
-    u[7] = _mm256_permute2x128_si256(t4, t0, 0x30);   /* 224-239 | 240-255 */
-}
 
 INLINE void tq2_0_unpack(const block_tq2_0 *w, __m256i u[8]) {
     const __m256i m3 = _mm256_set1_epi8(3);
@@ -453,7 +419,7 @@ INLINE void tq_nx(int one, int64_t k, const void *wv, const void *xv, size_t xs,
         __m256i u[8];
         uint16_t dh;
         if (one) {
-            tq1_0_unpack((const block_tq1_0 *)blk, u);
+            st_tq1_0_unpack((const block_tq1_0 *)blk, u);
             dh = ((const block_tq1_0 *)blk)->d;
         } else {
             tq2_0_unpack((const block_tq2_0 *)blk, u);
