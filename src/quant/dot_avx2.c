@@ -57,6 +57,18 @@ INLINE uint32_t load_u32(const void *p) {
 INLINE __m256i halves_i16(int a, int b) {
     return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)), _mm_set1_epi16((short)b), 1);
 }
+/* The 16 i16 sub-block scales of s16 as sc[t] = halves_i16(s_2t, s_2t+1), by in-lane byte
+ * shuffles of the scales' halves broadcast to both lanes (no scalar round trip) */
+INLINE void spread_scales_i16(__m256i s16, __m256i sc[8]) {
+    const __m256i lo = _mm256_permute4x64_epi64(s16, 0x44), hi = _mm256_permute4x64_epi64(s16, 0xEE);
+    UNROLL for (int t = 0; t < 8; t++) {
+        const char i = (char)(4 * (t % 4));
+        const __m256i ctrl = _mm256_setr_epi8(i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1,
+                                              i + 2, i + 3, i + 2, i + 3, i + 2, i + 3, i + 2, i + 3, i + 2, i + 3, i + 2,
+                                              i + 3, i + 2, i + 3, i + 2, i + 3);
+        sc[t] = _mm256_shuffle_epi8(t < 4 ? lo : hi, ctrl);
+    }
+}
 
 /* ---- Q8_0 and Q4_0 against Q8_0: one block per ymm ---- */
 
@@ -226,14 +238,16 @@ DOT_BY_NX(iq4_nl)
 /* ---- Q2_K / Q3_K: per half of 128, 32 bytes hold element 32j + l at bits 2j of byte l; each
  * ymm is one j: sub-blocks 8h + 2j and 8h + 2j + 1 ---- */
 
+/* the 16 six-bit scales of Q3_K minus 32, as i16: the low nibbles of bytes 0-7, then their high
+ * nibbles, each dword n of four with bits 2n, 2n + 1 of bytes 8-11 above them; built in
+ * registers (through memory, the 16-byte load of the scalar halves missed store forwarding) */
 INLINE __m256i q3_K_scales_i16(const uint8_t *p) {
-    uint32_t a0 = load_u32(p), a1 = load_u32(p + 4), hi = load_u32(p + 8);
-    uint32_t v[4] = {(a0 & 0x0f0f0f0f) | ((hi & 0x03030303) << 4), (a1 & 0x0f0f0f0f) | (((hi >> 2) & 0x03030303) << 4),
-                     ((a0 >> 4) & 0x0f0f0f0f) | (((hi >> 4) & 0x03030303) << 4),
-                     ((a1 >> 4) & 0x0f0f0f0f) | (((hi >> 6) & 0x03030303) << 4)};
-    __m128i s;
-    memcpy(&s, v, 16);
-    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(s), _mm256_set1_epi16(32));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m128i x = _mm_loadl_epi64((const __m128i *)p);
+    __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(x, m4), _mm_and_si128(_mm_srli_epi16(x, 4), m4));
+    __m128i hi = _mm_srlv_epi32(_mm_set1_epi32((int)load_u32(p + 8)), _mm_setr_epi32(0, 2, 4, 6));
+    hi = _mm_slli_epi32(_mm_and_si128(hi, _mm_set1_epi8(3)), 4);
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_or_si128(lo, hi)), _mm256_set1_epi16(32));
 }
 
 INLINE void q23_K_nx(int three, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
@@ -253,14 +267,14 @@ INLINE void q23_K_nx(int three, int64_t k, const void *wv, const void *xv, size_
             __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
             UNROLL for (int j = 0; j < 4; j++) {
                 __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
-                if (three) {
-                    __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + j)));
-                    v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), four));
+                if (three) { /* hmask's bit 4h + j of each byte, moved to bit 2 (its 4) */
+                    const int sh = 4 * h + j - 2;
+                    __m256i hb = sh > 0 ? _mm256_srli_epi16(hm, sh) : sh < 0 ? _mm256_slli_epi16(hm, -sh) : hm;
+                    v = _mm256_or_si256(v, _mm256_and_si256(hb, four));
                 }
                 u[4 * h + j] = v;
             }
         }
-        int16_t sv[16];
         if (three) {
             s16 = q3_K_scales_i16(w3->scales);
         } else {
@@ -268,8 +282,7 @@ INLINE void q23_K_nx(int three, int64_t k, const void *wv, const void *xv, size_
             s16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
             m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
         }
-        _mm256_storeu_si256((__m256i *)sv, s16);
-        UNROLL for (int t = 0; t < 8; t++) sc[t] = halves_i16(sv[2 * t], sv[2 * t + 1]);
+        spread_scales_i16(s16, sc);
         float d = h2f(three ? w3->d : w2->d), dmin = three ? 0 : h2f(w2->dmin);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
