@@ -57,16 +57,16 @@ INLINE uint32_t load_u32(const void *p) {
 INLINE __m256i halves_i16(int a, int b) {
     return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)), _mm_set1_epi16((short)b), 1);
 }
-/* The 16 i16 sub-block scales of s16 as sc[t] = halves_i16(s_2t, s_2t+1), by in-lane byte
- * shuffles of the scales' halves broadcast to both lanes (no scalar round trip) */
-INLINE void spread_scales_i16(__m256i s16, __m256i sc[8]) {
-    const __m256i lo = _mm256_permute4x64_epi64(s16, 0x44), hi = _mm256_permute4x64_epi64(s16, 0xEE);
-    UNROLL for (int t = 0; t < 8; t++) {
-        const char i = (char)(4 * (t % 4));
+/* Half h of the 16 i16 sub-block scales of s16 as sc[t] = halves_i16(s_8h+2t, s_8h+2t+1), t < 4,
+ * by in-lane byte shuffles of that half broadcast to both lanes (no scalar round trip) */
+INLINE void spread_scales_i16(__m256i s16, int h, __m256i sc[4]) {
+    const __m256i half = _mm256_permute4x64_epi64(s16, h ? 0xEE : 0x44);
+    UNROLL for (int t = 0; t < 4; t++) {
+        const char i = (char)(4 * t);
         const __m256i ctrl = _mm256_setr_epi8(i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1,
                                               i + 2, i + 3, i + 2, i + 3, i + 2, i + 3, i + 2, i + 3, i + 2, i + 3, i + 2,
                                               i + 3, i + 2, i + 3, i + 2, i + 3);
-        sc[t] = _mm256_shuffle_epi8(t < 4 ? lo : hi, ctrl);
+        sc[t] = _mm256_shuffle_epi8(half, ctrl);
     }
 }
 
@@ -261,9 +261,20 @@ INLINE void q23_K_nx(int three, int64_t k, const void *wv, const void *xv, size_
         const block_q2_K *w2 = (const block_q2_K *)blk;
         const block_q3_K *w3 = (const block_q3_K *)blk;
         const uint8_t *qs = three ? w3->qs : w2->qs;
-        __m256i u[8], sc[8], s16, m16 = _mm256_setzero_si256();
+        __m256i s16, m16 = _mm256_setzero_si256();
+        if (three) {
+            s16 = q3_K_scales_i16(w3->scales);
+        } else {
+            __m128i raw = _mm_loadu_si128((const __m128i *)w2->scales);
+            s16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
+            m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+        }
         __m256i hm = three ? _mm256_loadu_si256((const __m256i *)w3->hmask) : _mm256_setzero_si256();
+        __m256i isum[ST_DOT_MAX_NX];
+        UNROLL for (int j = 0; j < nx; j++) isum[j] = _mm256_setzero_si256();
+        /* one half of 128 at a time: its 4 ymm of weights and scales stay in registers */
         UNROLL for (int h = 0; h < 2; h++) {
+            __m256i u[4], sc[4];
             __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
             UNROLL for (int j = 0; j < 4; j++) {
                 __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
@@ -272,31 +283,26 @@ INLINE void q23_K_nx(int three, int64_t k, const void *wv, const void *xv, size_
                     __m256i hb = sh > 0 ? _mm256_srli_epi16(hm, sh) : sh < 0 ? _mm256_slli_epi16(hm, -sh) : hm;
                     v = _mm256_or_si256(v, _mm256_and_si256(hb, four));
                 }
-                u[4 * h + j] = v;
+                u[j] = v;
+            }
+            spread_scales_i16(s16, h, sc);
+            UNROLL for (int j = 0; j < nx; j++) {
+                const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+                UNROLL for (int t = 0; t < 4; t++) {
+                    __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 128 * h + 32 * t)));
+                    isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(p, sc[t]));
+                }
             }
         }
-        if (three) {
-            s16 = q3_K_scales_i16(w3->scales);
-        } else {
-            __m128i raw = _mm_loadu_si128((const __m128i *)w2->scales);
-            s16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
-            m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
-        }
-        spread_scales_i16(s16, sc);
         float d = h2f(three ? w3->d : w2->d), dmin = three ? 0 : h2f(w2->dmin);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
-            __m256i isum = _mm256_setzero_si256();
-            UNROLL for (int t = 0; t < 8; t++) {
-                __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * t)));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[t]));
-            }
             __m256i bsums = _mm256_loadu_si256((const __m256i *)xb->bsums);
             if (three) /* values are u - 4: take 4 * sum_s scale_s * bsum_s back out */
-                isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(bsums, s16), 2));
+                isum[j] = _mm256_sub_epi32(isum[j], _mm256_slli_epi32(_mm256_madd_epi16(bsums, s16), 2));
             else
                 accm[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, m16)), _mm256_set1_ps(dmin * xb->d), accm[j]);
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xb->d), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_set1_ps(d * xb->d), acc[j]);
         }
     }
     UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]) - hsum_ps(accm[j]);
