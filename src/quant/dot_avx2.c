@@ -11,6 +11,7 @@
 
 #include <immintrin.h>
 #include "quant/fp4_simd.h"
+#include "quant/tq1_simd.h"
 #include "quant/reduce_avx2.h"
 #include "quant/ref.h"
 #include <string.h>
@@ -55,6 +56,18 @@ INLINE uint32_t load_u32(const void *p) {
 /* [a x8 | b x8] as i16 */
 INLINE __m256i halves_i16(int a, int b) {
     return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)a)), _mm_set1_epi16((short)b), 1);
+}
+/* Half h of the 16 i16 sub-block scales of s16 as sc[t] = halves_i16(s_8h+2t, s_8h+2t+1), t < 4,
+ * by in-lane byte shuffles of that half broadcast to both lanes (no scalar round trip) */
+INLINE void spread_scales_i16(__m256i s16, int h, __m256i sc[4]) {
+    const __m256i half = _mm256_permute4x64_epi64(s16, h ? 0xEE : 0x44);
+    UNROLL for (int t = 0; t < 4; t++) {
+        const char i = (char)(4 * t);
+        const __m256i ctrl = _mm256_setr_epi8(i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1,
+                                              i + 2, i + 3, i + 2, i + 3, i + 2, i + 3, i + 2, i + 3, i + 2, i + 3, i + 2,
+                                              i + 3, i + 2, i + 3, i + 2, i + 3);
+        sc[t] = _mm256_shuffle_epi8(half, ctrl);
+    }
 }
 
 /* ---- Q8_0 and Q4_0 against Q8_0: one block per ymm ---- */
@@ -225,14 +238,16 @@ DOT_BY_NX(iq4_nl)
 /* ---- Q2_K / Q3_K: per half of 128, 32 bytes hold element 32j + l at bits 2j of byte l; each
  * ymm is one j: sub-blocks 8h + 2j and 8h + 2j + 1 ---- */
 
+/* the 16 six-bit scales of Q3_K minus 32, as i16: the low nibbles of bytes 0-7, then their high
+ * nibbles, each dword n of four with bits 2n, 2n + 1 of bytes 8-11 above them; built in
+ * registers (through memory, the 16-byte load of the scalar halves missed store forwarding) */
 INLINE __m256i q3_K_scales_i16(const uint8_t *p) {
-    uint32_t a0 = load_u32(p), a1 = load_u32(p + 4), hi = load_u32(p + 8);
-    uint32_t v[4] = {(a0 & 0x0f0f0f0f) | ((hi & 0x03030303) << 4), (a1 & 0x0f0f0f0f) | (((hi >> 2) & 0x03030303) << 4),
-                     ((a0 >> 4) & 0x0f0f0f0f) | (((hi >> 4) & 0x03030303) << 4),
-                     ((a1 >> 4) & 0x0f0f0f0f) | (((hi >> 6) & 0x03030303) << 4)};
-    __m128i s;
-    memcpy(&s, v, 16);
-    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(s), _mm256_set1_epi16(32));
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    __m128i x = _mm_loadl_epi64((const __m128i *)p);
+    __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(x, m4), _mm_and_si128(_mm_srli_epi16(x, 4), m4));
+    __m128i hi = _mm_srlv_epi32(_mm_set1_epi32((int)load_u32(p + 8)), _mm_setr_epi32(0, 2, 4, 6));
+    hi = _mm_slli_epi32(_mm_and_si128(hi, _mm_set1_epi8(3)), 4);
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_or_si128(lo, hi)), _mm256_set1_epi16(32));
 }
 
 INLINE void q23_K_nx(int three, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
@@ -246,20 +261,7 @@ INLINE void q23_K_nx(int three, int64_t k, const void *wv, const void *xv, size_
         const block_q2_K *w2 = (const block_q2_K *)blk;
         const block_q3_K *w3 = (const block_q3_K *)blk;
         const uint8_t *qs = three ? w3->qs : w2->qs;
-        __m256i u[8], sc[8], s16, m16 = _mm256_setzero_si256();
-        __m256i hm = three ? _mm256_loadu_si256((const __m256i *)w3->hmask) : _mm256_setzero_si256();
-        UNROLL for (int h = 0; h < 2; h++) {
-            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
-            UNROLL for (int j = 0; j < 4; j++) {
-                __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
-                if (three) {
-                    __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + j)));
-                    v = _mm256_or_si256(v, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), four));
-                }
-                u[4 * h + j] = v;
-            }
-        }
-        int16_t sv[16];
+        __m256i s16, m16 = _mm256_setzero_si256();
         if (three) {
             s16 = q3_K_scales_i16(w3->scales);
         } else {
@@ -267,22 +269,40 @@ INLINE void q23_K_nx(int three, int64_t k, const void *wv, const void *xv, size_
             s16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
             m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
         }
-        _mm256_storeu_si256((__m256i *)sv, s16);
-        UNROLL for (int t = 0; t < 8; t++) sc[t] = halves_i16(sv[2 * t], sv[2 * t + 1]);
+        __m256i hm = three ? _mm256_loadu_si256((const __m256i *)w3->hmask) : _mm256_setzero_si256();
+        __m256i isum[ST_DOT_MAX_NX];
+        UNROLL for (int j = 0; j < nx; j++) isum[j] = _mm256_setzero_si256();
+        /* one half of 128 at a time: its 4 ymm of weights and scales stay in registers */
+        UNROLL for (int h = 0; h < 2; h++) {
+            __m256i u[4], sc[4];
+            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+            UNROLL for (int j = 0; j < 4; j++) {
+                __m256i v = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+                if (three) { /* hmask's bit 4h + j of each byte, moved to bit 2 (its 4) */
+                    const int sh = 4 * h + j - 2;
+                    __m256i hb = sh > 0 ? _mm256_srli_epi16(hm, sh) : sh < 0 ? _mm256_slli_epi16(hm, -sh) : hm;
+                    v = _mm256_or_si256(v, _mm256_and_si256(hb, four));
+                }
+                u[j] = v;
+            }
+            spread_scales_i16(s16, h, sc);
+            UNROLL for (int j = 0; j < nx; j++) {
+                const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+                UNROLL for (int t = 0; t < 4; t++) {
+                    __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 128 * h + 32 * t)));
+                    isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(p, sc[t]));
+                }
+            }
+        }
         float d = h2f(three ? w3->d : w2->d), dmin = three ? 0 : h2f(w2->dmin);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
-            __m256i isum = _mm256_setzero_si256();
-            UNROLL for (int t = 0; t < 8; t++) {
-                __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * t)));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[t]));
-            }
             __m256i bsums = _mm256_loadu_si256((const __m256i *)xb->bsums);
             if (three) /* values are u - 4: take 4 * sum_s scale_s * bsum_s back out */
-                isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_madd_epi16(bsums, s16), 2));
+                isum[j] = _mm256_sub_epi32(isum[j], _mm256_slli_epi32(_mm256_madd_epi16(bsums, s16), 2));
             else
                 accm[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, m16)), _mm256_set1_ps(dmin * xb->d), accm[j]);
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xb->d), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_set1_ps(d * xb->d), acc[j]);
         }
     }
     UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]) - hsum_ps(accm[j]);
@@ -395,44 +415,9 @@ INLINE void q2_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
 }
 DOT_BY_NX(q2_0)
 
-/* ---- TQ1_0 / TQ2_0 against Q8_K: weights unpack to q in 0..2 in element order (8 ymm), and
- * sum (q - 1) a = sum q a - sum a, the last from the Q8_K block sums. The i16 sums of vpmaddubsw
+/* ---- TQ1_0 / TQ2_0 against Q8_K: weights unpack to q in 0..2 in element order (8 ymm; TQ1_0's
+ * in tq1_simd.h), and sum (q - 1) a = sum q a - sum a, the last from the Q8_K block sums. The i16 sums of vpmaddubsw
  * stay small (|q a| pairs <= 508, eight of them per lane), so they add up before widening. ---- */
-
-/* trit n of a packed byte is floor(3 t / 256) for t = (q 3^n) mod 256: 0, 1 or 2 by thresholds */
-INLINE __m256i trits(__m256i t) {
-    __m256i ge1 = _mm256_cmpeq_epi8(_mm256_max_epu8(t, _mm256_set1_epi8(86)), t);
-    __m256i ge2 = _mm256_cmpeq_epi8(_mm256_max_epu8(t, _mm256_set1_epi8((char)171)), t);
-    return _mm256_sub_epi8(_mm256_setzero_si256(), _mm256_add_epi8(ge1, ge2));
-}
-INLINE __m256i times3(__m256i t) { return _mm256_add_epi8(t, _mm256_add_epi8(t, t)); }
-
-INLINE void tq1_0_unpack(const block_tq1_0 *w, __m256i u[8]) {
-    /* bytes 0-31: element 32n + m is trit n of byte m */
-    __m256i t = _mm256_loadu_si256((const __m256i *)w->qs);
-    UNROLL for (int n = 0; n < 5; n++) {
-        u[n] = trits(t);
-        t = times3(t);
-    }
-    /* lane 0: bytes 32-47 (element 160 + 16n + m is trit n of byte 32 + m); lane 1: qh[j]
-     * repeated in dword n already multiplied by 3^n (element 240 + 4n + j is its trit n) */
-    __m128i h = _mm_set1_epi32((int)load_u32(w->qh));
-    __m128i h3 = _mm_add_epi8(h, _mm_add_epi8(h, h)), h9 = _mm_add_epi8(h3, _mm_add_epi8(h3, h3));
-    __m128i h27 = _mm_add_epi8(h9, _mm_add_epi8(h9, h9));
-    h = _mm_blend_epi32(_mm_blend_epi32(h, h3, 0x2), _mm_blend_epi32(h9, h27, 0x8), 0xC);
-    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(w->qs + 32))), h, 1);
-    __m256i t0 = trits(v);
-    v = times3(v);
-    __m256i t1 = trits(v);
-    v = times3(v);
-    __m256i t2 = trits(v);
-    v = times3(v);
-    __m256i t3 = trits(v);
-    __m256i t4 = trits(times3(v));
-    u[5] = _mm256_permute2x128_si256(t0, t1, 0x20);   /* elements 160-191 */
-    u[6] = _mm256_permute2x128_si256(t2, t3, 0x20);   /* 192-223 */
-    u[7] = _mm256_permute2x128_si256(t4, t0, 0x30);   /* 224-239 | 240-255 */
-}
 
 INLINE void tq2_0_unpack(const block_tq2_0 *w, __m256i u[8]) {
     const __m256i m3 = _mm256_set1_epi8(3);
@@ -453,7 +438,7 @@ INLINE void tq_nx(int one, int64_t k, const void *wv, const void *xv, size_t xs,
         __m256i u[8];
         uint16_t dh;
         if (one) {
-            tq1_0_unpack((const block_tq1_0 *)blk, u);
+            st_tq1_0_unpack((const block_tq1_0 *)blk, u);
             dh = ((const block_tq1_0 *)blk)->d;
         } else {
             tq2_0_unpack((const block_tq2_0 *)blk, u);
