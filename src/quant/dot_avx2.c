@@ -60,7 +60,8 @@ INLINE __m256i halves_i16(int a, int b) {
 /* Half h of the 16 i16 sub-block scales of s16 as sc[t] = halves_i16(s_8h+2t, s_8h+2t+1), t < 4,
  * by in-lane byte shuffles of that half broadcast to both lanes (no scalar round trip) */
 INLINE void spread_scales_i16(__m256i s16, int h, __m256i sc[4]) {
-    const __m256i half = _mm256_permute4x64_epi64(s16, h ? 0xEE : 0x44);
+    /* two literal immediates: at -O0 a folded "h ? 0xEE : 0x44" is not one */
+    const __m256i half = h ? _mm256_permute4x64_epi64(s16, 0xEE) : _mm256_permute4x64_epi64(s16, 0x44);
     UNROLL for (int t = 0; t < 4; t++) {
         const char i = (char)(4 * t);
         const __m256i ctrl = _mm256_setr_epi8(i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1, i, i + 1,
