@@ -5,16 +5,15 @@
 #      _id / _swiglu_q8 on prepared rows, the expert products, the prompt GEMM, the MoE prefill
 #      and get_rows, each against the CPU backend), then the whole harness once (every other op
 #      and type: the regression check), then compute-sanitizer's memcheck over the low-bit cases;
-#   2. model_check on each carried tiny model (the whole forward on the GPU against the CPU:
+#   2. model_check on each tiny model (made here) (the whole forward on the GPU against the CPU:
 #      prompt, decode through the CUDA graph, chunks of 7);
 #   3. a short decode per type (`strata bench` on the tiny qwen35moe: launch-bound, it shows the
 #      graph runs, not bandwidth), then `cuda_op_harness --perf-lowbit`: each type's matvec GB/s at
 #      the model's shapes over copies larger than the L2 (HBM: ~4.3 TB/s practical, 4.8 by the
 #      datasheet) and the 35B-A3B FFN decode stack per type, Q4_K's beside them.
 # Prints one PASS/FAIL line per check and a summary; everything also lands in $OUT.
-# Inputs (bench/cuda/pack_types.sh, carried): $BIN/bins.tar.xz, $MODELS/*.gguf.
-#   run: BIN=$PWD/.devbin/tb bash bench/cuda/types_h200.sh   carry: .devbin/tb (bins.tar.xz alone;
-#   the models are then made on the device)   (BUDGET s, default 540)
+# Input (bench/cuda/pack_types.sh, carried): $BIN/bins.tar.xz.
+#   run: bash bench/cuda/types_h200.sh     carry: .devbin/types     (BUDGET s, default 540)
 set -uo pipefail
 BIN=${BIN:-$PWD/.devbin/types}
 OUT=${OUT:-/tmp/out}
@@ -29,23 +28,16 @@ tar -xJf $BIN/bins.tar.xz -C $W/bin || { echo "FAIL: no $BIN/bins.tar.xz (bench/
 export LD_LIBRARY_PATH=$W/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PATH=/usr/local/cuda/bin:$PATH
 H=$W/bin/cuda_op_harness
-if [ ! -d $BIN/models ]; then
-  # the models made here when they were not carried: the tracked tree (the 45 MB demo model) plus
-  # the carry must stay under the device's 64 MiB, so carry bins.tar.xz alone (pack_types.sh's
-  # list of models, seed 42)
-  mkdir -p $W/models
-  for t in $TYPES; do
-    archs="qwen35moe qwen3"
-    case $t in iq4_xs|iq3_xxs) archs="$archs qwen3moe" ;; esac
-    for a in $archs; do
-      $W/bin/strata synth $W/models/${a}_$t.gguf --arch $a --preset tiny --type $t --random-blocks --seed 42 -t 4 >/dev/null ||
-        echo "FAIL: strata synth ${a}_$t"
-    done
+# the tiny models, made here (seed 42): carried, they and the tracked tree pass the 64 MiB
+MODELS=$W/models; mkdir -p $MODELS
+for t in $TYPES; do
+  archs="qwen35moe qwen3"
+  case $t in iq4_xs|iq3_xxs) archs="$archs qwen3moe" ;; esac
+  for a in $archs; do
+    $W/bin/strata synth $MODELS/${a}_$t.gguf --arch $a --preset tiny --type $t --random-blocks --seed 42 -t 4 >/dev/null ||
+      echo "FAIL: strata synth ${a}_$t"
   done
-  MODELS=$W/models
-else
-  MODELS=$BIN/models
-fi
+done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 SUM=$OUT/summary.txt; : >$SUM
 verdict() { echo "$1" | tee -a $SUM; }
