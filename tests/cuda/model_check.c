@@ -9,9 +9,20 @@
  * counting disagreements at a near tie (the CPU's two candidates within 0.1) as agreements, raw
  * top-1 >= T - 4% (a backstop: on the tiny models' 512-token vocabulary a few near ties flip
  * between the two sides' 8-bit activation grids), and mean KL <= K, over prompt and decode rows
- * together. A chunked feed (rows of
- * 7: the decode kernels instead of the GEMMs, the workspace growing from one row between chunks)
- * must give the one-chunk logits within the same KL.
+ * together. A chunked feed (rows of 7: the decode kernels instead of the GEMMs, the workspace
+ * growing from one row between chunks) must give the one-chunk logits, every row, within the same
+ * top-1 and KL.
+ *
+ * --floor: the CPU's own spread first. The same rows once more on the CPU with its next lower
+ * kernel set (AVX2 where the CPU has AVX-512, else scalar: other sums, other rounding, both
+ * llama.cpp's for their CPUs) give the noise floor of this model. Models with activation outliers
+ * (the demo model) or random blocks amplify any difference in rounding, so the GPU passes at
+ * top-1 >= min(T, floor - 3%) and KL <= max(K, 3 x floor), and the floor is printed. Three, not
+ * one: the floor moves only the products' order of addition, while the GPU also moves every
+ * pointwise op (expf, rsqrtf, sinf) by an ulp or two, rounds the prompt GEMMs' weights to f16, and
+ * puts K-quant activations on a grid of 32 (the CPU's Q8_K: 256); each moves 8-bit rounding
+ * boundaries the next layer then amplifies (measured on the H200: the demo model 2.1x its floor
+ * with the decode kernels alone, bench/cuda/NOTES.md).
  *
  * --workspace: the device workspace's rule, seen through the device's own free-memory accounting
  * (cudaMemGetInfo): a reserve within the capacity changes nothing; a growth frees the old buffers
@@ -34,6 +45,7 @@
 #include "engine/session_internal.h"
 #include "engine/session_spec.h"
 #include "logit_compare.h"
+#include "base/cpu.h"
 #include "strata.h"
 
 typedef struct cmp {
@@ -149,11 +161,46 @@ static int check_verify(st_model *m, int64_t P, int64_t D) {
     return ok ? 0 : 1;
 }
 
+/* --floor: the CPU once more with its next lower kernel set, on the same P + D ids, against the
+ * reference rows ref [P + D][V]. Runs after the reference model is freed: its weights were laid
+ * out for the kernels of the higher level. The level is restored afterwards. */
+static int rc_floor(const char *path, const int32_t *ids, int64_t P, int64_t D, int64_t V, const float *ref, cmp *out) {
+    const st_cpu_features *f = st_cpu();
+    st_cpu_limit(f->avx512f ? 1 : 0);
+    st_model *m;
+    st_session *s;
+    st_session_params sp = st_session_default_params();
+    sp.n_ctx = P + D + 8;
+    float *l = malloc((size_t)(P * V) * sizeof(float));
+    int rc = 1;
+    if (!l) fprintf(stderr, "model_check: floor: memory\n");
+    else if (lc_load(path, ST_DEVICE_CPU, &m) != ST_OK) fail("floor model");
+    else {
+        if (st_session_new(m, &sp, &s) != ST_OK) fail("floor session");
+        else {
+            if (st_session_feed(s, ids, P, l) != ST_OK) fail("floor feed");
+            else {
+                for (int64_t r = 0; r < P; r++) compare_row(out, ref + r * V, l + r * V, V);
+                rc = 0;
+                for (int64_t i = 0; i < D && rc == 0; i++) {
+                    if (st_session_feed(s, &ids[P + i], 1, NULL) != ST_OK) rc = fail("floor decode");
+                    else compare_row(out, ref + (P + i) * V, st_session_logits(s), V);
+                }
+            }
+            st_session_free(s);
+        }
+        st_model_free(m);
+    }
+    free(l);
+    st_cpu_limit(3);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *path = NULL;
     int64_t P = 100, D = 16;
     double top1_min = 0.99, kl_max = 1e-3;
-    int ws = 0, verify = 0;
+    int ws = 0, verify = 0, floor_run = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--prompt") && i + 1 < argc) P = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--decode") && i + 1 < argc) D = atoll(argv[++i]);
@@ -162,11 +209,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--workspace")) ws = 1;
         else if (!strcmp(argv[i], "--verify")) verify = 1;
         else if (!strcmp(argv[i], "--verify-cpu")) verify = 2;
+        else if (!strcmp(argv[i], "--floor")) floor_run = 1;
         else path = argv[i];
     }
     if (!path || P < 1) {
         fprintf(stderr, "usage: model_check MODEL.gguf [--prompt P] [--decode D] [--top1 T] [--kl K] [--workspace] "
-                        "[--verify | --verify-cpu]\n");
+                        "[--verify | --verify-cpu] [--floor]\n");
         return 2;
     }
     if (st_device_count() == 0 && verify != 2) {
@@ -195,8 +243,8 @@ int main(int argc, char **argv) {
     sp7.n_prefill = 7;
     if (st_session_new(gm, &sp7, &gs7) != ST_OK) return fail("cuda session");
 
-    int32_t *ids = malloc((size_t)P * sizeof *ids);
-    float *lc = malloc((size_t)(P * V) * sizeof(float)), *lg = malloc((size_t)(P * V) * sizeof(float));
+    int32_t *ids = malloc((size_t)(P + D) * sizeof *ids);
+    float *lc = malloc((size_t)((P + (D > 7 ? D : 7)) * V) * sizeof(float)), *lg = malloc((size_t)(P * V) * sizeof(float));
     if (!ids || !lc || !lg) return fail("memory");
     uint64_t x = 0x9E3779B97F4A7C15ull;
     for (int64_t i = 0; i < P; i++) {
@@ -208,31 +256,49 @@ int main(int argc, char **argv) {
     cmp pc = {0};
     for (int64_t r = 0; r < P; r++) compare_row(&pc, lc + r * V, lg + r * V, V);
 
-    /* the same prompt in chunks of 7 rows: the last row's logits */
-    if (st_session_feed(gs7, ids, P, NULL) != ST_OK) return fail("cuda chunked feed");
+    /* the same prompt in chunks of 7 rows: every row's logits (lc's decode rows serve as room) */
+    float *l7 = lc + P * V;
     cmp ch = {0};
-    compare_row(&ch, lg + (P - 1) * V, st_session_logits(gs7), V);
+    for (int64_t r0 = 0; r0 < P; r0 += 7) {
+        int64_t nr = P - r0 < 7 ? P - r0 : 7;
+        if (st_session_feed(gs7, ids + r0, nr, l7) != ST_OK) return fail("cuda chunked feed");
+        for (int64_t r = 0; r < nr; r++) compare_row(&ch, lg + (r0 + r) * V, l7 + r * V, V);
+    }
 
     cmp dc = {0};
     for (int64_t i = 0; i < D; i++) {
         int32_t t = (int32_t)lc_argmax(st_session_logits(cs), V);
+        ids[P + i] = t;
         if (st_session_feed(cs, &t, 1, NULL) != ST_OK) return fail("cpu decode");
         if (st_session_feed(gs, &t, 1, NULL) != ST_OK) return fail("cuda decode");
         compare_row(&dc, st_session_logits(cs), st_session_logits(gs), V);
+        memcpy(lc + (P + i) * V, st_session_logits(cs), (size_t)V * sizeof(float));
     }
+    st_session_free(cs);
+    st_model_free(cm);
+    cmp fl = {0};
+    if (floor_run && (rc_floor(path, ids, P, D, V, lc, &fl) != 0)) return 1;
     double p1 = (double)pc.top1 / pc.rows, pk = pc.kl / pc.rows;
     double d1 = D ? (double)dc.top1 / dc.rows : 1, dk = D ? dc.kl / dc.rows : 0;
     int64_t rows = pc.rows + dc.rows, agree = pc.top1 + dc.top1, near = pc.near + dc.near;
     double raw = (double)agree / rows, tied = (double)(agree + near) / rows, kl = (pc.kl + dc.kl) / rows;
-    int ok = tied >= top1_min && raw >= top1_min - 0.04 && kl <= kl_max && ch.kl <= kl_max && ch.top1 == 1;
+    char floor_txt[160] = "";
+    if (floor_run) {
+        double f_tied = (double)(fl.top1 + fl.near) / fl.rows, f_kl = fl.kl / fl.rows;
+        if (top1_min > f_tied - 0.03) top1_min = f_tied - 0.03;
+        if (kl_max < 3 * f_kl) kl_max = 3 * f_kl;
+        snprintf(floor_txt, sizeof floor_txt, " | CPU floor: top-1 %.2f%% KL %.2e, so top-1 >= %.2f%% KL <= %.2e",
+                 100.0 * fl.top1 / fl.rows, f_kl, 100 * top1_min, kl_max);
+    }
+    double ck = ch.kl / ch.rows, c1 = (double)(ch.top1 + ch.near) / ch.rows;
+    int ok = tied >= top1_min && raw >= top1_min - 0.04 && kl <= kl_max && ck <= kl_max && c1 >= top1_min;
     printf("%s %s on %s: prompt %lld rows top-1 %.2f%% KL %.2e err %.2e | decode %lld steps top-1 %.2f%% KL %.2e err "
-           "%.2e | all: top-1 %.2f%% (%lld of the misses at near ties) KL %.2e | chunks of 7 vs one: KL %.2e err %.2e | %s\n",
-           path, st_model_arch(cm), st_model_device(gm), (long long)P, 100 * p1, pk, pc.err, (long long)D, 100 * d1, dk,
-           dc.err, 100 * raw, (long long)near, kl, ch.kl, ch.err, ok ? "PASS" : "FAIL");
-    st_session_free(cs);
+           "%.2e | all: top-1 %.2f%% (%lld of the misses at near ties) KL %.2e | chunks of 7 vs one: top-1 %.2f%% KL %.2e err "
+           "%.2e%s | %s\n",
+           path, st_model_arch(gm), st_model_device(gm), (long long)P, 100 * p1, pk, pc.err, (long long)D, 100 * d1, dk,
+           dc.err, 100 * raw, (long long)near, kl, 100 * c1, ck, ch.err, floor_txt, ok ? "PASS" : "FAIL");
     st_session_free(gs);
     st_session_free(gs7);
-    st_model_free(cm);
     st_model_free(gm);
     free(ids);
     free(lc);

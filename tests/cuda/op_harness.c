@@ -683,6 +683,13 @@ static void test_prefill_paths(void) {
     test_attention_prefill(300, 1000, 128, 16, 2, ST_TYPE_F32, 0);
     test_attention_prefill(300, 300, 128, 8, 8, ST_TYPE_F32, 0);
     test_attention_prefill(300, 700, 256, 16, 2, ST_TYPE_F16, 37);   /* 9 row blocks */
+    /* the demo model's and the small preset's shapes: 8 heads over 2 (r = 4) of 64 and 128 */
+    test_attention_prefill(16, 16, 64, 8, 2, ST_TYPE_F16, 0);
+    test_attention_prefill(100, 100, 64, 8, 2, ST_TYPE_F16, 0);
+    test_attention_prefill(100, 100, 128, 8, 2, ST_TYPE_F16, 0);
+    test_attention_prefill(100, 300, 64, 8, 2, ST_TYPE_F32, 0);
+    test_moe_prefill(ST_TYPE_Q8_0, ST_TYPE_Q8_0, ST_TYPE_Q8_0, 8, 2, 512, 192, 100, 0, 0, 0, 0);
+    test_moe_prefill(ST_TYPE_Q8_0, ST_TYPE_Q8_0, ST_TYPE_Q8_0, 8, 2, 512, 192, 100, 0, 0, 0, 1);
 }
 
 /* st_cuda_gdn_chunked against the CPU's per-token recurrence (st_op_gdn_step), output and state,

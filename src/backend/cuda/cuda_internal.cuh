@@ -65,6 +65,21 @@ __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
+/* The 8-bit activation grid of every quantized product (quantize_q8_kernel, the decode path): a
+ * warp's 32 lanes hold one block of 32; *d = amax/127, and the lane's value is q * d with
+ * q = round(v / d). The prompt paths' f16 GEMMs round their inputs to the same grid (q8_grid), so a
+ * chunk computes what its rows would one by one, within f16 rounding. */
+__device__ __forceinline__ int q8_round(float v, float *d) {
+    const float amax = warp_max(fabsf(v));
+    *d = amax / 127.0f;
+    const float id = *d != 0.0f ? 1.0f / *d : 0.0f;
+    return (int)roundf(v * id);
+}
+__device__ __forceinline__ float q8_grid(float v) {
+    float d;
+    const int q = q8_round(v, &d);
+    return (float)q * d;
+}
 __device__ __forceinline__ double warp_sum_d(double v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;

@@ -38,10 +38,8 @@ __global__ void quantize_q8_kernel(const float *X, int64_t ldx, int64_t K, int64
     if (w >= nb * n_rows) return;
     const int64_t r = w / nb, b = w % nb;
     const float v = X[r * ldx + b * 32 + lane];
-    const float amax = warp_max(fabsf(v));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const int q = (int)roundf(v * id);
+    float d;
+    const int q = q8_round(v, &d);
     xq[r * K + b * 32 + lane] = (int8_t)q;
     const float sum = warp_sum((float)q);
     if (lane == 0) { xd[r * nb + b] = d; xs[r * nb + b] = d * sum; }
@@ -658,8 +656,19 @@ __global__ void f32_to_f16_kernel(const float *x, int64_t ldx, int64_t n, int64_
     y[i] = __float2half_rn(x[(i / K) * ldx + i % K]);
 }
 
+/* The same on the 8-bit grid (q8_grid; K % 32 == 0, so a warp is one block of one row and a warp
+ * past the end is past it whole). */
+__global__ void f32_to_f16_q8_kernel(const float *x, int64_t ldx, int64_t n, int64_t K, __half *y) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * K) return;
+    y[i] = __float2half_rn(q8_grid(x[(i / K) * ldx + i % K]));
+}
+
 /* Y = X W^T for a prompt chunk: column-major view, C (M x n, ld ldy) = A^T B with A = W (K x M)
- * and B = X (K x n). W is dequantized to f16 in row tiles that fit the scratch budget. */
+ * and B = X (K x n). W is dequantized to f16 in row tiles that fit the scratch budget. For a
+ * quantized W, X goes onto the decode products' 8-bit grid first: without it a prompt chunk and
+ * the same rows one at a time differ by the whole 8-bit rounding (KL 0.25 on the demo model, whose
+ * activations have outliers), and so does the chunk from the CPU's. */
 static st_status gemm_run(st_cuda *cu, uint32_t type, const void *W, int64_t M, int64_t K,
                           const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) {
     const size_t budget = (size_t)256 << 20;
@@ -670,7 +679,10 @@ static st_status gemm_run(st_cuda *cu, uint32_t type, const void *W, int64_t M, 
     ST_TRY(cu_scratch(cu, ((size_t)n * K + (size_t)tile * K) * sizeof(__half) + 256, &scr));
     __half *xh = (__half *)scr;
     __half *wh = xh + ((n * K + 127) / 128) * 128;
-    f32_to_f16_kernel<<<cu_blocks(n * K, 256), 256, 0, cu->stream>>>(X, ldx, n, K, xh);
+    if (!is_float_mv(type) && K % 32 == 0)
+        f32_to_f16_q8_kernel<<<cu_blocks(n * K, 256), 256, 0, cu->stream>>>(X, ldx, n, K, xh);
+    else
+        f32_to_f16_kernel<<<cu_blocks(n * K, 256), 256, 0, cu->stream>>>(X, ldx, n, K, xh);
     ST_TRY(cu_launched("f32_to_f16"));
     const size_t row_bytes = st_row_size(st_type_get(type), K);
     const float one = 1.0f, zero = 0.0f;

@@ -146,22 +146,26 @@ mp_sort_kernel(const int32_t *ids, int64_t n, int64_t E, int32_t *counts, int32_
     }
 }
 
-/* xg[p] = f16(X[perm[p] / k]) for the n_rows valid positions */
+/* xg[p] = f16(X[perm[p] / k]) for the n_rows valid positions; q8: on the decode products' 8-bit
+ * grid first (q8_grid; d % 32 == 0), as a decode step's experts read it */
 __global__ void mp_gather_kernel(const float *X, int64_t ldx, int64_t d, int64_t k, const int32_t *perm,
-                                 int64_t n_rows, __half *xg) {
+                                 int64_t n_rows, int q8, __half *xg) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_rows * d) return;
     const int64_t p = i / d, c = i % d;
-    xg[i] = __float2half_rn(X[(int64_t)(perm[p] / k) * ldx + c]);
+    const float v = X[(int64_t)(perm[p] / k) * ldx + c];
+    xg[i] = __float2half_rn(q8 ? q8_grid(v) : v);
 }
 
-/* act[p][i] = f16(silu(H[p][i]) * H[p][ff + i]) for rows [p0, p1) */
-__global__ void mp_swiglu_kernel(const __half *H, int64_t ff, int64_t p0, int64_t p1, __half *act) {
+/* act[p][i] = f16(silu(H[p][i]) * H[p][ff + i]) for rows [p0, p1); q8: on the 8-bit grid first,
+ * as the decode step's SwiGLU hands it to the down product (ff % 32 == 0) */
+__global__ void mp_swiglu_kernel(const __half *H, int64_t ff, int64_t p0, int64_t p1, int q8, __half *act) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (p1 - p0) * ff) return;
     const int64_t p = p0 + i / ff, c = i % ff;
     const float g = __half2float(H[p * 2 * ff + c]), u = __half2float(H[p * 2 * ff + ff + c]);
-    act[p * ff + c] = __float2half_rn(g / (1.0f + expf(-g)) * u);
+    const float v = g / (1.0f + expf(-g)) * u;
+    act[p * ff + c] = __float2half_rn(q8 ? q8_grid(v) : v);
 }
 
 __global__ void mp_combine_kernel(const __half *Y, int64_t d, const int32_t *ids, const int32_t *inv,
@@ -182,6 +186,8 @@ __global__ void mp_combine_kernel(const __half *Y, int64_t d, const int32_t *ids
 }
 
 /* ---- Host side ------------------------------------------------------------------------------ */
+
+int mp_float(uint32_t t) { return t == ST_TYPE_F32 || t == ST_TYPE_F16 || t == ST_TYPE_BF16; }
 
 int mp_supported(uint32_t t) {
     return t == ST_TYPE_Q4_K || t == ST_TYPE_Q5_K || t == ST_TYPE_Q6_K || t == ST_TYPE_Q8_0 ||
@@ -342,6 +348,8 @@ static st_status moe_prefill_run(st_cuda *cu, const st_cuda_moe_w *w, const void
     const __half *Wd = cached ? (const __half *)dn16 : Wgu + (size_t)(2 * ff * d) * (size_t)b_max;
     __half *Wgu_scr = (__half *)p, *Wd_scr = Wgu_scr + (size_t)(2 * ff * d) * (size_t)b_max;
 
+    /* the activations on the 8-bit grid where the decode step quantizes them */
+    const int q8_in = !mp_float(w->type_gate) && d % 32 == 0, q8_mid = !mp_float(w->type_down) && ff % 32 == 0;
     mp_sort_kernel<<<1, 1024, 0, cu->stream>>>(ids, n_slots, E, d_cnt, d_perm, d_inv);
     ST_TRY(cu_launched("moe_prefill sort"));
 
@@ -360,7 +368,7 @@ static st_status moe_prefill_run(st_cuda *cu, const st_cuda_moe_w *w, const void
 
     if (s == ST_OK && n_valid > 0) {
         mp_gather_kernel<<<cu_blocks(n_valid * d, MP_THREADS), MP_THREADS, 0, cu->stream>>>(X, ldx, d, k, d_perm,
-                                                                                           n_valid, xg);
+                                                                                           n_valid, q8_in, xg);
         s = cu_launched("moe_prefill gather");
     }
     for (int64_t e0 = 0; s == ST_OK && e0 < E;) {
@@ -393,7 +401,8 @@ static st_status moe_prefill_run(st_cuda *cu, const st_cuda_moe_w *w, const void
         const mp_gemms g1 = { nb, (int)(2 * ff), (int)d, nrow, A1, B1, C1 };
         if (s == ST_OK) s = mp_gemm(cu, g1, d_ptr, hptr);
         if (s == ST_OK) {
-            mp_swiglu_kernel<<<cu_blocks((p1 - p0) * ff, MP_THREADS), MP_THREADS, 0, cu->stream>>>(H, ff, p0, p1, act);
+            mp_swiglu_kernel<<<cu_blocks((p1 - p0) * ff, MP_THREADS), MP_THREADS, 0, cu->stream>>>(H, ff, p0, p1, q8_mid,
+                                                                                                 act);
             s = cu_launched("moe_prefill swiglu");
         }
         const mp_gemms g2 = { nb, (int)d, (int)ff, nrow, A2, B2, C2 };

@@ -6,6 +6,7 @@
  * Errors: the first failing op's status is kept in the pass (dfwd.err) and the ops after it are
  * skipped, so each block reads as the math. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/cuda/forward_cuda.h"
@@ -28,6 +29,7 @@ typedef struct dfwd {
     const int64_t *row_n_kv;     /* NULL, or per row: attention one row at a time (st_dchunk) */
     st_dprofile *prof;
     int unfused;
+    int plain;                   /* PLAIN_* bits: prompt-chunk paths left for the decode kernels */
     st_cuda_q8 q8;               /* the normed rows h in 8 bits (decode-sized chunks), q8.q NULL if not */
     st_status err;
 } dfwd;
@@ -42,6 +44,26 @@ static void prof_begin(dfwd *f) {
 static void prof_end(dfwd *f, int kind) {
     float ms = 0.0f;
     if (f->prof && f->err == ST_OK && (f->err = st_cuda_timer_stop(f->cu, &ms)) == ST_OK) f->prof->ms[kind] += ms;
+}
+
+/* STRATA_CUDA_PLAIN (diagnostics): a comma list of the prompt-chunk paths to run on the decode
+ * kernels instead: "attn" (tensor-core attention), "moe" (grouped expert GEMMs), "gemm" (dense
+ * GEMMs, then 8-row matvecs), "gdn" (the chunked delta rule), or "all". Read once. */
+enum { PLAIN_ATTN = 1, PLAIN_MOE = 2, PLAIN_GEMM = 4, PLAIN_GDN = 8 };
+
+static int plain_paths(void) {
+    static int bits = -1;
+    if (bits >= 0) return bits;
+    const char *e = getenv("STRATA_CUDA_PLAIN");
+    int b = 0;
+    if (e) {
+        if (strstr(e, "attn")) b |= PLAIN_ATTN;
+        if (strstr(e, "moe")) b |= PLAIN_MOE;
+        if (strstr(e, "gemm")) b |= PLAIN_GEMM;
+        if (strstr(e, "gdn")) b |= PLAIN_GDN;
+        if (strstr(e, "all")) b = PLAIN_ATTN | PLAIN_MOE | PLAIN_GEMM | PLAIN_GDN;
+    }
+    return bits = b;
 }
 
 #define DO(expr) do { if (f->err == ST_OK) f->err = (expr); } while (0)
@@ -140,7 +162,12 @@ st_status st_forward_cuda_check(const struct st_model *m) {
 /* y = scale * (W x) for n rows. */
 static void dmatmul(dfwd *f, const st_tensor *w, const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy) {
     int64_t M = w->ne[1];
-    DO(st_cuda_matmul(f->cu, w->type, w->data, M, w->ne[0], x, ldx, n, y, ldy));
+    if (f->plain & PLAIN_GEMM)
+        for (int64_t r0 = 0; r0 < n; r0 += 8)
+            DO(st_cuda_matmul(f->cu, w->type, w->data, M, w->ne[0], x + r0 * ldx, ldx, n - r0 < 8 ? n - r0 : 8,
+                              y + r0 * ldy, ldy));
+    else
+        DO(st_cuda_matmul(f->cu, w->type, w->data, M, w->ne[0], x, ldx, n, y, ldy));
     if (w->scale != 1.0f)
         for (int64_t i = 0; i < n; i++) DO(st_cuda_axpy(f->cu, y + i * ldy, M, y + i * ldy, w->scale, 0));
 }
@@ -308,6 +335,8 @@ static void dattention(dfwd *f, int il, const float *h, float *out) {
             r.out = o + t * hd * H;
             DO(st_cuda_attention(f->cu, &r));
         }
+    } else if (f->plain & PLAIN_ATTN) {
+        DO(st_cuda_attention(f->cu, &a));
     } else {
         DO(st_cuda_attention_prefill(f->cu, &a));
     }
@@ -392,7 +421,7 @@ static void dgdn(dfwd *f, int il, const float *h, float *out) {
         .state_steps = f->keep_steps ? S->ssm_steps : NULL,
     };
     /* long prompt chunks: the chunked form (tensor-free, f32); decode and short chunks: per token */
-    if (n > 64 && dk <= 128 && !f->keep_steps) DO(st_cuda_gdn_chunked(f->cu, &g));
+    if (n > 64 && dk <= 128 && !f->keep_steps && !(f->plain & PLAIN_GDN)) DO(st_cuda_gdn_chunked(f->cu, &g));
     else DO(st_cuda_gdn_step(f->cu, &g));
 
     /* o_h = RMSNorm(o_h; ssm_norm) * silu(z_h); out = W_out o */
@@ -455,7 +484,7 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
     if (!side) kc = 0;
     int64_t kg = k - kc; /* the experts a token's slots take on the GPU */
 
-    if (n > 8 && !L->gate_up_exps.data) {
+    if (n > 8 && !L->gate_up_exps.data && !(f->plain & PLAIN_MOE)) {
         /* A prompt chunk: slots sorted by expert, grouped tensor-core GEMMs (waits once), on the
          * f16 copies of the experts when the device holds them. */
         st_cuda_moe_w mw = {.type_gate = L->gate_exps.type, .type_up = L->up_exps.type, .type_down = L->down_exps.type,
@@ -551,7 +580,7 @@ st_status st_forward_cuda(st_cuda *cu, const struct st_model *m, const st_dweigh
         return st_fail(ST_ERR_INVALID, "cuda forward: a verify chunk of %lld rows (1..%d, every row's logits)", (long long)n,
                        ST_DEV_VERIFY_ROWS);
     dfwd fw = {.cu = cu, .m = m, .hp = hp, .w = w, .s = state, .kv_type = kv_type, .ws = ws, .n = n, .n_kv = c->n_kv,
-               .pos = st_workspace_get(ws, WSD_POS), .prof = c->tokens_host ? c->prof : NULL, .unfused = c->unfused,
+               .pos = st_workspace_get(ws, WSD_POS), .prof = c->tokens_host ? c->prof : NULL, .unfused = c->unfused, .plain = plain_paths(),
                .keep_steps = c->keep_steps && st_hp_is_hybrid(hp), .row_n_kv = c->row_n_kv, .err = ST_OK};
     dfwd *f = &fw;
     float *x = BUF(WSD_X), *h = BUF(WSD_H), *t = BUF(WSD_T);
