@@ -72,7 +72,7 @@ vcheck tiny-qwen35moe-unfused $W/models/t_qwen35moe.gguf STRATA_CUDA_FUSED=0
 stamp "2. model_check regression (GPU against CPU)"
 for f in $DEMO $W/models/t_qwen35moe.gguf; do
   m=$(basename $f .gguf)
-  timeout 90 $MC $f --prompt 100 --decode 32 >$OUT/model_check-$m.txt 2>&1; rc=$?
+  timeout 90 $MC $f --prompt 100 --decode 32 --floor >$OUT/model_check-$m.txt 2>&1; rc=$?
   tail -1 $OUT/model_check-$m.txt
   verdict "model_check $m: $([ $rc = 0 ] && echo PASS || echo "FAIL (rc $rc)")"
 done
