@@ -23,6 +23,7 @@ const int AP_SM_THREADS = 256;   /* softmax: one block per row */
 
 /* Qh[g][tl*r + qi][i] = f16(q(t0 + tl, g*r + qi, i)) for tl < T */
 __global__ void ap_pack_q_kernel(st_attn_args a, int64_t t0, int64_t T, __half *Qh) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t hd = a.head_dim, r = a.n_head / a.n_head_kv, R = T * r;
     if (i >= a.n_head_kv * R * hd) return;
@@ -33,6 +34,7 @@ __global__ void ap_pack_q_kernel(st_attn_args a, int64_t t0, int64_t T, __half *
 
 /* f32 cache rows -> f16, same layout: n elements */
 __global__ void ap_f32_to_f16_kernel(const float *x, int64_t n, __half *y) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = __float2half_rn(x[i]);
 }
@@ -62,6 +64,7 @@ __device__ __forceinline__ float ap_block_sum(float v, float *sh) {
 __global__ void __launch_bounds__(AP_SM_THREADS)
 ap_softmax_kernel(const float *S, int64_t ldS, const int32_t *pos, int64_t t0, int64_t r, int64_t R,
                   int64_t n_kv, __half *P, float *L) {
+    cu_pdl();
     __shared__ float sh[32];
     const int64_t z = blockIdx.x;
     const int64_t tl = (z % R) / r;
@@ -88,6 +91,7 @@ ap_softmax_kernel(const float *S, int64_t ldS, const int32_t *pos, int64_t t0, i
 
 /* out(t0 + tl, h, i) = O[g][tl*r + qi][i] / L, h = g*r + qi */
 __global__ void ap_out_kernel(st_attn_args a, int64_t t0, int64_t T, const float *O, const float *L) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t hd = a.head_dim, H = a.n_head, r = H / a.n_head_kv, R = T * r;
     if (i >= T * H * hd) return;
@@ -146,9 +150,9 @@ extern "C" st_status st_cuda_attention_prefill(st_cuda *cu, const st_attn_args *
     if (a->kv_type == ST_TYPE_F32) {
         __half *kh = (__half *)p, *vh = (__half *)(p + s_kv);
         p += 2 * s_kv;
-        ap_f32_to_f16_kernel<<<cu_blocks(n_kv * row, AP_THREADS), AP_THREADS, 0, cu->stream>>>(
+        cu_launch(ap_f32_to_f16_kernel, cu_blocks(n_kv * row, AP_THREADS), AP_THREADS, 0, cu->stream, 
             (const float *)a->k_cache, n_kv * row, kh);
-        ap_f32_to_f16_kernel<<<cu_blocks(n_kv * row, AP_THREADS), AP_THREADS, 0, cu->stream>>>(
+        cu_launch(ap_f32_to_f16_kernel, cu_blocks(n_kv * row, AP_THREADS), AP_THREADS, 0, cu->stream, 
             (const float *)a->v_cache, n_kv * row, vh);
         ST_TRY(cu_launched("attention_prefill f32->f16"));
         Kh = kh;
@@ -162,7 +166,7 @@ extern "C" st_status st_cuda_attention_prefill(st_cuda *cu, const st_attn_args *
     const float one = 1.0f, zero = 0.0f;
     for (int64_t t0 = 0; t0 < a->n_tok; t0 += T) {
         const int64_t Tb = a->n_tok - t0 < T ? a->n_tok - t0 : T, R = Tb * r;
-        ap_pack_q_kernel<<<cu_blocks(Tb * H * hd, AP_THREADS), AP_THREADS, 0, cu->stream>>>(*a, t0, Tb, Qh);
+        cu_launch(ap_pack_q_kernel, cu_blocks(Tb * H * hd, AP_THREADS), AP_THREADS, 0, cu->stream, *a, t0, Tb, Qh);
         ST_TRY(cu_launched("attention_prefill pack q"));
         /* S^T (n_kv x R, col-major ld ldS) = K_g (hd x n_kv, ld row)^T * Qh_g (hd x R, ld hd) */
         ST_TRY(ap_blas(cublasGemmStridedBatchedEx(cu->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_kv, (int)R, (int)hd,
@@ -171,7 +175,7 @@ extern "C" st_status st_cuda_attention_prefill(st_cuda *cu, const st_attn_args *
                                                   S, CUDA_R_32F, (int)ldS, (long long)(R * ldS), (int)Hkv,
                                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                        "S = Q K^T", n_kv, R, hd));
-        ap_softmax_kernel<<<(unsigned)(Hkv * R), AP_SM_THREADS, 0, cu->stream>>>(S, ldS, a->pos, t0, r, R, n_kv,
+        cu_launch(ap_softmax_kernel, (unsigned)(Hkv * R), AP_SM_THREADS, 0, cu->stream, S, ldS, a->pos, t0, r, R, n_kv,
                                                                                  P, L);
         ST_TRY(cu_launched("attention_prefill softmax"));
         /* O^T (hd x R, ld hd) = V_g (hd x n_kv, ld row) * P^T (n_kv x R, ld ldS) */
@@ -181,7 +185,7 @@ extern "C" st_status st_cuda_attention_prefill(st_cuda *cu, const st_attn_args *
                                                   O, CUDA_R_32F, (int)hd, (long long)(R * hd), (int)Hkv,
                                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                        "O = P V", hd, R, n_kv));
-        ap_out_kernel<<<cu_blocks(Tb * H * hd, AP_THREADS), AP_THREADS, 0, cu->stream>>>(*a, t0, Tb, O, L);
+        cu_launch(ap_out_kernel, cu_blocks(Tb * H * hd, AP_THREADS), AP_THREADS, 0, cu->stream, *a, t0, Tb, O, L);
         ST_TRY(cu_launched("attention_prefill out"));
     }
     return ST_OK;

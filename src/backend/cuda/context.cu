@@ -19,6 +19,8 @@ int st_cuda_device_count(void) {
     return n;
 }
 
+int cu_pdl_on = 0;
+
 st_status st_cuda_open(int device, st_cuda **out) {
     *out = NULL;
     const int n = st_cuda_device_count();
@@ -45,6 +47,8 @@ st_status st_cuda_open(int device, st_cuda **out) {
     cudaDeviceProp p;
     if (cudaGetDeviceProperties(&p, device) == cudaSuccess) {
         cu->n_sm = p.multiProcessorCount;
+        const char *pdl = getenv("STRATA_CUDA_PDL");
+        cu_pdl_on = p.major >= 9 && !(pdl && pdl[0] == '0');
         snprintf(cu->desc, sizeof cu->desc, "%.200s, %d SMs, %.1f GiB, cc %d.%d, L2 %d MiB", p.name,
                  p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024 * 1024), p.major,
                  p.minor, p.l2CacheSize >> 20);

@@ -38,6 +38,47 @@ struct st_cuda {
     uint64_t scratch_epoch;  /* counts the scratch buffers' reallocations (st_cuda_scratch_epoch) */
 };
 
+/* ---- Launches: programmatic dependent launch ---------------------------------------------------
+ * Every kernel of this backend starts with cu_pdl(): it lets the kernel after it in the stream be
+ * scheduled now (griddepcontrol.launch_dependents) and then waits until the kernels before it have
+ * finished and their writes are visible (griddepcontrol.wait) before it touches memory. Every
+ * launch goes through cu_launch, which marks it as one that may start before its predecessor ends
+ * (cudaLaunchAttributeProgrammaticStreamSerialization, captured into graphs as programmatic edges).
+ * The order of effects is the stream's as before: a kernel still reads only finished results. What
+ * overlaps is the next kernel's launch and block scheduling with the tail of the current one: the
+ * ~2 us between dependent kernels that bound decode (bench/cuda/NOTES.md). cu_pdl_on is 0 before
+ * compute capability 9.0 or with STRATA_CUDA_PDL=0 (context.cu): plain launches then, and cu_pdl()
+ * is a no-op there. */
+extern int cu_pdl_on;
+
+__device__ __forceinline__ void cu_pdl() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+template <class T> struct cu_same { typedef T type; };
+
+/* kernel<<<grid, block, smem, stream>>>(args...), with the arguments converted to the kernel's
+ * parameter types at the call (so NULL and literals convert as they would in a <<<>>> launch). */
+template <typename... P>
+static inline void cu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                             typename cu_same<P>::type... args) {
+    void *argv[] = {(void *)&args...};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = cu_pdl_on ? 1 : 0;
+    (void)cudaLaunchKernelExC(&cfg, (const void *)kernel, argv);   /* errors: cu_launched */
+}
+
 /* Returns ST_OK, or ST_ERR_IO with "where: CUDA's message". */
 st_status cu_check(cudaError_t e, const char *where);
 /* The launch error of the last kernel, if any. */
@@ -98,6 +139,7 @@ template <int G> __device__ __forceinline__ float group_sum(float v) {
 template <class D> __global__ void __launch_bounds__(CU_DQ8_THREADS)
 dq8_experts_kernel(const uint8_t *W, size_t expert_bytes, size_t row_bytes, int64_t rows, int64_t K,
                    const int32_t *eids, __half *out, int64_t out_stride) {
+    cu_pdl();
     const int64_t i8 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i8 >= rows * K / 8) return;
     const int64_t r = i8 * 8 / K, c = i8 * 8 % K;

@@ -51,6 +51,7 @@ size_t gc_prep_smem(int64_t d) {
 }
 
 __global__ void __launch_bounds__(GC_THREADS) gc_prep_kernel(gc_args p) {
+    cu_pdl();
     extern __shared__ float sm[];
     const st_gdn_args &a = p.a;
     const int c = blockIdx.x, h = blockIdx.y, d = (int)a.d, dp = d + 1;
@@ -168,6 +169,7 @@ __device__ __forceinline__ void gc_load_rows(float *X, const float *src, int64_t
 }
 
 __global__ void __launch_bounds__(GC_ST_THREADS) gc_state_kernel(gc_args p) {
+    cu_pdl();
     extern __shared__ float sm[];
     const st_gdn_args &a = p.a;
     const int h = blockIdx.x, j0 = blockIdx.y * GC_JS, d = (int)a.d;
@@ -295,8 +297,8 @@ extern "C" st_status st_cuda_gdn_chunked(st_cuda *cu, const st_gdn_args *a) {
            "gdn_chunked smem");
     CU_TRY(cudaFuncSetAttribute(gc_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm2),
            "gdn_chunked smem");
-    gc_prep_kernel<<<dim3((unsigned)n_chunks, (unsigned)a->n_v), GC_THREADS, sm1, cu->stream>>>(p);
+    cu_launch(gc_prep_kernel, dim3((unsigned)n_chunks, (unsigned)a->n_v), GC_THREADS, sm1, cu->stream, p);
     ST_TRY(cu_launched("gdn_chunked prep"));
-    gc_state_kernel<<<dim3((unsigned)a->n_v, (unsigned)(d / GC_JS)), GC_ST_THREADS, sm2, cu->stream>>>(p);
+    cu_launch(gc_state_kernel, dim3((unsigned)a->n_v, (unsigned)(d / GC_JS)), GC_ST_THREADS, sm2, cu->stream, p);
     return cu_launched("gdn_chunked state");
 }

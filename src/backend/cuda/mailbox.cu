@@ -35,6 +35,7 @@ __device__ __forceinline__ uint64_t global_ns(void) {
  * barrier) thread 0 takes the next number and publishes it. */
 __global__ void __launch_bounds__(MBOX_THREADS)
 mbox_publish_kernel(st_cuda_mbox mb, int64_t il, const int32_t *ids, const float *w, const float *h) {
+    cu_pdl();
     char *slot = mb.slot0 + (size_t)il * mb.slot_bytes;
     float *sh = (float *)(slot + mb.off_h);
     for (int64_t i = threadIdx.x; i < mb.d; i += blockDim.x) sh[i] = h[i];
@@ -55,6 +56,7 @@ mbox_publish_kernel(st_cuda_mbox mb, int64_t il, const int32_t *ids, const float
 
 /* Thread 0 spins on done (each load a round trip over the bus); the block adds y once it is in. */
 __global__ void __launch_bounds__(MBOX_THREADS) mbox_wait_add_kernel(st_cuda_mbox mb, int64_t il, float *out) {
+    cu_pdl();
     __shared__ int ok;
     if (threadIdx.x == 0) {
         const uint64_t s = mb.seq[1 + il];
@@ -82,11 +84,11 @@ __global__ void __launch_bounds__(MBOX_THREADS) mbox_wait_add_kernel(st_cuda_mbo
 
 extern "C" st_status st_cuda_mbox_publish(st_cuda *cu, const st_cuda_mbox *mb, int64_t il, const int32_t *ids,
                                           const float *w, const float *h) {
-    mbox_publish_kernel<<<1, MBOX_THREADS, 0, cu->stream>>>(*mb, il, ids, w, h);
+    cu_launch(mbox_publish_kernel, 1, MBOX_THREADS, 0, cu->stream, *mb, il, ids, w, h);
     return cu_launched("mbox publish");
 }
 
 extern "C" st_status st_cuda_mbox_wait_add(st_cuda *cu, const st_cuda_mbox *mb, int64_t il, float *out) {
-    mbox_wait_add_kernel<<<1, MBOX_THREADS, 0, cu->stream>>>(*mb, il, out);
+    cu_launch(mbox_wait_add_kernel, 1, MBOX_THREADS, 0, cu->stream, *mb, il, out);
     return cu_launched("mbox wait");
 }

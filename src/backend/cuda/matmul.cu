@@ -32,6 +32,7 @@ extern "C" {
 /* One warp per 32 values: row r of X (rows n_rows, K % 32 == 0). */
 __global__ void quantize_q8_kernel(const float *X, int64_t ldx, int64_t K, int64_t n_rows,
                                    int8_t *xq, float *xd, float *xs) {
+    cu_pdl();
     const int64_t nb = K / 32;
     const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x & 31;
@@ -179,6 +180,7 @@ template <int T> using unit_t = typename unit_of<T>::type;
 /* perm = the slots ordered by expert id (counting sort; order within an expert is arbitrary, each
  * slot is computed on its own). Invalid ids go last. One block. */
 __global__ void __launch_bounds__(1024) sort_slots_kernel(const int32_t *ids, int64_t n, int64_t E, int32_t *perm) {
+    cu_pdl();
     __shared__ int cnt[SORT_MAX_E + 1];
     for (int64_t i = threadIdx.x; i <= E; i += blockDim.x) cnt[i] = 0;
     __syncthreads();
@@ -214,6 +216,7 @@ struct mv_args {
 
 template <class U, int G, int SWIGLU> __global__ void __launch_bounds__(MV_WARPS * 32)
 matvec_q_kernel(mv_args a) {
+    cu_pdl();
     const int64_t col = a.perm ? a.perm[blockIdx.y] : blockIdx.y;
     const int lane = threadIdx.x % G;
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
@@ -288,6 +291,7 @@ template <int T> __device__ __forceinline__ void ld_w8(const uint8_t *row, int64
  * (one 16-byte weight load for f16/bf16). Otherwise lanes stride over single elements. */
 template <int T, int G, int VEC> __global__ void __launch_bounds__(MV_WARPS * 32)
 matvec_f_kernel(mvf_args a) {
+    cu_pdl();
     const int64_t col = blockIdx.y;
     const int lane = threadIdx.x % G;
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
@@ -329,10 +333,10 @@ static int pick_group(int64_t units) { return units >= 32 ? 32 : units >= 16 ? 1
 
 template <class U, int SW> static void launch_qs(const mv_args &a, int G, dim3 grid, cudaStream_t st) {
     switch (G) {
-    case 32: matvec_q_kernel<U, 32, SW><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    case 16: matvec_q_kernel<U, 16, SW><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    case 8:  matvec_q_kernel<U, 8, SW><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    default: matvec_q_kernel<U, 4, SW><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    case 32: cu_launch(matvec_q_kernel<U, 32, SW>, grid, MV_WARPS * 32, 0, st, a); break;
+    case 16: cu_launch(matvec_q_kernel<U, 16, SW>, grid, MV_WARPS * 32, 0, st, a); break;
+    case 8:  cu_launch(matvec_q_kernel<U, 8, SW>, grid, MV_WARPS * 32, 0, st, a); break;
+    default: cu_launch(matvec_q_kernel<U, 4, SW>, grid, MV_WARPS * 32, 0, st, a); break;
     }
 }
 
@@ -346,10 +350,10 @@ template <class U> static void launch_q(const mv_args &a, int64_t n_cols, cudaSt
 
 template <int T, int VEC> static void launch_fv(const mvf_args &a, int G, dim3 grid, cudaStream_t st) {
     switch (G) {
-    case 32: matvec_f_kernel<T, 32, VEC><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    case 16: matvec_f_kernel<T, 16, VEC><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    case 8:  matvec_f_kernel<T, 8, VEC><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    default: matvec_f_kernel<T, 4, VEC><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    case 32: cu_launch(matvec_f_kernel<T, 32, VEC>, grid, MV_WARPS * 32, 0, st, a); break;
+    case 16: cu_launch(matvec_f_kernel<T, 16, VEC>, grid, MV_WARPS * 32, 0, st, a); break;
+    case 8:  cu_launch(matvec_f_kernel<T, 8, VEC>, grid, MV_WARPS * 32, 0, st, a); break;
+    default: cu_launch(matvec_f_kernel<T, 4, VEC>, grid, MV_WARPS * 32, 0, st, a); break;
     }
 }
 
@@ -403,12 +407,12 @@ static st_status matvec_run(st_cuda *cu, uint32_t type, const void *W, const voi
     ST_TRY(cu_scratch(cu, q_bytes + (size_t)(n_xrows * nb) * 8 + (sorted ? (size_t)n_cols * 4 : 0), &scr));
     int8_t *xq = (int8_t *)scr;
     float *xd = (float *)((char *)scr + q_bytes), *xs = xd + n_xrows * nb;
-    quantize_q8_kernel<<<cu_blocks(n_xrows * nb * 32, 256), 256, 0, cu->stream>>>(X, ldx, K, n_xrows, xq, xd, xs);
+    cu_launch(quantize_q8_kernel, cu_blocks(n_xrows * nb * 32, 256), 256, 0, cu->stream, X, ldx, K, n_xrows, xq, xd, xs);
     ST_TRY(cu_launched("quantize_q8"));
     int32_t *perm = NULL;
     if (sorted) {
         perm = (int32_t *)(xs + n_xrows * nb);
-        sort_slots_kernel<<<1, 1024, 0, cu->stream>>>(ids, n_cols, n_expert, perm);
+        cu_launch(sort_slots_kernel, 1, 1024, 0, cu->stream, ids, n_cols, n_expert, perm);
         ST_TRY(cu_launched("sort_slots"));
     }
     mv_args a = { (const uint8_t *)W, (const uint8_t *)W2, row_bytes, expert_bytes, n_expert, M, K, ids, x_group,
@@ -451,6 +455,7 @@ struct mv_multi {
 /* matvec_q_kernel over several matrices: grid.x runs through their row blocks one after another. */
 template <class U, int G> __global__ void __launch_bounds__(MV_WARPS * 32)
 matvec_q_multi_kernel(mv_multi a) {
+    cu_pdl();
     int it = 0;
     while (it + 1 < a.n && (int64_t)blockIdx.x >= a.blk0[it + 1]) it++;
     const int64_t col = blockIdx.y;
@@ -474,10 +479,10 @@ template <class U> static void launch_multi(mv_multi &a, int64_t n_cols, cudaStr
     for (int i = 0; i < a.n; i++) a.blk0[i + 1] = a.blk0[i] + cu_blocks(a.M[i], rows_per_block);
     dim3 grid((unsigned)a.blk0[a.n], (unsigned)n_cols);
     switch (G) {
-    case 32: matvec_q_multi_kernel<U, 32><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    case 16: matvec_q_multi_kernel<U, 16><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    case 8:  matvec_q_multi_kernel<U, 8><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
-    default: matvec_q_multi_kernel<U, 4><<<grid, MV_WARPS * 32, 0, st>>>(a); break;
+    case 32: cu_launch(matvec_q_multi_kernel<U, 32>, grid, MV_WARPS * 32, 0, st, a); break;
+    case 16: cu_launch(matvec_q_multi_kernel<U, 16>, grid, MV_WARPS * 32, 0, st, a); break;
+    case 8:  cu_launch(matvec_q_multi_kernel<U, 8>, grid, MV_WARPS * 32, 0, st, a); break;
+    default: cu_launch(matvec_q_multi_kernel<U, 4>, grid, MV_WARPS * 32, 0, st, a); break;
     }
 }
 
@@ -511,6 +516,7 @@ extern "C" st_status st_cuda_matvec_q8_multi(st_cuda *cu, uint32_t type, const s
  * block are one quantization group of the down product's input, as quantize_q8_kernel forms it. */
 template <class U> __global__ void __launch_bounds__(1024)
 swiglu_q8_kernel(mv_args a, int8_t *yq, float *yd, float *ys) {
+    cu_pdl();
     __shared__ float part[32];
     const int64_t col = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -561,7 +567,7 @@ extern "C" st_status st_cuda_matvec_q8_swiglu_q8(st_cuda *cu, const st_cuda_expe
                   e->ids ? e->n_expert : 1, e->M, q.K, e->ids, e->x_group, NULL, q.q, q.d, q.s, NULL, 0 };
     dim3 grid((unsigned)(e->M / 32), (unsigned)e->n_slots);
     const uint32_t type = e->type;
-#define MV_LAUNCH(T) swiglu_q8_kernel<unit_t<T>><<<grid, 1024, 0, cu->stream>>>(a, out.q, out.d, out.s)
+#define MV_LAUNCH(T) cu_launch(swiglu_q8_kernel<unit_t<T>>, grid, 1024, 0, cu->stream, a, out.q, out.d, out.s)
     MV_CASES(MV_LAUNCH)
 #undef MV_LAUNCH
     return cu_launched("swiglu_q8");
@@ -622,6 +628,7 @@ template <int T> __host__ __device__ float dequant_elem(const uint8_t *row, int6
 /* rows [r0, r0 + n_rows) of W -> f16 out[n_rows][K] */
 template <int T> __global__ void dequant_f16_kernel(const uint8_t *W, size_t row_bytes, int64_t K,
                                                     int64_t r0, int64_t n_rows, __half *out) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_rows * K) return;
     const int64_t r = i / K, k = i % K;
@@ -631,6 +638,7 @@ template <int T> __global__ void dequant_f16_kernel(const uint8_t *W, size_t row
 template <int T> __global__ void get_rows_kernel(const uint8_t *table, size_t row_bytes, int64_t n_rows, int64_t n_embd,
                                                  const int32_t *ids, int64_t n_tok, float *out,
                                                  int64_t ld_out) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_tok * n_embd) return;
     const int64_t t = i / n_embd, k = i % n_embd;
@@ -651,6 +659,7 @@ template <int T> __global__ void get_rows_kernel(const uint8_t *table, size_t ro
     }
 
 __global__ void f32_to_f16_kernel(const float *x, int64_t ldx, int64_t n, int64_t K, __half *y) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * K) return;
     y[i] = __float2half_rn(x[(i / K) * ldx + i % K]);
@@ -659,6 +668,7 @@ __global__ void f32_to_f16_kernel(const float *x, int64_t ldx, int64_t n, int64_
 /* The same on the 8-bit grid (q8_grid; K % 32 == 0, so a warp is one block of one row and a warp
  * past the end is past it whole). */
 __global__ void f32_to_f16_q8_kernel(const float *x, int64_t ldx, int64_t n, int64_t K, __half *y) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * K) return;
     y[i] = __float2half_rn(q8_grid(x[(i / K) * ldx + i % K]));
@@ -680,16 +690,16 @@ static st_status gemm_run(st_cuda *cu, uint32_t type, const void *W, int64_t M, 
     __half *xh = (__half *)scr;
     __half *wh = xh + ((n * K + 127) / 128) * 128;
     if (!is_float_mv(type) && K % 32 == 0)
-        f32_to_f16_q8_kernel<<<cu_blocks(n * K, 256), 256, 0, cu->stream>>>(X, ldx, n, K, xh);
+        cu_launch(f32_to_f16_q8_kernel, cu_blocks(n * K, 256), 256, 0, cu->stream, X, ldx, n, K, xh);
     else
-        f32_to_f16_kernel<<<cu_blocks(n * K, 256), 256, 0, cu->stream>>>(X, ldx, n, K, xh);
+        cu_launch(f32_to_f16_kernel, cu_blocks(n * K, 256), 256, 0, cu->stream, X, ldx, n, K, xh);
     ST_TRY(cu_launched("f32_to_f16"));
     const size_t row_bytes = st_row_size(st_type_get(type), K);
     const float one = 1.0f, zero = 0.0f;
     for (int64_t r0 = 0; r0 < M; r0 += tile) {
         const int64_t rows = M - r0 < tile ? M - r0 : tile;
         const unsigned blocks = cu_blocks(rows * K, 256);
-#define DQ_LAUNCH(T) dequant_f16_kernel<T><<<blocks, 256, 0, cu->stream>>>((const uint8_t *)W, row_bytes, K, r0, rows, wh)
+#define DQ_LAUNCH(T) cu_launch(dequant_f16_kernel<T>, blocks, 256, 0, cu->stream, (const uint8_t *)W, row_bytes, K, r0, rows, wh)
         DQ_CASES(DQ_LAUNCH)
 #undef DQ_LAUNCH
         ST_TRY(cu_launched("dequant_f16"));
@@ -731,6 +741,7 @@ extern "C" st_status st_cuda_matmul_id_swiglu(st_cuda *cu, const st_cuda_experts
 
 __global__ void moe_combine_kernel(const float *Y, int64_t ldy, const float *w, int64_t n_tok,
                                    int64_t k, int64_t M, float *out, int64_t ld_out, int accumulate) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_tok * M) return;
     const int64_t t = i / M, m = i % M;
@@ -743,7 +754,7 @@ extern "C" st_status st_cuda_moe_combine(st_cuda *cu, const float *Y, int64_t ld
                                          int64_t n_tok, int64_t k, int64_t M, float *out,
                                          int64_t ld_out, int accumulate) {
     if (n_tok * M == 0) return ST_OK;
-    moe_combine_kernel<<<cu_blocks(n_tok * M, 256), 256, 0, cu->stream>>>(Y, ldy, w, n_tok, k, M, out, ld_out, accumulate);
+    cu_launch(moe_combine_kernel, cu_blocks(n_tok * M, 256), 256, 0, cu->stream, Y, ldy, w, n_tok, k, M, out, ld_out, accumulate);
     return cu_launched("moe_combine");
 }
 
@@ -762,7 +773,7 @@ extern "C" st_status st_cuda_get_rows(st_cuda *cu, uint32_t type, const void *ta
                            cu->stream), "get_rows ids");
     const size_t row_bytes = st_row_size(st_type_get(type), n_embd);
     const unsigned blocks = cu_blocks(n_tok * n_embd, 256);
-#define GR_LAUNCH(T) get_rows_kernel<T><<<blocks, 256, 0, cu->stream>>>((const uint8_t *)table, row_bytes, n_rows, n_embd, (const int32_t *)scr, n_tok, out, ld_out)
+#define GR_LAUNCH(T) cu_launch(get_rows_kernel<T>, blocks, 256, 0, cu->stream, (const uint8_t *)table, row_bytes, n_rows, n_embd, (const int32_t *)scr, n_tok, out, ld_out)
     DQ_CASES(GR_LAUNCH)
 #undef GR_LAUNCH
     ST_TRY(cu_launched("get_rows"));
@@ -777,7 +788,7 @@ extern "C" st_status st_cuda_get_rows_dev(st_cuda *cu, uint32_t type, const void
     if (n_tok <= 0) return ST_OK;
     const size_t row_bytes = st_row_size(st_type_get(type), n_embd);
     const unsigned blocks = cu_blocks(n_tok * n_embd, 256);
-#define GRD_LAUNCH(T) get_rows_kernel<T><<<blocks, 256, 0, cu->stream>>>((const uint8_t *)table, row_bytes, n_rows, n_embd, ids, n_tok, out, ld_out)
+#define GRD_LAUNCH(T) cu_launch(get_rows_kernel<T>, blocks, 256, 0, cu->stream, (const uint8_t *)table, row_bytes, n_rows, n_embd, ids, n_tok, out, ld_out)
     DQ_CASES(GRD_LAUNCH)
 #undef GRD_LAUNCH
     return cu_launched("get_rows_dev");
@@ -808,7 +819,7 @@ st_status cu_dequant_experts_lowbit(st_cuda *cu, uint32_t type, const void *W, i
     const size_t row_bytes = st_row_size(st_type_get(type), K), eb = row_bytes * (size_t)rows;
     const dim3 grid(cu_blocks(rows * K / 8, CU_DQ8_THREADS), (unsigned)nb);
     switch (type) {
-#define DQ8_LAUNCH(T) dq8_experts_kernel<lb_dq8<T>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>((const uint8_t *)W, eb, row_bytes, rows, K, eids, (__half *)out, out_stride)
+#define DQ8_LAUNCH(T) cu_launch(dq8_experts_kernel<lb_dq8<T>>, grid, CU_DQ8_THREADS, 0, cu->stream, (const uint8_t *)W, eb, row_bytes, rows, K, eids, (__half *)out, out_stride)
     LB_CASES(DQ8_LAUNCH)
 #undef DQ8_LAUNCH
     default: break;

@@ -123,6 +123,7 @@ template <int T> struct mp_dq8 {
  * computed on its own); inv[slot] = p. */
 __global__ void __launch_bounds__(1024)
 mp_sort_kernel(const int32_t *ids, int64_t n, int64_t E, int32_t *counts, int32_t *perm, int32_t *inv) {
+    cu_pdl();
     __shared__ int cnt[MP_MAX_E + 1];
     for (int64_t i = threadIdx.x; i <= E; i += blockDim.x) cnt[i] = 0;
     __syncthreads();
@@ -150,6 +151,7 @@ mp_sort_kernel(const int32_t *ids, int64_t n, int64_t E, int32_t *counts, int32_
  * grid first (q8_grid; d % 32 == 0), as a decode step's experts read it */
 __global__ void mp_gather_kernel(const float *X, int64_t ldx, int64_t d, int64_t k, const int32_t *perm,
                                  int64_t n_rows, int q8, __half *xg) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_rows * d) return;
     const int64_t p = i / d, c = i % d;
@@ -160,6 +162,7 @@ __global__ void mp_gather_kernel(const float *X, int64_t ldx, int64_t d, int64_t
 /* act[p][i] = f16(silu(H[p][i]) * H[p][ff + i]) for rows [p0, p1); q8: on the 8-bit grid first,
  * as the decode step's SwiGLU hands it to the down product (ff % 32 == 0) */
 __global__ void mp_swiglu_kernel(const __half *H, int64_t ff, int64_t p0, int64_t p1, int q8, __half *act) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (p1 - p0) * ff) return;
     const int64_t p = p0 + i / ff, c = i % ff;
@@ -171,6 +174,7 @@ __global__ void mp_swiglu_kernel(const __half *H, int64_t ff, int64_t p0, int64_
 __global__ void mp_combine_kernel(const __half *Y, int64_t d, const int32_t *ids, const int32_t *inv,
                                   const float *wts, int64_t n_tok, int64_t k, int64_t E, float *out,
                                   int64_t ld_out, int accumulate) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_tok * d) return;
     const int64_t t = i / d, c = i % d;
@@ -214,13 +218,13 @@ st_status mp_dequant(st_cuda *cu, uint32_t type, const void *W, int64_t rows, in
     const dim3 grid(cu_blocks(rows * K / 8, CU_DQ8_THREADS), (unsigned)nb);
     const uint8_t *w = (const uint8_t *)W;
     switch (type) {
-    case ST_TYPE_F32:  dq8_experts_kernel<mp_dq8<ST_TYPE_F32>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
-    case ST_TYPE_F16:  dq8_experts_kernel<mp_dq8<ST_TYPE_F16>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
-    case ST_TYPE_BF16: dq8_experts_kernel<mp_dq8<ST_TYPE_BF16>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
-    case ST_TYPE_Q8_0: dq8_experts_kernel<mp_dq8<ST_TYPE_Q8_0>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
-    case ST_TYPE_Q4_K: dq8_experts_kernel<mp_dq8<ST_TYPE_Q4_K>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
-    case ST_TYPE_Q5_K: dq8_experts_kernel<mp_dq8<ST_TYPE_Q5_K>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
-    default:           dq8_experts_kernel<mp_dq8<ST_TYPE_Q6_K>><<<grid, CU_DQ8_THREADS, 0, cu->stream>>>(w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    case ST_TYPE_F32:  cu_launch(dq8_experts_kernel<mp_dq8<ST_TYPE_F32>>, grid, CU_DQ8_THREADS, 0, cu->stream, w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    case ST_TYPE_F16:  cu_launch(dq8_experts_kernel<mp_dq8<ST_TYPE_F16>>, grid, CU_DQ8_THREADS, 0, cu->stream, w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    case ST_TYPE_BF16: cu_launch(dq8_experts_kernel<mp_dq8<ST_TYPE_BF16>>, grid, CU_DQ8_THREADS, 0, cu->stream, w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    case ST_TYPE_Q8_0: cu_launch(dq8_experts_kernel<mp_dq8<ST_TYPE_Q8_0>>, grid, CU_DQ8_THREADS, 0, cu->stream, w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    case ST_TYPE_Q4_K: cu_launch(dq8_experts_kernel<mp_dq8<ST_TYPE_Q4_K>>, grid, CU_DQ8_THREADS, 0, cu->stream, w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    case ST_TYPE_Q5_K: cu_launch(dq8_experts_kernel<mp_dq8<ST_TYPE_Q5_K>>, grid, CU_DQ8_THREADS, 0, cu->stream, w, eb, row_bytes, rows, K, eids, out, out_stride); break;
+    default:           cu_launch(dq8_experts_kernel<mp_dq8<ST_TYPE_Q6_K>>, grid, CU_DQ8_THREADS, 0, cu->stream, w, eb, row_bytes, rows, K, eids, out, out_stride); break;
     }
     return cu_launched("moe_prefill dequant");
 }
@@ -350,7 +354,7 @@ static st_status moe_prefill_run(st_cuda *cu, const st_cuda_moe_w *w, const void
 
     /* the activations on the 8-bit grid where the decode step quantizes them */
     const int q8_in = !mp_float(w->type_gate) && d % 32 == 0, q8_mid = !mp_float(w->type_down) && ff % 32 == 0;
-    mp_sort_kernel<<<1, 1024, 0, cu->stream>>>(ids, n_slots, E, d_cnt, d_perm, d_inv);
+    cu_launch(mp_sort_kernel, 1, 1024, 0, cu->stream, ids, n_slots, E, d_cnt, d_perm, d_inv);
     ST_TRY(cu_launched("moe_prefill sort"));
 
     /* host bookkeeping: counts, offsets, the batch's descriptors */
@@ -367,7 +371,7 @@ static st_status moe_prefill_run(st_cuda *cu, const st_cuda_moe_w *w, const void
     for (int64_t e = 0; e < E && s == ST_OK; e++) { off[e] = (int32_t)n_valid; n_valid += cnt[e]; }
 
     if (s == ST_OK && n_valid > 0) {
-        mp_gather_kernel<<<cu_blocks(n_valid * d, MP_THREADS), MP_THREADS, 0, cu->stream>>>(X, ldx, d, k, d_perm,
+        cu_launch(mp_gather_kernel, cu_blocks(n_valid * d, MP_THREADS), MP_THREADS, 0, cu->stream, X, ldx, d, k, d_perm,
                                                                                            n_valid, q8_in, xg);
         s = cu_launched("moe_prefill gather");
     }
@@ -401,7 +405,7 @@ static st_status moe_prefill_run(st_cuda *cu, const st_cuda_moe_w *w, const void
         const mp_gemms g1 = { nb, (int)(2 * ff), (int)d, nrow, A1, B1, C1 };
         if (s == ST_OK) s = mp_gemm(cu, g1, d_ptr, hptr);
         if (s == ST_OK) {
-            mp_swiglu_kernel<<<cu_blocks((p1 - p0) * ff, MP_THREADS), MP_THREADS, 0, cu->stream>>>(H, ff, p0, p1, q8_mid,
+            cu_launch(mp_swiglu_kernel, cu_blocks((p1 - p0) * ff, MP_THREADS), MP_THREADS, 0, cu->stream, H, ff, p0, p1, q8_mid,
                                                                                                  act);
             s = cu_launched("moe_prefill swiglu");
         }
@@ -410,7 +414,7 @@ static st_status moe_prefill_run(st_cuda *cu, const st_cuda_moe_w *w, const void
         if (s == ST_OK) s = mp_gemm(cu, g2, d_ptr + 3 * b_max, hptr);
     }
     if (s == ST_OK) {
-        mp_combine_kernel<<<cu_blocks(n_tok * d, MP_THREADS), MP_THREADS, 0, cu->stream>>>(
+        cu_launch(mp_combine_kernel, cu_blocks(n_tok * d, MP_THREADS), MP_THREADS, 0, cu->stream, 
             Y, d, ids, d_inv, wts, n_tok, k, E, out, ld_out, accumulate);
         s = cu_launched("moe_prefill combine");
     }

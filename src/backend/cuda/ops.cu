@@ -37,6 +37,7 @@ __device__ double block_sum_d(double v) {
  * ld_tok = 0 give plain rows ld_x apart); y likewise with ld_y, in place when y == x. */
 __global__ void rms_norm_kernel(const float *x, int64_t ld_x, const float *w, float *y, int64_t ld_y,
                                 int64_t dim, float eps, int l2, int64_t per, int64_t ld_tok) {
+    cu_pdl();
     const int64_t b = blockIdx.x, t = b / per, h = b % per;
     const float *xr = x + t * ld_tok + h * ld_x;
     float *yr = y + t * ld_tok + h * ld_y;
@@ -58,14 +59,14 @@ __global__ void rms_norm_kernel(const float *x, int64_t ld_x, const float *w, fl
 extern "C" st_status st_cuda_rms_norm(st_cuda *cu, const float *x, int64_t ld_x, const float *w, float *y,
                                       int64_t ld_y, int64_t rows, int64_t dim, float eps) {
     if (rows <= 0) return ST_OK;
-    rms_norm_kernel<<<(unsigned)rows, OPS_THREADS, 0, cu->stream>>>(x, ld_x, w, y, ld_y, dim, eps, 0, rows, 0);
+    cu_launch(rms_norm_kernel, (unsigned)rows, OPS_THREADS, 0, cu->stream, x, ld_x, w, y, ld_y, dim, eps, 0, rows, 0);
     return cu_launched("rms_norm");
 }
 
 extern "C" st_status st_cuda_l2_norm(st_cuda *cu, const float *x, int64_t ld_x, float *y, int64_t ld_y,
                                      int64_t rows, int64_t dim, float eps) {
     if (rows <= 0) return ST_OK;
-    rms_norm_kernel<<<(unsigned)rows, OPS_THREADS, 0, cu->stream>>>(x, ld_x, NULL, y, ld_y, dim, eps, 1, rows, 0);
+    cu_launch(rms_norm_kernel, (unsigned)rows, OPS_THREADS, 0, cu->stream, x, ld_x, NULL, y, ld_y, dim, eps, 1, rows, 0);
     return cu_launched("l2_norm");
 }
 
@@ -73,12 +74,13 @@ extern "C" st_status st_cuda_l2_norm_heads(st_cuda *cu, float *x, int64_t ld_tok
                                            int64_t dim, float eps) {
     if (n_tok * n_head <= 0) return ST_OK;
     const int threads = dim <= 128 ? 128 : OPS_THREADS;
-    rms_norm_kernel<<<(unsigned)(n_tok * n_head), threads, 0, cu->stream>>>(x, dim, NULL, x, dim, dim, eps, 1, n_head, ld_tok);
+    cu_launch(rms_norm_kernel, (unsigned)(n_tok * n_head), threads, 0, cu->stream, x, dim, NULL, x, dim, dim, eps, 1, n_head, ld_tok);
     return cu_launched("l2_norm_heads");
 }
 
 __global__ void rms_norm_mul_silu_kernel(const float *x, const float *w, const float *z, float *y, int64_t dim,
                                          float eps) {
+    cu_pdl();
     const int64_t row = blockIdx.x;
     const float *xr = x + row * dim;
     double sum = 0.0;
@@ -97,13 +99,14 @@ extern "C" st_status st_cuda_rms_norm_mul_silu(st_cuda *cu, const float *x, cons
                                                int64_t rows, int64_t dim, float eps) {
     if (rows <= 0) return ST_OK;
     /* the block size of rms_norm_kernel, so the double sum adds in the same order */
-    rms_norm_mul_silu_kernel<<<(unsigned)rows, OPS_THREADS, 0, cu->stream>>>(x, w, z, y, dim, eps);
+    cu_launch(rms_norm_mul_silu_kernel, (unsigned)rows, OPS_THREADS, 0, cu->stream, x, w, z, y, dim, eps);
     return cu_launched("rms_norm_mul_silu");
 }
 
 /* x += r; y = (x * s) * w; and y's 8-bit form per 32 (as quantize_q8_kernel): one block per row. */
 __global__ void add_rms_norm_q8_kernel(float *x, const float *r, const float *w, float *y, int8_t *xq, float *xd,
                                        float *xs, int64_t dim, float eps) {
+    cu_pdl();
     const int64_t row = blockIdx.x;
     float *xr = x + row * dim;
     double sum = 0.0;
@@ -145,7 +148,7 @@ extern "C" st_status st_cuda_add_rms_norm_q8(st_cuda *cu, float *x, const float 
     if (q.q && (q.K != dim || dim % 32 || q.n < rows))
         return st_fail(ST_ERR_INVALID, "cuda add_rms_norm_q8: %lld rows of %lld into %lld of %lld", (long long)rows,
                        (long long)dim, (long long)q.n, (long long)q.K);
-    add_rms_norm_q8_kernel<<<(unsigned)rows, OPS_THREADS, 0, cu->stream>>>(x, r, w, y, q.q, q.d, q.s, dim, eps);
+    cu_launch(add_rms_norm_q8_kernel, (unsigned)rows, OPS_THREADS, 0, cu->stream, x, r, w, y, q.q, q.d, q.s, dim, eps);
     return cu_launched("add_rms_norm_q8");
 }
 
@@ -160,6 +163,7 @@ struct rope_k {
 
 __global__ void rope_kernel(float *x, int64_t ld_tok, int64_t ld_head, int64_t n_tok, int64_t n_head,
                             const int32_t *pos, rope_k p) {
+    cu_pdl();
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= n_tok * n_head * p.half) return;
     const int64_t i = idx % p.half, h = (idx / p.half) % n_head, t = idx / (p.half * n_head);
@@ -194,7 +198,7 @@ extern "C" st_status st_cuda_rope_neox(st_cuda *cu, float *x, int64_t ld_tok, in
     k.corr1 = p->corr_dims[1];
     const int64_t n = n_tok * n_head * k.half;
     if (n == 0) return ST_OK;
-    rope_kernel<<<cu_blocks(n, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(x, ld_tok, ld_head, n_tok, n_head, pos, k);
+    cu_launch(rope_kernel, cu_blocks(n, OPS_THREADS), OPS_THREADS, 0, cu->stream, x, ld_tok, ld_head, n_tok, n_head, pos, k);
     return cu_launched("rope_neox");
 }
 
@@ -202,6 +206,7 @@ extern "C" st_status st_cuda_rope_neox(st_cuda *cu, float *x, int64_t ld_tok, in
 
 __global__ void kv_store_kernel(int f16, void *cache, int64_t row, int64_t cell0, const float *src,
                                 int64_t ld_src, int64_t n_tok) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_tok * row) return;
     const int64_t t = i / row, e = i % row;
@@ -213,6 +218,7 @@ __global__ void kv_store_kernel(int f16, void *cache, int64_t row, int64_t cell0
 /* The same with the cells from the device: row t goes to cell pos[t] (a captured decode step). */
 __global__ void kv_store_pos_kernel(int f16, void *cache, int64_t row, const int32_t *pos, const float *src,
                                     int64_t ld_src, int64_t n_tok) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_tok * row) return;
     const int64_t t = i / row, e = i % row, cell = pos[t];
@@ -226,7 +232,7 @@ extern "C" st_status st_cuda_kv_store_pos(st_cuda *cu, uint32_t type, void *cach
     if (type != ST_TYPE_F16 && type != ST_TYPE_F32)
         return st_fail(ST_ERR_UNSUPPORTED, "cuda kv_store: cache type %u", type);
     if (n_tok * row == 0) return ST_OK;
-    kv_store_pos_kernel<<<cu_blocks(n_tok * row, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(
+    cu_launch(kv_store_pos_kernel, cu_blocks(n_tok * row, OPS_THREADS), OPS_THREADS, 0, cu->stream, 
         type == ST_TYPE_F16, cache, row, pos, src, ld_src, n_tok);
     return cu_launched("kv_store_pos");
 }
@@ -236,7 +242,7 @@ extern "C" st_status st_cuda_kv_store(st_cuda *cu, uint32_t type, void *cache, i
     if (type != ST_TYPE_F16 && type != ST_TYPE_F32)
         return st_fail(ST_ERR_UNSUPPORTED, "cuda kv_store: cache type %u", type);
     if (n_tok * row == 0) return ST_OK;
-    kv_store_kernel<<<cu_blocks(n_tok * row, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(
+    cu_launch(kv_store_kernel, cu_blocks(n_tok * row, OPS_THREADS), OPS_THREADS, 0, cu->stream, 
         type == ST_TYPE_F16, cache, row, cell0, src, ld_src, n_tok);
     return cu_launched("kv_store");
 }
@@ -254,6 +260,7 @@ template <int F16> __device__ __forceinline__ float kv_ld(const void *base, int6
 
 template <int F16> __global__ void __launch_bounds__(128)
 attn_split_kernel(st_attn_args a, int64_t n_split, int64_t split_len, float *part) {
+    cu_pdl();
     const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x & 31;
     if (w >= a.n_tok * a.n_head * n_split) return;   /* whole warps */
@@ -291,6 +298,7 @@ attn_split_kernel(st_attn_args a, int64_t n_split, int64_t split_len, float *par
 }
 
 __global__ void attn_combine_kernel(st_attn_args a, int64_t n_split, const float *part) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t hd = a.head_dim;
     if (i >= a.n_tok * a.n_head * hd) return;
@@ -334,10 +342,10 @@ extern "C" st_status st_cuda_attention(st_cuda *cu, const st_attn_args *a) {
     ST_TRY(cu_scratch(cu, (size_t)(rows * n_split) * (size_t)(a->head_dim + 2) * sizeof(float), &scr));
     float *part = (float *)scr;
     const unsigned blocks = cu_blocks(rows * n_split * 32, 128);
-    if (a->kv_type == ST_TYPE_F16) attn_split_kernel<1><<<blocks, 128, 0, cu->stream>>>(*a, n_split, split_len, part);
-    else attn_split_kernel<0><<<blocks, 128, 0, cu->stream>>>(*a, n_split, split_len, part);
+    if (a->kv_type == ST_TYPE_F16) cu_launch(attn_split_kernel<1>, blocks, 128, 0, cu->stream, *a, n_split, split_len, part);
+    else cu_launch(attn_split_kernel<0>, blocks, 128, 0, cu->stream, *a, n_split, split_len, part);
     ST_TRY(cu_launched("attention"));
-    attn_combine_kernel<<<cu_blocks(rows * a->head_dim, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(*a, n_split, part);
+    cu_launch(attn_combine_kernel, cu_blocks(rows * a->head_dim, OPS_THREADS), OPS_THREADS, 0, cu->stream, *a, n_split, part);
     return cu_launched("attention combine");
 }
 
@@ -346,6 +354,7 @@ extern "C" st_status st_cuda_attention(st_cuda *cu, const st_attn_args *a) {
 __global__ void gdn_gates_kernel(const float *a, int64_t ld_a, const float *b, int64_t ld_b,
                                  const float *dt_bias, const float *ssm_a, int64_t n_tok, int64_t n_v,
                                  float *g_out, float *beta_out) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_tok * n_v) return;
     const int64_t t = i / n_v, h = i % n_v;
@@ -358,7 +367,7 @@ extern "C" st_status st_cuda_gdn_gates(st_cuda *cu, const float *a, int64_t ld_a
                                        int64_t ld_b, const float *dt_bias, const float *ssm_a, int64_t n_tok,
                                        int64_t n_v, float *g_out, float *beta_out) {
     if (n_tok * n_v == 0) return ST_OK;
-    gdn_gates_kernel<<<cu_blocks(n_tok * n_v, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(
+    cu_launch(gdn_gates_kernel, cu_blocks(n_tok * n_v, OPS_THREADS), OPS_THREADS, 0, cu->stream, 
         a, ld_a, b, ld_b, dt_bias, ssm_a, n_tok, n_v, g_out, beta_out);
     return cu_launched("gdn_gates");
 }
@@ -368,6 +377,7 @@ extern "C" st_status st_cuda_gdn_gates(st_cuda *cu, const float *a, int64_t ld_a
 #define GDN_MAXD 8
 
 __global__ void __launch_bounds__(128) gdn_step_kernel(st_gdn_args a) {
+    cu_pdl();
     const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x & 31;
     const int64_t d = a.d, nd = d / 32;
@@ -411,7 +421,7 @@ extern "C" st_status st_cuda_gdn_step(st_cuda *cu, const st_gdn_args *a) {
     if (a->n_k <= 0 || a->n_v % a->n_k)
         return st_fail(ST_ERR_INVALID, "cuda gdn: %lld v-heads over %lld k-heads", (long long)a->n_v, (long long)a->n_k);
     if (a->n_v == 0) return ST_OK;
-    gdn_step_kernel<<<cu_blocks(a->n_v * a->d * 32, 128), 128, 0, cu->stream>>>(*a);
+    cu_launch(gdn_step_kernel, cu_blocks(a->n_v * a->d * 32, 128), 128, 0, cu->stream, *a);
     return cu_launched("gdn_step");
 }
 
@@ -421,6 +431,7 @@ extern "C" st_status st_cuda_gdn_step(st_cuda *cu, const st_gdn_args *a) {
 
 __global__ void conv1d_kernel(const float *m, int64_t ld_m, const float *w, float *state, float *out,
                               int64_t ld_out, int64_t n_tok, int64_t C, int K, int apply_silu) {
+    cu_pdl();
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     const int K1 = K - 1;
@@ -449,6 +460,7 @@ __device__ __forceinline__ float conv_seq(const float *m, int64_t ld_m, const fl
 
 __global__ void conv1d_tokens_kernel(const float *m, int64_t ld_m, const float *w, const float *state, float *out,
                                      int64_t ld_out, int64_t n_tok, int64_t C, int K, int apply_silu) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_tok * C) return;
     const int64_t t = i / C, c = i % C;
@@ -460,6 +472,7 @@ __global__ void conv1d_tokens_kernel(const float *m, int64_t ld_m, const float *
 }
 
 __global__ void conv1d_state_kernel(const float *m, int64_t ld_m, float *state, int64_t n_tok, int64_t C, int K) {
+    cu_pdl();
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     const int K1 = K - 1;
@@ -471,6 +484,7 @@ __global__ void conv1d_state_kernel(const float *m, int64_t ld_m, float *state, 
 /* The state after each token t of a chunk: the K-1 values of s = state ++ m ending at token t. */
 __global__ void conv1d_steps_kernel(const float *m, int64_t ld_m, const float *state, float *steps, int64_t ld_steps,
                                     int64_t n_tok, int64_t C, int K) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_tok * C) return;
     const int64_t t = i / C, c = i % C;
@@ -482,7 +496,7 @@ extern "C" st_status st_cuda_conv1d_steps(st_cuda *cu, const float *m, int64_t l
                                           int64_t ld_steps, int64_t n_tok, int64_t C, int64_t K) {
     if (K < 1 || K > CONV_MAX_K) return st_fail(ST_ERR_UNSUPPORTED, "cuda conv1d: kernel size %lld", (long long)K);
     if (C == 0 || n_tok == 0 || K == 1) return ST_OK;
-    conv1d_steps_kernel<<<cu_blocks(n_tok * C, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(m, ld_m, state, steps, ld_steps,
+    cu_launch(conv1d_steps_kernel, cu_blocks(n_tok * C, OPS_THREADS), OPS_THREADS, 0, cu->stream, m, ld_m, state, steps, ld_steps,
                                                                                          n_tok, C, (int)K);
     return cu_launched("conv1d steps");
 }
@@ -493,13 +507,13 @@ extern "C" st_status st_cuda_conv1d(st_cuda *cu, const float *m, int64_t ld_m, c
     if (K < 1 || K > CONV_MAX_K) return st_fail(ST_ERR_UNSUPPORTED, "cuda conv1d: kernel size %lld", (long long)K);
     if (C == 0) return ST_OK;
     if (n_tok > 1) {
-        conv1d_tokens_kernel<<<cu_blocks(n_tok * C, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(
+        cu_launch(conv1d_tokens_kernel, cu_blocks(n_tok * C, OPS_THREADS), OPS_THREADS, 0, cu->stream, 
             m, ld_m, w, state, out, ld_out, n_tok, C, (int)K, apply_silu);
         ST_TRY(cu_launched("conv1d"));
-        conv1d_state_kernel<<<cu_blocks(C, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(m, ld_m, state, n_tok, C, (int)K);
+        cu_launch(conv1d_state_kernel, cu_blocks(C, OPS_THREADS), OPS_THREADS, 0, cu->stream, m, ld_m, state, n_tok, C, (int)K);
         return cu_launched("conv1d state");
     }
-    conv1d_kernel<<<cu_blocks(C, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(m, ld_m, w, state, out, ld_out,
+    cu_launch(conv1d_kernel, cu_blocks(C, OPS_THREADS), OPS_THREADS, 0, cu->stream, m, ld_m, w, state, out, ld_out,
                                                                                n_tok, C, (int)K, apply_silu);
     return cu_launched("conv1d");
 }
@@ -511,6 +525,7 @@ __device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf
 
 __global__ void pointwise_kernel(int op, const float *a, int64_t ld_a, const float *b, int64_t ld_b,
                                  float *y, int64_t ld_y, int64_t rows, int64_t n) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows * n) return;
     const int64_t r = i / n, e = i % n;
@@ -535,12 +550,13 @@ extern "C" st_status st_cuda_pointwise(st_cuda *cu, int op, const float *a, int6
     if (op < ST_CUDA_SILU || op > ST_CUDA_ADD) return st_fail(ST_ERR_INVALID, "cuda pointwise: op %d", op);
     if (op >= ST_CUDA_SWIGLU && !b) return st_fail(ST_ERR_INVALID, "cuda pointwise: op %d needs b", op);
     if (rows * n == 0) return ST_OK;
-    pointwise_kernel<<<cu_blocks(rows * n, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(
+    cu_launch(pointwise_kernel, cu_blocks(rows * n, OPS_THREADS), OPS_THREADS, 0, cu->stream, 
         op, a, ld_a, op >= ST_CUDA_SWIGLU ? b : NULL, ld_b, y, ld_y, rows, n);
     return cu_launched("pointwise");
 }
 
 __global__ void axpy_kernel(float *y, int64_t n, const float *x, float s, int accumulate) {
+    cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     y[i] = accumulate ? y[i] + s * x[i] : s * x[i];
@@ -548,7 +564,7 @@ __global__ void axpy_kernel(float *y, int64_t n, const float *x, float s, int ac
 
 extern "C" st_status st_cuda_axpy(st_cuda *cu, float *y, int64_t n, const float *x, float s, int accumulate) {
     if (n == 0) return ST_OK;
-    axpy_kernel<<<cu_blocks(n, OPS_THREADS), OPS_THREADS, 0, cu->stream>>>(y, n, x, s, accumulate);
+    cu_launch(axpy_kernel, cu_blocks(n, OPS_THREADS), OPS_THREADS, 0, cu->stream, y, n, x, s, accumulate);
     return cu_launched("axpy");
 }
 
@@ -572,6 +588,7 @@ __device__ void warp_softmax(const float *x, float *p, int64_t n) {
 }
 
 __global__ void softmax_kernel(const float *x, int64_t ld_x, float *y, int64_t ld_y, int64_t rows, int64_t n) {
+    cu_pdl();
     const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     if (r >= rows) return;
     warp_softmax(x + r * ld_x, y + r * ld_y, n);
@@ -580,13 +597,14 @@ __global__ void softmax_kernel(const float *x, int64_t ld_x, float *y, int64_t l
 extern "C" st_status st_cuda_softmax(st_cuda *cu, const float *x, int64_t ld_x, float *y, int64_t ld_y,
                                      int64_t rows, int64_t n) {
     if (rows == 0) return ST_OK;
-    softmax_kernel<<<cu_blocks(rows * 32, 128), 128, 0, cu->stream>>>(x, ld_x, y, ld_y, rows, n);
+    cu_launch(softmax_kernel, cu_blocks(rows * 32, 128), 128, 0, cu->stream, x, ld_x, y, ld_y, rows, n);
     return cu_launched("softmax");
 }
 
 __global__ void __launch_bounds__(ROUTE_WARPS * 32)
 moe_route_kernel(const float *logits, int64_t ld, int64_t n_tok, int64_t E, int64_t k, int32_t *ids,
                  float *weights) {
+    cu_pdl();
     __shared__ float prob[ROUTE_WARPS][ROUTE_MAX_E];
     const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t t = (int64_t)blockIdx.x * ROUTE_WARPS + wi;
@@ -626,7 +644,7 @@ extern "C" st_status st_cuda_moe_route(st_cuda *cu, const float *logits, int64_t
     if (E > ROUTE_MAX_E || k > E || k <= 0)
         return st_fail(ST_ERR_UNSUPPORTED, "cuda moe_route: %lld of %lld experts", (long long)k, (long long)E);
     if (n_tok == 0) return ST_OK;
-    moe_route_kernel<<<cu_blocks(n_tok, ROUTE_WARPS), ROUTE_WARPS * 32, 0, cu->stream>>>(
+    cu_launch(moe_route_kernel, cu_blocks(n_tok, ROUTE_WARPS), ROUTE_WARPS * 32, 0, cu->stream, 
         logits, ld_logits, n_tok, E, k, ids, weights);
     return cu_launched("moe_route");
 }
@@ -634,6 +652,7 @@ extern "C" st_status st_cuda_moe_route(st_cuda *cu, const float *logits, int64_t
 /* ---- Argmax: one block of 1024 threads; NaN never wins, lowest index on ties ------------------ */
 
 __global__ void __launch_bounds__(1024) argmax_kernel(const float *x, int64_t n, int32_t *out) {
+    cu_pdl();
     __shared__ float sv[32];
     __shared__ int si[32];
     float bv = -INFINITY;
@@ -661,13 +680,14 @@ __global__ void __launch_bounds__(1024) argmax_kernel(const float *x, int64_t n,
 }
 
 extern "C" st_status st_cuda_argmax(st_cuda *cu, const float *x, int64_t n, int32_t *out) {
-    argmax_kernel<<<1, 1024, 0, cu->stream>>>(x, n, out);
+    cu_launch(argmax_kernel, 1, 1024, 0, cu->stream, x, n, out);
     return cu_launched("argmax");
 }
 
 /* ---- Read-bandwidth probe -------------------------------------------------------------------- */
 
 __global__ void read_probe_kernel(const int4 *p, int64_t n, int *sink) {
+    cu_pdl();
     int acc = 0;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const int4 v = __ldcs(p + i);
@@ -687,7 +707,7 @@ extern "C" st_status st_cuda_read_bandwidth(st_cuda *cu, size_t bytes, double *g
         float ms = 0.0f;
         s = st_cuda_timer_start(cu);
         if (s == ST_OK) {
-            read_probe_kernel<<<(unsigned)cu->n_sm * 8, 512, 0, cu->stream>>>((const int4 *)buf, n, (int *)((char *)buf + bytes));
+            cu_launch(read_probe_kernel, (unsigned)cu->n_sm * 8, 512, 0, cu->stream, (const int4 *)buf, n, (int *)((char *)buf + bytes));
             s = cu_launched("read probe");
         }
         if (s == ST_OK) s = st_cuda_timer_stop(cu, &ms);
@@ -710,7 +730,7 @@ extern "C" st_status st_cuda_host_bandwidth(st_cuda *cu, size_t bytes, double *m
         float ms = 0.0f;
         s = st_cuda_timer_start(cu);
         if (s == ST_OK) {
-            read_probe_kernel<<<(unsigned)cu->n_sm * 8, 512, 0, cu->stream>>>((const int4 *)mapped, n, (int *)((char *)dev + bytes));
+            cu_launch(read_probe_kernel, (unsigned)cu->n_sm * 8, 512, 0, cu->stream, (const int4 *)mapped, n, (int *)((char *)dev + bytes));
             s = cu_launched("host read probe");
         }
         if (s == ST_OK) s = st_cuda_timer_stop(cu, &ms);
