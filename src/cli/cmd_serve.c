@@ -6,6 +6,7 @@
  * The sampling flags are the defaults of requests that send no sampling fields; a flag not given
  * leaves the model's recommendation (GGUF general.sampling.*) or else `strata run`'s default, so
  * the parser's defaults are replaced by marks first, to see which flags were given. */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stddef.h>
@@ -18,9 +19,39 @@
 #include "cli/cli.h"
 #include "server/server.h"
 
-static volatile sig_atomic_t serve_stop;
+/* SIGINT/SIGTERM write a byte here and the main thread waits to read it: whichever thread the
+ * signal lands on, and whenever it lands, the wait ends (a flag checked before pause() could miss
+ * a signal that came between the check and the call). */
+static int serve_stop_pipe[2] = {-1, -1};
 
-static void on_signal(int sig) { serve_stop = 1; }
+static void on_signal(int sig) {
+    (void)sig;
+    int saved = errno;
+    ssize_t w = write(serve_stop_pipe[1], "", 1);
+    (void)w;
+    errno = saved;
+}
+
+/* Handlers on from before the "listening" line, so a client that stops the server at once stops it. */
+static int stop_signals_on(void) {
+    if (pipe(serve_stop_pipe) != 0) {
+        fprintf(stderr, "strata serve: cannot make the stop pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+static void wait_for_stop(void) {
+    char c;
+    while (read(serve_stop_pipe[0], &c, 1) < 0 && errno == EINTR) {
+    }
+}
 
 /* serve's own flags: the server's configuration. */
 typedef struct serve_flags {
@@ -165,6 +196,10 @@ int cmd_serve(int argc, char **argv) {
     if (st != ST_OK) return cli_fail("serve");
 
     sv_server *server = NULL;
+    if (stop_signals_on() != 0) {
+        engine->ops->close(engine);
+        return 1;
+    }
     if (sv_server_start(&cfg, engine, &server) != ST_OK) {
         engine->ops->close(engine);
         return cli_fail("serve");
@@ -178,12 +213,7 @@ int cmd_serve(int argc, char **argv) {
            sv_server_port(server), engine_kind);
     fflush(stdout);
 
-    struct sigaction sa = {0};
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    while (!serve_stop) pause();
+    wait_for_stop();
     sv_server_stop(server);
     engine->ops->close(engine);
     fprintf(stderr, "strata serve: stopped\n");

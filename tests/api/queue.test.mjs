@@ -129,3 +129,12 @@ test('a full queue answers 429 and loses nothing it accepted', async () => {
     assert.equal(await s2.stop(), 0);
   }
 });
+
+test('SIGTERM the moment the server says it listens: it stops cleanly, every time', async () => {
+  // The stop signal once could land before its handler was set (the process died of it) or
+  // between the check of a flag and pause() (the process never stopped): cmd_serve.c's stop pipe.
+  for (let i = 0; i < 40; i++) {
+    const s = await startServer([]);
+    assert.equal(await s.stop(), 0, `start ${i}: ${s.stderr()}`);
+  }
+});
