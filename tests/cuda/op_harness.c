@@ -463,6 +463,27 @@ static void test_conv(int64_t n_tok) {
     free(m); free(w); free(st); free(stc); free(oc); free(og); free(sg);
 }
 
+/* The decode step's conv with its q and k heads L2-normalised in one launch, bit for bit the two
+ * launches it replaces (output and state). */
+static void test_conv_l2(int64_t n_k, int64_t n_v, int64_t dk) {
+    const int64_t C = (2 * n_k + n_v) * dk, K = 4;
+    float *m = rand_vec(C, 2.0f), *w = rand_vec(C * K, 1.0f), *st = rand_vec(C * (K - 1), 1.0f);
+    float *dm = dev_from(m, (size_t)C * 4), *dw = dev_from(w, (size_t)(C * K) * 4);
+    float *ds1 = dev_from(st, (size_t)(C * (K - 1)) * 4), *ds2 = dev_from(st, (size_t)(C * (K - 1)) * 4);
+    float *do1 = dev_from(NULL, (size_t)C * 4), *do2 = dev_from(NULL, (size_t)C * 4);
+    GPU(st_cuda_conv1d(cu, dm, C, dw, ds1, do1, C, 1, C, K, 1));
+    GPU(st_cuda_l2_norm_heads(cu, do1, C, 1, 2 * n_k, dk, 1e-6f));
+    GPU(st_cuda_conv1d_silu_l2(cu, dm, dw, ds2, do2, C, K, 2 * n_k, dk, 1e-6f));
+    float *o1 = to_host(do1, (size_t)C), *o2 = to_host(do2, (size_t)C);
+    float *s1 = to_host(ds1, (size_t)(C * (K - 1))), *s2 = to_host(ds2, (size_t)(C * (K - 1)));
+    char name[64];
+    snprintf(name, sizeof name, "conv1d_silu_l2 %lld+%lld heads of %lld", (long long)(2 * n_k), (long long)n_v, (long long)dk);
+    report(name, norm_err(o1, o2, 1, C, 0) + norm_err(s1, s2, 1, C * (K - 1), 0), 0.0);
+    st_cuda_free(cu, dm); st_cuda_free(cu, dw); st_cuda_free(cu, ds1); st_cuda_free(cu, ds2);
+    st_cuda_free(cu, do1); st_cuda_free(cu, do2);
+    free(m); free(w); free(st); free(o1); free(o2); free(s1); free(s2);
+}
+
 /* ---- softmax, routing, argmax ----------------------------------------------------------------- */
 
 static void test_routing(void) {
@@ -810,6 +831,74 @@ static void test_matvec_q8(uint32_t type, int64_t M, int64_t K) {
     st_cuda_free(cu, dx); st_cuda_free(cu, dones); st_cuda_free(cu, dxn); st_cuda_free(cu, qbuf);
     st_cuda_free(cu, dG); st_cuda_free(cu, dU); st_cuda_free(cu, dY); st_cuda_free(cu, dids); st_cuda_free(cu, obuf);
     free(x); free(ones); free(w); free(Gq); free(Uq); free(xn); free(yc); free(uc); free(yg); free(oq); free(od);
+}
+
+/* The fused block outputs of decode (forward_cuda.c out_q8): the GDN's gated norm and attention's
+ * gate straight into 8 bits, read by the out product's matvec_q8_id, and the routed and shared
+ * combines in one pass; each against the unfused GPU sequence it replaces, bit for bit (err 0). */
+static double max_diff(const float *a, const float *b, int64_t n) {
+    double md = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= md)) md = d;
+    }
+    return md;
+}
+
+static void test_fused_outputs(uint32_t type, int64_t n, int64_t heads, int64_t hd, int64_t M) {
+    const int64_t K = heads * hd, rows = n * heads;
+    size_t wb;
+    float *wf = rand_vec(M * K, 1.0f);
+    void *Wq = quantize_matrix(type, wf, M, K, &wb);
+    void *dW = dev_from(Wq, wb);
+    float *x = rand_vec(rows * hd, 3.0f), *z = rand_vec(rows * 2 * hd, 4.0f), *nw = rand_vec(hd, 1.5f);
+    float *dx = dev_from(x, (size_t)(rows * hd) * 4), *dz = dev_from(z, (size_t)(rows * 2 * hd) * 4);
+    float *dnw = dev_from(nw, (size_t)hd * 4);
+    float *dy1 = dev_from(NULL, (size_t)(rows * hd) * 4), *dy2 = dev_from(NULL, (size_t)(rows * hd) * 4);
+    float *dY1 = dev_from(NULL, (size_t)(n * M) * 4), *dY2 = dev_from(NULL, (size_t)(n * M) * 4);
+    void *qbuf = dev_from(NULL, st_cuda_q8_bytes(K, n));
+    const st_cuda_q8 q = st_cuda_q8_at(qbuf, K, n);
+    const st_cuda_experts e = { .type = type, .W = dW, .M = M, .x_group = 1, .n_slots = n };
+    char name[96];
+    /* GDN: RMSNorm(x) * silu(z) (z dense here), then ssm_out */
+    GPU(st_cuda_rms_norm_mul_silu(cu, dx, dnw, dz, dy1, rows, hd, 1e-6f));
+    GPU(st_cuda_matmul(cu, type, dW, M, K, dy1, K, n, dY1, M));
+    GPU(st_cuda_rms_norm_mul_silu_q8(cu, dx, dnw, dz, dy2, q, rows, hd, 1e-6f));
+    GPU(st_cuda_matvec_q8_id(cu, &e, q, dY2, M));
+    float *a = to_host(dy1, (size_t)(rows * hd)), *b = to_host(dy2, (size_t)(rows * hd));
+    float *A = to_host(dY1, (size_t)(n * M)), *B = to_host(dY2, (size_t)(n * M));
+    snprintf(name, sizeof name, "rms_norm_mul_silu_q8 %s n%lld %lldx%lld", st_type_get(type)->name, (long long)n,
+             (long long)heads, (long long)hd);
+    report(name, max_diff(a, b, rows * hd) + max_diff(A, B, n * M), 0.0);
+    free(a); free(b); free(A); free(B);
+    /* attention: o * sigmoid(g), g the second half of each head's q|g slot, then wo */
+    GPU(st_cuda_pointwise(cu, ST_CUDA_MUL_SIGMOID, dx, hd, dz + hd, 2 * hd, dy1, hd, rows, hd));
+    GPU(st_cuda_matmul(cu, type, dW, M, K, dy1, K, n, dY1, M));
+    GPU(st_cuda_mul_sigmoid_q8(cu, dx, hd, dz + hd, 2 * hd, dy2, rows, hd, q));
+    GPU(st_cuda_matvec_q8_id(cu, &e, q, dY2, M));
+    a = to_host(dy1, (size_t)(rows * hd)); b = to_host(dy2, (size_t)(rows * hd));
+    A = to_host(dY1, (size_t)(n * M)); B = to_host(dY2, (size_t)(n * M));
+    snprintf(name, sizeof name, "mul_sigmoid_q8 %s n%lld %lldx%lld", st_type_get(type)->name, (long long)n,
+             (long long)heads, (long long)hd);
+    report(name, max_diff(a, b, rows * hd) + max_diff(A, B, n * M), 0.0);
+    free(a); free(b); free(A); free(B);
+    /* combine: k routed slots per token (rows of M from dx), then the shared row gated by w2 */
+    const int64_t k = 3;
+    if (n * k * M <= rows * hd && n * M <= rows * 2 * hd) {
+        float *w = rand_vec(n * k + n, 1.0f);
+        float *dw = dev_from(w, (size_t)(n * k + n) * 4);
+        GPU(st_cuda_moe_combine(cu, dx, M, dw, n, k, M, dY1, M, 0));
+        GPU(st_cuda_moe_combine(cu, dz, M, dw + n * k, n, 1, M, dY1, M, 1));
+        GPU(st_cuda_moe_combine_shared(cu, dx, M, dw, n, k, M, dY2, M, dz, M, dw + n * k));
+        A = to_host(dY1, (size_t)(n * M)); B = to_host(dY2, (size_t)(n * M));
+        snprintf(name, sizeof name, "moe_combine_shared n%lld k%lld %lld", (long long)n, (long long)k, (long long)M);
+        report(name, max_diff(A, B, n * M), 0.0);
+        free(A); free(B); free(w);
+        st_cuda_free(cu, dw);
+    }
+    st_cuda_free(cu, dW); st_cuda_free(cu, dx); st_cuda_free(cu, dz); st_cuda_free(cu, dnw); st_cuda_free(cu, dy1);
+    st_cuda_free(cu, dy2); st_cuda_free(cu, dY1); st_cuda_free(cu, dY2); st_cuda_free(cu, qbuf);
+    free(wf); free(Wq); free(x); free(z); free(nw);
 }
 
 /* The low-bit weight types (src/backend/cuda/quant_lowbit.cuh) on every path that takes a weight:
@@ -1255,6 +1344,11 @@ int main(int argc, char **argv) {
     test_matmul_id_swiglu(ST_TYPE_Q6_K, 3, 33, 256);
     test_matmul_id_swiglu(ST_TYPE_Q8_0, 3, 9, 96);
     test_norms();
+    test_fused_outputs(ST_TYPE_Q4_K, 1, 32, 128, 2048);   /* the 35B-A3B's GDN output */
+    test_fused_outputs(ST_TYPE_Q4_K, 3, 16, 256, 2048);   /* its attention output, 3 rows */
+    test_fused_outputs(ST_TYPE_Q8_0, 8, 4, 64, 96);
+    test_fused_outputs(ST_TYPE_Q6_K, 2, 2, 128, 33);
+    test_fused_outputs(ST_TYPE_IQ4_XS, 1, 8, 32, 40);
     test_rope(0);
     test_rope(1);
     test_pointwise();
@@ -1268,6 +1362,9 @@ int main(int argc, char **argv) {
     test_gdn(7, ST_GDN_GROUPED);
     test_conv(1);
     test_conv(7);
+    test_conv_l2(16, 32, 128);   /* the 35B-A3B's */
+    test_conv_l2(2, 4, 64);
+    test_conv_l2(1, 3, 256);
     test_routing();
     test_argmax();
     test_graph();

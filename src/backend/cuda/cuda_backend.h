@@ -170,6 +170,13 @@ st_status st_cuda_moe_combine(st_cuda *cu, const float *Y, int64_t ldy, const fl
                               int64_t n_tok, int64_t k, int64_t M, float *out, int64_t ld_out,
                               int accumulate);
 
+/* out[t] = sum_j w[t*k + j] * Y[t*k + j] + w2[t] * Y2[t]: the routed experts' combine and then the
+ * shared expert's (gated) add in one pass, bit for bit st_cuda_moe_combine (accumulate 0) followed
+ * by st_cuda_moe_combine(Y2, w2, k = 1, accumulate 1). */
+st_status st_cuda_moe_combine_shared(st_cuda *cu, const float *Y, int64_t ldy, const float *w,
+                                     int64_t n_tok, int64_t k, int64_t M, float *out, int64_t ld_out,
+                                     const float *Y2, int64_t ldy2, const float *w2);
+
 /* st_op_get_rows with host ids (token ids come from the host); same types as st_cuda_matmul.
  * ST_ERR_RANGE for an id outside [0, n_rows). */
 st_status st_cuda_get_rows(st_cuda *cu, uint32_t type, const void *table, int64_t n_rows,
@@ -197,6 +204,15 @@ st_cuda_q8 st_cuda_q8_at(void *buf, int64_t K, int64_t n);
  * bit for bit st_cuda_rms_norm then st_cuda_pointwise(MUL_SILU). In place allowed (y == x). */
 st_status st_cuda_rms_norm_mul_silu(st_cuda *cu, const float *x, const float *w, const float *z, float *y,
                                     int64_t rows, int64_t dim, float eps);
+/* The same, and y's 8-bit form into q (rows * dim == q.n' * q.K for the q.n' <= q.n rows it fills;
+ * dim % 32 == 0): the input of the product that follows (the GDN's ssm_out) with no quantize launch.
+ * Bit for bit st_cuda_rms_norm_mul_silu then the prepared form of y. */
+st_status st_cuda_rms_norm_mul_silu_q8(st_cuda *cu, const float *x, const float *w, const float *z, float *y,
+                                       st_cuda_q8 q, int64_t rows, int64_t dim, float eps);
+/* y = a * sigmoid(b) (st_cuda_pointwise MUL_SIGMOID with y dense, rows of n, n % 32 == 0) and y's
+ * 8-bit form into q as above: attention's output gate and the input of its output product. */
+st_status st_cuda_mul_sigmoid_q8(st_cuda *cu, const float *a, int64_t ld_a, const float *b, int64_t ld_b, float *y,
+                                 int64_t rows, int64_t n, st_cuda_q8 q);
 /* The residual step and the next norm in one pass, rows of dim contiguous floats:
  *   x += r (when r is not NULL; x is written back),  y = RMSNorm(x) * w  (when y is not NULL),
  *   q = y's 8-bit form (when q.q is not NULL; q.K == dim).
@@ -253,6 +269,10 @@ st_status st_cuda_gdn_step(st_cuda *cu, const st_gdn_args *a);
 st_status st_cuda_conv1d(st_cuda *cu, const float *m, int64_t ld_m, const float *w, float *state,
                          float *out, int64_t ld_out, int64_t n_tok, int64_t C, int64_t K,
                          int apply_silu);
+/* One token (decode): st_cuda_conv1d with SiLU, then st_cuda_l2_norm_heads on its first n_norm heads
+ * of dim channels, bit for bit, in one launch (C % dim == 0, dim a multiple of 32 up to 256). */
+st_status st_cuda_conv1d_silu_l2(st_cuda *cu, const float *m, const float *w, float *state, float *out, int64_t C,
+                                 int64_t K, int64_t n_norm, int64_t dim, float eps);
 /* The conv state after each of the chunk's n_tok rows m (the state before them in `state`,
  * [C][K-1]) into steps + t*ld_steps, laid out as `state`; call it before st_cuda_conv1d moves the
  * state on. For a speculative verify chunk (a->state_steps of st_cuda_gdn_step: a device array of

@@ -116,6 +116,15 @@ __device__ __forceinline__ int q8_round(float v, float *d) {
     const float id = *d != 0.0f ? 1.0f / *d : 0.0f;
     return (int)roundf(v * id);
 }
+/* One warp's 32 values v (lane = element) into a prepared 8-bit block: q at xq[lane], and on lane 0
+ * its scale *xd and scaled sum *xs, as quantize_q8_kernel writes them (same bits). */
+__device__ __forceinline__ void q8_put(float v, int lane, int8_t *xq, float *xd, float *xs) {
+    float d;
+    const int q = q8_round(v, &d);
+    xq[lane] = (int8_t)q;
+    const float sum = warp_sum((float)q);
+    if (lane == 0) { *xd = d; *xs = d * sum; }
+}
 __device__ __forceinline__ float q8_grid(float v) {
     float d;
     const int q = q8_round(v, &d);

@@ -739,14 +739,21 @@ extern "C" st_status st_cuda_matmul_id_swiglu(st_cuda *cu, const st_cuda_experts
                       e->x_group, e->n_slots, Y, ldy);
 }
 
+/* Y2/w2 (optional): then out[t] += w2[t] * Y2[t], as a second combine with k = 1 and accumulate
+ * would add it (the shared expert after the routed ones), in the same pass. */
 __global__ void moe_combine_kernel(const float *Y, int64_t ldy, const float *w, int64_t n_tok,
-                                   int64_t k, int64_t M, float *out, int64_t ld_out, int accumulate) {
+                                   int64_t k, int64_t M, float *out, int64_t ld_out, int accumulate,
+                                   const float *Y2, int64_t ldy2, const float *w2) {
     cu_pdl();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n_tok * M) return;
     const int64_t t = i / M, m = i % M;
     float acc = accumulate ? out[t * ld_out + m] : 0.0f;
     for (int64_t j = 0; j < k; j++) acc += w[t * k + j] * Y[(t * k + j) * ldy + m];
+    if (Y2) {
+        const float routed = acc;   /* rounded as the first combine stores it */
+        acc = routed + w2[t] * Y2[t * ldy2 + m];
+    }
     out[t * ld_out + m] = acc;
 }
 
@@ -754,8 +761,18 @@ extern "C" st_status st_cuda_moe_combine(st_cuda *cu, const float *Y, int64_t ld
                                          int64_t n_tok, int64_t k, int64_t M, float *out,
                                          int64_t ld_out, int accumulate) {
     if (n_tok * M == 0) return ST_OK;
-    cu_launch(moe_combine_kernel, cu_blocks(n_tok * M, 256), 256, 0, cu->stream, Y, ldy, w, n_tok, k, M, out, ld_out, accumulate);
+    cu_launch(moe_combine_kernel, cu_blocks(n_tok * M, 256), 256, 0, cu->stream, Y, ldy, w, n_tok, k, M, out, ld_out, accumulate,
+              (const float *)NULL, (int64_t)0, (const float *)NULL);
     return cu_launched("moe_combine");
+}
+
+extern "C" st_status st_cuda_moe_combine_shared(st_cuda *cu, const float *Y, int64_t ldy, const float *w,
+                                                int64_t n_tok, int64_t k, int64_t M, float *out, int64_t ld_out,
+                                                const float *Y2, int64_t ldy2, const float *w2) {
+    if (n_tok * M == 0) return ST_OK;
+    cu_launch(moe_combine_kernel, cu_blocks(n_tok * M, 256), 256, 0, cu->stream, Y, ldy, w, n_tok, k, M, out, ld_out, 0,
+              Y2, ldy2, w2);
+    return cu_launched("moe_combine_shared");
 }
 
 extern "C" st_status st_cuda_get_rows(st_cuda *cu, uint32_t type, const void *table, int64_t n_rows,

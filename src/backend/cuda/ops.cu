@@ -78,8 +78,18 @@ extern "C" st_status st_cuda_l2_norm_heads(st_cuda *cu, float *x, int64_t ld_tok
     return cu_launched("l2_norm_heads");
 }
 
+/* The value of element i: RMSNorm's (x * s) * w, times silu(z). */
+__device__ __forceinline__ float norm_mul_silu_at(const float *xr, float s, const float *w, const float *zr, int64_t i) {
+    const float v = (xr[i] * s) * w[i];
+    const float g = zr[i];
+    return v * (g / (1.0f + expf(-g)));
+}
+
+/* xq (optional): y's 8-bit form as well, rows contiguous, so row r's blocks are the flat blocks of
+ * the [rows][dim] matrix (dim % 32 == 0). A warp's 32 lanes take one whole block per step of the
+ * loop (the block size is a multiple of 32), so the value quantized is the value stored. */
 __global__ void rms_norm_mul_silu_kernel(const float *x, const float *w, const float *z, float *y, int64_t dim,
-                                         float eps) {
+                                         float eps, int8_t *xq, float *xd, float *xs) {
     cu_pdl();
     const int64_t row = blockIdx.x;
     const float *xr = x + row * dim;
@@ -88,10 +98,14 @@ __global__ void rms_norm_mul_silu_kernel(const float *x, const float *w, const f
     sum = block_sum_d(sum);   /* its barriers also order the reads of x before the writes of y */
     const float mean = (float)sum / (float)dim;
     const float s = 1.0f / sqrtf(mean + eps);
+    const int lane = threadIdx.x & 31;
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-        const float v = (xr[i] * s) * w[i];
-        const float g = z[row * dim + i];
-        y[row * dim + i] = v * (g / (1.0f + expf(-g)));
+        const float v = norm_mul_silu_at(xr, s, w, z + row * dim, i);
+        y[row * dim + i] = v;
+        if (xq) {
+            const int64_t b = (row * dim + i) / 32;
+            q8_put(v, lane, xq + b * 32, xd + b, xs + b);
+        }
     }
 }
 
@@ -99,8 +113,19 @@ extern "C" st_status st_cuda_rms_norm_mul_silu(st_cuda *cu, const float *x, cons
                                                int64_t rows, int64_t dim, float eps) {
     if (rows <= 0) return ST_OK;
     /* the block size of rms_norm_kernel, so the double sum adds in the same order */
-    cu_launch(rms_norm_mul_silu_kernel, (unsigned)rows, OPS_THREADS, 0, cu->stream, x, w, z, y, dim, eps);
+    cu_launch(rms_norm_mul_silu_kernel, (unsigned)rows, OPS_THREADS, 0, cu->stream, x, w, z, y, dim, eps,
+              (int8_t *)NULL, (float *)NULL, (float *)NULL);
     return cu_launched("rms_norm_mul_silu");
+}
+
+extern "C" st_status st_cuda_rms_norm_mul_silu_q8(st_cuda *cu, const float *x, const float *w, const float *z, float *y,
+                                                  st_cuda_q8 q, int64_t rows, int64_t dim, float eps) {
+    if (rows <= 0) return ST_OK;
+    if (dim % 32 || q.K <= 0 || (rows * dim) % q.K || rows * dim > q.n * q.K)
+        return st_fail(ST_ERR_INVALID, "cuda rms_norm_mul_silu_q8: %lld rows of %lld into %lld of %lld", (long long)rows,
+                       (long long)dim, (long long)q.n, (long long)q.K);
+    cu_launch(rms_norm_mul_silu_kernel, (unsigned)rows, OPS_THREADS, 0, cu->stream, x, w, z, y, dim, eps, q.q, q.d, q.s);
+    return cu_launched("rms_norm_mul_silu_q8");
 }
 
 /* x += r; y = (x * s) * w; and y's 8-bit form per 32 (as quantize_q8_kernel): one block per row. */
@@ -449,6 +474,44 @@ __global__ void conv1d_kernel(const float *m, int64_t ld_m, const float *w, floa
     for (int i = 0; i < K1; i++) state[c * K1 + i] = win[i];
 }
 
+/* One decode token: conv1d_kernel's step with SiLU, then the first n_norm heads of dim = blockDim.x
+ * channels L2-normalised as l2_norm_heads does them (rms_norm_kernel with l2, one element per
+ * thread, the same double sum): the GDN's q and k heads. One block per head of channels. */
+__global__ void conv1d_silu_l2_kernel(const float *m, const float *w, float *state, float *out, int K, int64_t n_norm,
+                                      float eps) {
+    cu_pdl();
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int K1 = K - 1;
+    float win[CONV_MAX_K], wt[CONV_MAX_K];
+    for (int i = 0; i < K; i++) wt[i] = w[c * K + i];
+    for (int i = 0; i < K1; i++) win[i] = state[c * K1 + i];
+    win[K1] = m[c];
+    float o = 0.0f;
+    for (int i = 0; i < K; i++) o = __fadd_rn(o, __fmul_rn(win[i], wt[i]));   /* as conv1d_kernel */
+    o = o / (1.0f + expf(-o));
+    for (int i = 0; i < K1; i++) state[c * K1 + i] = win[i + 1];
+    if ((int64_t)blockIdx.x < n_norm) {   /* the same for the whole block */
+        const double sum = block_sum_d((double)(o * o));
+        const float dim = (float)(int64_t)blockDim.x;
+        const float mean = (float)sum / dim;
+        const float s = 1.0f / sqrtf(mean + eps / dim);
+        o = o * s;
+        o = o * (1.0f / sqrtf(dim));
+    }
+    out[c] = o;
+}
+
+extern "C" st_status st_cuda_conv1d_silu_l2(st_cuda *cu, const float *m, const float *w, float *state, float *out,
+                                            int64_t C, int64_t K, int64_t n_norm, int64_t dim, float eps) {
+    if (K < 1 || K > CONV_MAX_K) return st_fail(ST_ERR_UNSUPPORTED, "cuda conv1d: kernel size %lld", (long long)K);
+    if (dim < 32 || dim > 256 || dim % 32 || C % dim || n_norm * dim > C)
+        return st_fail(ST_ERR_INVALID, "cuda conv1d_silu_l2: %lld channels in heads of %lld, %lld normed", (long long)C,
+                       (long long)dim, (long long)n_norm);
+    if (C == 0) return ST_OK;
+    cu_launch(conv1d_silu_l2_kernel, (unsigned)(C / dim), (unsigned)dim, 0, cu->stream, m, w, state, out, (int)K, n_norm, eps);
+    return cu_launched("conv1d_silu_l2");
+}
+
 /* A prompt chunk: one thread per (token, channel) over the sequence s = state ++ m, the taps summed
  * in conv1d_kernel's order; the state is moved on afterwards by conv1d_state_kernel (the chunk's
  * outputs read the old state, so it cannot change in the same pass). A thread walking 4096 tokens
@@ -553,6 +616,30 @@ extern "C" st_status st_cuda_pointwise(st_cuda *cu, int op, const float *a, int6
     cu_launch(pointwise_kernel, cu_blocks(rows * n, OPS_THREADS), OPS_THREADS, 0, cu->stream, 
         op, a, ld_a, op >= ST_CUDA_SWIGLU ? b : NULL, ld_b, y, ld_y, rows, n);
     return cu_launched("pointwise");
+}
+
+/* y = a * sigmoid(b) over rows of n (n % 32 == 0, y dense: ld_y == n) and y's 8-bit form over the
+ * flat [rows][n] matrix: one thread per element, so a warp holds one whole block. */
+__global__ void mul_sigmoid_q8_kernel(const float *a, int64_t ld_a, const float *b, int64_t ld_b, float *y,
+                                      int64_t rows, int64_t n, int8_t *xq, float *xd, float *xs) {
+    cu_pdl();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * n) return;   /* whole warps: rows * n % 32 == 0 */
+    const int64_t r = i / n, e = i % n;
+    const float v = a[r * ld_a + e] * sigmoid_f(b[r * ld_b + e]);
+    y[i] = v;
+    q8_put(v, threadIdx.x & 31, xq + (i & ~(int64_t)31), xd + i / 32, xs + i / 32);
+}
+
+extern "C" st_status st_cuda_mul_sigmoid_q8(st_cuda *cu, const float *a, int64_t ld_a, const float *b, int64_t ld_b,
+                                            float *y, int64_t rows, int64_t n, st_cuda_q8 q) {
+    if (rows * n == 0) return ST_OK;
+    if (n % 32 || q.K <= 0 || (rows * n) % q.K || rows * n > q.n * q.K)
+        return st_fail(ST_ERR_INVALID, "cuda mul_sigmoid_q8: %lld rows of %lld into %lld of %lld", (long long)rows,
+                       (long long)n, (long long)q.n, (long long)q.K);
+    cu_launch(mul_sigmoid_q8_kernel, cu_blocks(rows * n, OPS_THREADS), OPS_THREADS, 0, cu->stream, a, ld_a, b, ld_b, y,
+              rows, n, q.q, q.d, q.s);
+    return cu_launched("mul_sigmoid_q8");
 }
 
 __global__ void axpy_kernel(float *y, int64_t n, const float *x, float s, int accumulate) {

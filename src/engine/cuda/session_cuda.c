@@ -39,6 +39,7 @@ struct st_device_session {
     int64_t n_graphs;
     int no_graphs;               /* STRATA_CUDA_GRAPHS=0, or a capture failed */
     int unfused;                 /* STRATA_CUDA_FUSED=0: the plain op sequence */
+    int outs_unfused;            /* STRATA_CUDA_FUSED=1: without the fused block outputs (forward_cuda.h) */
     uint64_t graph_epoch;        /* the backend's scratch epoch the graphs were captured at */
     int n_steps;                 /* step planes per GDN layer (st_device_session_reserve_steps) */
     float *emit_dst;             /* logits_all while a chunk runs */
@@ -84,6 +85,7 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
     ds->no_graphs = env && !strcmp(env, "0");
     const char *fenv = getenv("STRATA_CUDA_FUSED");
     ds->unfused = fenv && !strcmp(fenv, "0");
+    ds->outs_unfused = fenv && !strcmp(fenv, "1");
     const char *penv = getenv("STRATA_CUDA_PROFILE");
     if (penv && strcmp(penv, "0")) {
         ds->prof = calloc(1, sizeof *ds->prof);
@@ -257,7 +259,7 @@ static st_status graph_step(st_device_session *ds, const int32_t *tokens, int64_
         ds->io[ST_DEV_VERIFY_ROWS + t] = (int32_t)(n_past + t);
     }
     st_dchunk c = {.n = n, .pos0 = n_past, .n_kv = bucket_kv(ds, n_past), .logits_all = n > 1, .tokens_host = NULL,
-                   .unfused = ds->unfused, .keep_steps = n > 1, .row_n_kv = n > 1 ? row_n_kv : NULL};
+                   .unfused = ds->unfused, .outs_unfused = ds->outs_unfused, .keep_steps = n > 1, .row_n_kv = n > 1 ? row_n_kv : NULL};
     float *dst = n > 1 ? logits_all : ds->logits;
     ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WSD_TOK), &ds->io[0], (size_t)n * sizeof(int32_t)));
     ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WSD_POS), &ds->io[ST_DEV_VERIFY_ROWS],
@@ -320,7 +322,7 @@ static st_status feed(st_device_session *ds, const int32_t *tokens, int64_t n, i
     free(pos);
     ST_TRY(s);
     st_dchunk c = {.n = n, .pos0 = n_past, .n_kv = n_past + n, .logits_all = logits_all != NULL, .tokens_host = tokens,
-                   .prof = ds->prof, .unfused = ds->unfused, .h_host = logits_all || n == 1 ? NULL : h_host};
+                   .prof = ds->prof, .unfused = ds->unfused, .outs_unfused = ds->outs_unfused, .h_host = logits_all || n == 1 ? NULL : h_host};
     ds->emit_dst = logits_all;
     ST_TRY(st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, emit_rows, ds));
     if (logits_all) {
@@ -384,7 +386,7 @@ static st_status verify(st_device_session *ds, const int32_t *tokens, int64_t n,
     }
     ST_TRY(st_cuda_upload(ds->cu, st_workspace_get(&ds->ws, WSD_POS), pos, (size_t)n * sizeof *pos));
     st_dchunk c = {.n = n, .pos0 = n_past, .n_kv = n_kv[n - 1], .logits_all = 1, .tokens_host = tokens,
-                   .prof = ds->prof, .unfused = ds->unfused, .keep_steps = 1, .row_n_kv = n_kv};
+                   .prof = ds->prof, .unfused = ds->unfused, .outs_unfused = ds->outs_unfused, .keep_steps = 1, .row_n_kv = n_kv};
     ds->emit_dst = logits_all;
     ST_TRY(st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, emit_rows, ds));
     memcpy(ds->logits, logits_all + (n - 1) * V, (size_t)V * sizeof(float));

@@ -29,6 +29,7 @@ typedef struct dfwd {
     const int64_t *row_n_kv;     /* NULL, or per row: attention one row at a time (st_dchunk) */
     st_dprofile *prof;
     int unfused;
+    int outs_unfused;            /* st_dchunk.outs_unfused */
     int plain;                   /* PLAIN_* bits: prompt-chunk paths left for the decode kernels */
     st_cuda_q8 q8;               /* the normed rows h in 8 bits (decode-sized chunks), q8.q NULL if not */
     st_status err;
@@ -114,6 +115,11 @@ size_t st_forward_cuda_ws_size(const void *model, int id, int64_t n) {
     case WSD_GEQ: return w.moe && w.ffe % 32 == 0 ? st_cuda_q8_bytes(w.ffe, (n < 8 ? n : 8) * w.k) : 0;
     case WSD_SHQ: return ff > 0 && ff % 32 == 0 ? st_cuda_q8_bytes(ff, n < 8 ? n : 8) : 0;
     case WSD_X2: return (size_t)(n * w.d) * F;
+    /* the GDN's and attention's gated outputs in 8 bits (decode), the inputs of their out products */
+    case WSD_OQ: {
+        int64_t k = w.vd > w.hd * w.H ? w.vd : w.hd * w.H;
+        return k > 0 && k % 32 == 0 ? st_cuda_q8_bytes(k, n < 8 ? n : 8) : 0;
+    }
     default: return 0;
     }
 }
@@ -215,6 +221,24 @@ static void dmatmul_h(dfwd *f, const dmm *it, int n_it, const float *h, int64_t 
                 for (int64_t r = 0; r < n; r++)
                     DO(st_cuda_axpy(f->cu, mv[k].Y + r * mv[k].ldy, mv[k].M, mv[k].Y + r * mv[k].ldy, ws[k]->scale, 0));
     }
+}
+
+/* A block's gated output goes straight into 8 bits for its out product W (K = W's row length) on a
+ * decode-sized chunk: returns the prepared rows' view, or q.q NULL where the plain product runs
+ * (prompt chunks, float or scaled weights, a width the 8-bit form does not take). */
+static st_cuda_q8 out_q8(dfwd *f, const st_tensor *w, int64_t n) {
+    int64_t K = w->ne[0];
+    if (n > 8 || f->unfused || f->outs_unfused || K % 32 || !st_cuda_type_q8(w->type) || w->scale != 1.0f ||
+        st_forward_cuda_ws_size(f->m, WSD_OQ, n) < st_cuda_q8_bytes(K, n))
+        return (st_cuda_q8){0};
+    return st_cuda_q8_at(st_workspace_get(f->ws, WSD_OQ), K, n);
+}
+
+/* out = W q for the prepared rows of out_q8: the one matrix's matvec_q8_id, the same kernel as
+ * dmatmul's for these rows, so the same bits. */
+static void dmatmul_q8(dfwd *f, const st_tensor *w, st_cuda_q8 q, int64_t n, float *out, int64_t ldo) {
+    st_cuda_experts e = {.type = w->type, .W = w->data, .M = w->ne[1], .x_group = 1, .n_slots = n};
+    DO(st_cuda_matvec_q8_id(f->cu, &e, q, out, ldo));
 }
 
 static void dbias(dfwd *f, const st_tensor *b, float *y, int64_t ldy, int64_t n) {
@@ -342,6 +366,12 @@ static void dattention(dfwd *f, int il, const float *h, float *out) {
     }
 
     /* o <- o * sigmoid(g), head j's gate being the second half of its q|g slot. */
+    st_cuda_q8 oq = gated && hd % 32 == 0 ? out_q8(f, &L->wo, n) : (st_cuda_q8){0};
+    if (oq.q) {
+        DO(st_cuda_mul_sigmoid_q8(f->cu, o, hd, qg + hd, 2 * hd, o, n * H, hd, oq));
+        dmatmul_q8(f, &L->wo, oq, n, out, d);
+        return;
+    }
     if (gated) DO(st_cuda_pointwise(f->cu, ST_CUDA_MUL_SIGMOID, o, hd, qg + hd, 2 * hd, o, hd, n * H, hd));
     dmatmul(f, &L->wo, o, hd * H, n, out, d);
 }
@@ -406,8 +436,12 @@ static void dgdn(dfwd *f, int il, const float *h, float *out) {
     float *u = BUF(WSD_CONV);
     if (f->keep_steps)
         DO(st_cuda_conv1d_steps(f->cu, m, C, S->conv, S->conv_steps, C * (K - 1), n, C, K));
-    DO(st_cuda_conv1d(f->cu, m, C, L->ssm_conv1d.f32, S->conv, u, C, n, C, K, 1));
-    DO(st_cuda_l2_norm_heads(f->cu, u, C, n, 2 * n_k, dk, hp->eps));
+    if (n == 1 && !f->unfused && !f->outs_unfused && !f->keep_steps && dk % 32 == 0 && dk <= 256) {
+        DO(st_cuda_conv1d_silu_l2(f->cu, m, L->ssm_conv1d.f32, S->conv, u, C, K, 2 * n_k, dk, hp->eps));
+    } else {
+        DO(st_cuda_conv1d(f->cu, m, C, L->ssm_conv1d.f32, S->conv, u, C, n, C, K, 1));
+        DO(st_cuda_l2_norm_heads(f->cu, u, C, n, 2 * n_k, dk, hp->eps));
+    }
     side_join(f, side);
 
     /* the delta rule, state carried on the device */
@@ -429,6 +463,12 @@ static void dgdn(dfwd *f, int il, const float *h, float *out) {
         DO(st_cuda_rms_norm(f->cu, o, dk, L->ssm_norm.f32, o, dk, n * n_v, dk, hp->eps));
         DO(st_cuda_pointwise(f->cu, ST_CUDA_MUL_SILU, o, vd, z, vd, o, vd, n, vd));
     } else {
+        st_cuda_q8 oq = dk % 32 == 0 ? out_q8(f, &L->ssm_out, n) : (st_cuda_q8){0};
+        if (oq.q) {
+            DO(st_cuda_rms_norm_mul_silu_q8(f->cu, o, L->ssm_norm.f32, z, o, oq, n * n_v, dk, hp->eps));
+            dmatmul_q8(f, &L->ssm_out, oq, n, out, d);
+            return;
+        }
         DO(st_cuda_rms_norm_mul_silu(f->cu, o, L->ssm_norm.f32, z, o, n * n_v, dk, hp->eps));
     }
     dmatmul(f, &L->ssm_out, o, vd, n, out, d);
@@ -521,6 +561,12 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
         st_cuda_q8 gq = st_cuda_q8_at(st_workspace_get(f->ws, WSD_GEQ), ff, n * kg);
         DO(st_cuda_matvec_q8_swiglu_q8(f->cu, &gu, f->q8, gq));
         DO(st_cuda_matvec_q8_id(f->cu, &down, gq, ye, d));
+        if (L->gate_shexp.data && side && !kc && !f->outs_unfused) {
+            /* the shared expert (on the side stream, done by now) added in the same pass */
+            side_join(f, side);
+            DO(st_cuda_moe_combine_shared(f->cu, ye, d, w, n, kg, d, out, d, BUF(WSD_SH_Y), d, BUF(WSD_SH_G)));
+            return;
+        }
         DO(st_cuda_moe_combine(f->cu, ye, d, w, n, kg, d, out, d, 0));
         goto shared;
     } else if (f->q8.q && f->q8.n == n) {
@@ -580,7 +626,7 @@ st_status st_forward_cuda(st_cuda *cu, const struct st_model *m, const st_dweigh
         return st_fail(ST_ERR_INVALID, "cuda forward: a verify chunk of %lld rows (1..%d, every row's logits)", (long long)n,
                        ST_DEV_VERIFY_ROWS);
     dfwd fw = {.cu = cu, .m = m, .hp = hp, .w = w, .s = state, .kv_type = kv_type, .ws = ws, .n = n, .n_kv = c->n_kv,
-               .pos = st_workspace_get(ws, WSD_POS), .prof = c->tokens_host ? c->prof : NULL, .unfused = c->unfused, .plain = plain_paths(),
+               .pos = st_workspace_get(ws, WSD_POS), .prof = c->tokens_host ? c->prof : NULL, .unfused = c->unfused, .outs_unfused = c->outs_unfused, .plain = plain_paths(),
                .keep_steps = c->keep_steps && st_hp_is_hybrid(hp), .row_n_kv = c->row_n_kv, .err = ST_OK};
     dfwd *f = &fw;
     float *x = BUF(WSD_X), *h = BUF(WSD_H), *t = BUF(WSD_T);

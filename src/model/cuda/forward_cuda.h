@@ -49,7 +49,7 @@ enum st_dws_id {
     WSD_CONV, WSD_Z, WSD_BA, WSD_A, WSD_B, WSD_G, WSD_BETA, WSD_GDN_OUT,
     WSD_FF_A, WSD_FF_B,
     WSD_ROUTER, WSD_IDS, WSD_W, WSD_GE, WSD_YE, WSD_SH, WSD_SH_Y, WSD_SH_G,
-    WSD_LOGITS, WSD_Q8, WSD_GEQ, WSD_SHQ, WSD_X2,
+    WSD_LOGITS, WSD_Q8, WSD_GEQ, WSD_SHQ, WSD_X2, WSD_OQ,
     WSD_N_BUFFERS /* the number of ids, not a buffer */
 };
 
@@ -79,6 +79,9 @@ typedef struct st_dchunk {
                                     NULL: read WSD_TOK on the device (graph capture) */
     st_dprofile *prof;           /* NULL, or time each block into it (eager chunks only) */
     int unfused;                 /* 1: the plain op sequence (no fused norms, no prepared activations) */
+    int outs_unfused;            /* 1: decode-sized chunks without the fused block outputs: the GDN's
+                                    and attention's output gates into 8 bits for their out products,
+                                    the routed and shared experts' combines in one pass (A/B runs) */
     /* A speculative verify chunk (at most ST_DEV_VERIFY_ROWS rows, with logits_all): each GDN
      * layer writes the state after every row into its step planes and leaves its state as it was
      * (the conv state moves on; both are restored from the planes); attention runs each row t alone
