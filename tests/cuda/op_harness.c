@@ -78,6 +78,16 @@ static double norm_err(const float *g, const float *c, int64_t rows, int64_t n, 
     return mc > 0.0 ? md / mc : md;
 }
 
+/* max|a - b| (NaN counts as the worst): 0 for the same bits */
+static double max_diff(const float *a, const float *b, int64_t n) {
+    double md = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= md)) md = d;
+    }
+    return md;
+}
+
 static void report(const char *op, double err, double tol) {
     const int ok = err <= tol;
     printf("%-34s err %.3e  tol %.0e  %s\n", op, err, tol, ok ? "PASS" : "FAIL");
@@ -484,6 +494,78 @@ static void test_conv_l2(int64_t n_k, int64_t n_v, int64_t dk) {
     free(m); free(w); free(st); free(o1); free(o2); free(s1); free(s2);
 }
 
+/* add_rms_norm_q8 (the register form up to 16 x 256 wide, the loop form past it) bit for bit the
+ * sequence its header names: pointwise ADD, rms_norm, and the product's own quantization (read
+ * through a Q8_0 matvec on both sides). */
+static void test_add_norm_exact(int64_t rows, int64_t dim) {
+    const int64_t M = 40;
+    size_t wb;
+    float *wf = rand_vec(M * dim, 1.0f), *x = rand_vec(rows * dim, 3.0f), *r = rand_vec(rows * dim, 2.0f);
+    float *nw = rand_vec(dim, 1.5f);
+    void *Wq = quantize_matrix(ST_TYPE_Q8_0, wf, M, dim, &wb);
+    void *dW = dev_from(Wq, wb);
+    float *dx1 = dev_from(x, (size_t)(rows * dim) * 4), *dx2 = dev_from(x, (size_t)(rows * dim) * 4);
+    float *dr = dev_from(r, (size_t)(rows * dim) * 4), *dnw = dev_from(nw, (size_t)dim * 4);
+    float *dy1 = dev_from(NULL, (size_t)(rows * dim) * 4), *dy2 = dev_from(NULL, (size_t)(rows * dim) * 4);
+    float *dY1 = dev_from(NULL, (size_t)(rows * M) * 4), *dY2 = dev_from(NULL, (size_t)(rows * M) * 4);
+    void *qbuf = dev_from(NULL, st_cuda_q8_bytes(dim, rows));
+    const st_cuda_q8 q = st_cuda_q8_at(qbuf, dim, rows);
+    GPU(st_cuda_pointwise(cu, ST_CUDA_ADD, dx1, dim, dr, dim, dx1, dim, rows, dim));
+    GPU(st_cuda_rms_norm(cu, dx1, dim, dnw, dy1, dim, rows, dim, 1e-6f));
+    GPU(st_cuda_matmul(cu, ST_TYPE_Q8_0, dW, M, dim, dy1, dim, rows, dY1, M));
+    GPU(st_cuda_add_rms_norm_q8(cu, dx2, dr, dnw, dy2, q, rows, dim, 1e-6f));
+    const st_cuda_experts e = { .type = ST_TYPE_Q8_0, .W = dW, .M = M, .x_group = 1, .n_slots = rows };
+    GPU(st_cuda_matvec_q8_id(cu, &e, q, dY2, M));
+    float *a = to_host(dx1, (size_t)(rows * dim)), *b = to_host(dx2, (size_t)(rows * dim));
+    float *c = to_host(dy1, (size_t)(rows * dim)), *d = to_host(dy2, (size_t)(rows * dim));
+    float *A = to_host(dY1, (size_t)(rows * M)), *B = to_host(dY2, (size_t)(rows * M));
+    char name[64];
+    snprintf(name, sizeof name, "add_rms_norm_q8 %lldx%lld exact", (long long)rows, (long long)dim);
+    report(name, max_diff(a, b, rows * dim) + max_diff(c, d, rows * dim) + max_diff(A, B, rows * M), 0.0);
+    st_cuda_free(cu, dW); st_cuda_free(cu, dx1); st_cuda_free(cu, dx2); st_cuda_free(cu, dr); st_cuda_free(cu, dnw);
+    st_cuda_free(cu, dy1); st_cuda_free(cu, dy2); st_cuda_free(cu, dY1); st_cuda_free(cu, dY2); st_cuda_free(cu, qbuf);
+    free(wf); free(x); free(r); free(nw); free(Wq); free(a); free(b); free(c); free(d); free(A); free(B);
+}
+
+/* moe_route bit for bit its rule applied to the GPU's own softmax: the k largest by repeated argmax
+ * (lowest index on ties, taken ones marked -1), weights over their sum in double. */
+static void test_route_exact(int64_t rows, int64_t E, int64_t k) {
+    const int64_t ld = E + 5;
+    float *x = rand_vec(rows * ld, 4.0f);
+    x[ld + 7] = x[ld + 9];   /* a tie */
+    float *dx = dev_from(x, (size_t)(rows * ld) * 4), *dp = dev_from(NULL, (size_t)(rows * E) * 4);
+    int32_t *dids = dev_from(NULL, (size_t)(rows * k) * 4);
+    float *dw = dev_from(NULL, (size_t)(rows * k) * 4);
+    GPU(st_cuda_softmax(cu, dx, ld, dp, E, rows, E));
+    GPU(st_cuda_moe_route(cu, dx, ld, rows, E, k, dids, dw));
+    float *p = to_host(dp, (size_t)(rows * E)), *wg = to_host(dw, (size_t)(rows * k));
+    int32_t *ig = malloc((size_t)(rows * k) * 4);
+    GPU(st_cuda_download(cu, ig, dids, (size_t)(rows * k) * 4));
+    double err = 0.0;
+    for (int64_t t = 0; t < rows; t++) {
+        float *pr = p + t * E, w[64];
+        double dsum = 0.0;
+        for (int64_t j = 0; j < k; j++) {
+            float bv = -1.0f;
+            int64_t bi = -1;
+            for (int64_t e = 0; e < E; e++) if (pr[e] > bv) { bv = pr[e]; bi = e; }
+            if (bi < 0) bi = 0;
+            err += ig[t * k + j] != (int32_t)bi;
+            w[j] = bv;
+            dsum += (double)bv;
+            pr[bi] = -1.0f;
+        }
+        float ws = (float)dsum;
+        if (ws < 6.103515625e-5f) ws = 6.103515625e-5f;
+        for (int64_t j = 0; j < k; j++) err += fabs((double)(w[j] / ws) - (double)wg[t * k + j]);
+    }
+    char name[64];
+    snprintf(name, sizeof name, "moe_route %lld of %lld exact", (long long)k, (long long)E);
+    report(name, err, 0.0);
+    st_cuda_free(cu, dx); st_cuda_free(cu, dp); st_cuda_free(cu, dids); st_cuda_free(cu, dw);
+    free(x); free(p); free(wg); free(ig);
+}
+
 /* ---- softmax, routing, argmax ----------------------------------------------------------------- */
 
 static void test_routing(void) {
@@ -836,15 +918,6 @@ static void test_matvec_q8(uint32_t type, int64_t M, int64_t K) {
 /* The fused block outputs of decode (forward_cuda.c out_q8): the GDN's gated norm and attention's
  * gate straight into 8 bits, read by the out product's matvec_q8_id, and the routed and shared
  * combines in one pass; each against the unfused GPU sequence it replaces, bit for bit (err 0). */
-static double max_diff(const float *a, const float *b, int64_t n) {
-    double md = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        const double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= md)) md = d;
-    }
-    return md;
-}
-
 static void test_fused_outputs(uint32_t type, int64_t n, int64_t heads, int64_t hd, int64_t M) {
     const int64_t K = heads * hd, rows = n * heads;
     size_t wb;
@@ -1366,6 +1439,13 @@ int main(int argc, char **argv) {
     test_conv_l2(2, 4, 64);
     test_conv_l2(1, 3, 256);
     test_routing();
+    test_route_exact(5, 256, 8);
+    test_route_exact(3, 512, 10);
+    test_route_exact(2, 1000, 40);   /* picks past the 32 lanes */
+    test_add_norm_exact(1, 2048);
+    test_add_norm_exact(3, 96);
+    test_add_norm_exact(2, 4096);
+    test_add_norm_exact(2, 4128);    /* the loop form */
     test_argmax();
     test_graph();
     test_prefill_paths();

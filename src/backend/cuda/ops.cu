@@ -128,8 +128,10 @@ extern "C" st_status st_cuda_rms_norm_mul_silu_q8(st_cuda *cu, const float *x, c
     return cu_launched("rms_norm_mul_silu_q8");
 }
 
-/* x += r; y = (x * s) * w; and y's 8-bit form per 32 (as quantize_q8_kernel): one block per row. */
-__global__ void add_rms_norm_q8_kernel(float *x, const float *r, const float *w, float *y, int8_t *xq, float *xd,
+/* x += r; y = (x * s) * w; and y's 8-bit form per 32 (as quantize_q8_kernel): one block per row.
+ * The loop form, for any width: each pass reads memory again (x after its store, w), so a row of
+ * 2048 took ~10 us on the H200, a third of a 35B-A3B decode step (ncu, bench/cuda/NOTES.md). */
+__global__ void add_rms_norm_q8_loop_kernel(float *x, const float *r, const float *w, float *y, int8_t *xq, float *xd,
                                        float *xs, int64_t dim, float eps) {
     cu_pdl();
     const int64_t row = blockIdx.x;
@@ -167,13 +169,64 @@ __global__ void add_rms_norm_q8_kernel(float *x, const float *r, const float *w,
     }
 }
 
+/* The same with the row in registers (dim <= NORM_NPT * blockDim): every load is issued before
+ * the first store, and the 8-bit blocks are quantized from the registers, since a warp's lanes at
+ * step k hold elements 32w + 256k + lane, one whole block. The sum adds in the loop form's order
+ * (thread t: elements t, t + 256, ...), so the bits are the loop form's. */
+#define NORM_NPT 16
+__global__ void add_rms_norm_q8_kernel(float *x, const float *r, const float *w, float *y, int8_t *xq, float *xd,
+                                       float *xs, int64_t dim, float eps) {
+    cu_pdl();
+    const int64_t row = blockIdx.x, T = blockDim.x;
+    float *xr = x + row * dim;
+    const float *rr = r ? r + row * dim : NULL;
+    float v[NORM_NPT], wv[NORM_NPT];
+#pragma unroll
+    for (int k = 0; k < NORM_NPT; k++) {
+        const int64_t i = threadIdx.x + k * T;
+        v[k] = wv[k] = 0.0f;
+        if (i < dim) {
+            v[k] = xr[i];
+            wv[k] = w[i];
+            if (rr) v[k] = v[k] + rr[i];
+        }
+    }
+    double sum = 0.0;
+#pragma unroll
+    for (int k = 0; k < NORM_NPT; k++) {
+        const int64_t i = threadIdx.x + k * T;
+        if (i < dim) {
+            if (rr) xr[i] = v[k];
+            sum += (double)(v[k] * v[k]);
+        }
+    }
+    sum = block_sum_d(sum);
+    const float mean = (float)sum / (float)dim;
+    const float s = 1.0f / sqrtf(mean + eps);
+    const int lane = threadIdx.x & 31;
+    const int64_t nb = dim / 32;
+#pragma unroll
+    for (int k = 0; k < NORM_NPT; k++) {
+        const int64_t i = threadIdx.x + k * T;
+        if (i < dim) {   /* whole warps when xq is set (dim % 32 == 0) */
+            const float yv = (v[k] * s) * wv[k];
+            if (y) y[row * dim + i] = yv;
+            if (xq) q8_put(yv, lane, xq + row * dim + (i - lane), xd + row * nb + i / 32, xs + row * nb + i / 32);
+        }
+    }
+}
+
 extern "C" st_status st_cuda_add_rms_norm_q8(st_cuda *cu, float *x, const float *r, const float *w, float *y,
                                              st_cuda_q8 q, int64_t rows, int64_t dim, float eps) {
     if (rows <= 0) return ST_OK;
     if (q.q && (q.K != dim || dim % 32 || q.n < rows))
         return st_fail(ST_ERR_INVALID, "cuda add_rms_norm_q8: %lld rows of %lld into %lld of %lld", (long long)rows,
                        (long long)dim, (long long)q.n, (long long)q.K);
-    cu_launch(add_rms_norm_q8_kernel, (unsigned)rows, OPS_THREADS, 0, cu->stream, x, r, w, y, q.q, q.d, q.s, dim, eps);
+    /* the register form where it measured faster (2048: 9.9 -> 8.8 us); narrow rows keep the loop */
+    if (dim >= 1024 && dim <= NORM_NPT * OPS_THREADS)
+        cu_launch(add_rms_norm_q8_kernel, (unsigned)rows, OPS_THREADS, 0, cu->stream, x, r, w, y, q.q, q.d, q.s, dim, eps);
+    else
+        cu_launch(add_rms_norm_q8_loop_kernel, (unsigned)rows, OPS_THREADS, 0, cu->stream, x, r, w, y, q.q, q.d, q.s, dim, eps);
     return cu_launched("add_rms_norm_q8");
 }
 
