@@ -17,6 +17,8 @@
 # JOBS sets the parallelism (default: all cores). Prints the time the build took; the compiler's
 # output goes to .peer/llama-build.log.
 #
+#   tools/peer-build.sh avx2 [DIR]          llama-bench built for AVX2/FMA/F16C only (no AVX-512), in
+#       DIR (default .peer/llama.cpp/build-avx2): the peer of STRATA_CPU_LEVEL=1 (issue 13's tables)
 #   tools/peer-build.sh speculative [OUT]   llama-speculative-simple (examples/speculative-simple,
 #       the driver of --spec-type draft-mtp), compiled on its own against the libraries above into
 #       OUT (default build/peer), since the build is configured without examples and is shared:
@@ -63,6 +65,30 @@ if [ "${1:-}" = server ]; then
   configure "$src" "$out" ON OFF
   cmake --build "$out" -j"${JOBS:-$(nproc)}" --target llama-server >>"$log" 2>&1 || { tail -30 "$log"; exit 1; }
   echo "peer-build: built llama-server in $(($(date +%s) - start)) s ($out/bin/llama-server)"
+  exit 0
+fi
+
+if [ "${1:-}" = avx2 ]; then
+  # llama-bench capped at AVX2/FMA/F16C (no AVX-512 anywhere in libggml-cpu): the peer of
+  # `STRATA_CPU_LEVEL=1` runs on an AVX-512 machine, the issue-13 AVX2 tables.
+  src=.peer/llama.cpp
+  out=${2:-$src/build-avx2}
+  [ -f "$src/CMakeLists.txt" ] || { echo "peer-build: no llama.cpp source in $src (run tools/peer-build.sh first)" >&2; exit 1; }
+  if [ -x "$out/bin/llama-bench" ]; then
+    echo "peer-build: up to date ($out/bin/llama-bench)"
+    exit 0
+  fi
+  log=.peer/llama-avx2-build.log
+  start=$(date +%s)
+  cmake -S "$src" -B "$out" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+    -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_MTMD=OFF >"$log" 2>&1 || { tail -30 "$log"; exit 1; }
+  cmake --build "$out" -j"${JOBS:-$(nproc)}" --target llama-bench >>"$log" 2>&1 || { tail -30 "$log"; exit 1; }
+  if objdump -d "$out"/bin/libggml-cpu*.so 2>/dev/null | grep -q zmm; then
+    echo "peer-build: $out has AVX-512 instructions" >&2; exit 1
+  fi
+  echo "peer-build: built llama-bench (AVX2) in $(($(date +%s) - start)) s ($out/bin/llama-bench)"
   exit 0
 fi
 

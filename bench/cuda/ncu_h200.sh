@@ -5,13 +5,9 @@
 # profiled one by one). One device call; the summary table comes back as ncu-sum.csv.
 #   run: bash bench/cuda/ncu_h200.sh      carry: .devbin/prefill (bench/cuda/pack_prefill.sh)
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-W=/tmp/w; mkdir -p $W/bin $W/models $OUT
-tar -xJf .devbin/prefill/bins.tar.xz -C $W/bin || { echo "FAIL: no .devbin/prefill/bins.tar.xz"; exit 1; }
-export LD_LIBRARY_PATH=$W/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-S=$W/bin/strata
-t0=$(date +%s); stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-$S synth $W/models/a3b.gguf --arch qwen35moe --preset a3b --type q4_k --random-blocks -t 12 >$OUT/synth-a3b.txt 2>&1
+. bench/cuda/dev_lib.sh
+dev_setup
+dev_a3b
 stamp "ncu"
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 timeout 400 $NCU --metrics gpu__time_duration.sum --cache-control none --clock-control none --graph-profiling node \

@@ -10,18 +10,10 @@
 #      -n 128` on the 35B-A3B shape (resident) and on the demo model.
 #   run: bash bench/cuda/outs_h200.sh      carry: .devbin/prefill (bench/cuda/pack_prefill.sh)
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-W=/tmp/w; mkdir -p $W/bin $W/models $OUT
-tar -xJf .devbin/prefill/bins.tar.xz -C $W/bin || { echo "FAIL: no .devbin/prefill/bins.tar.xz"; exit 1; }
-export LD_LIBRARY_PATH=$W/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-S=$W/bin/strata; MC=$W/bin/model_check; DEMO=$PWD/models/strata-demo-q8_0.gguf
-t0=$(date +%s); stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-$S synth $W/models/a3b.gguf --arch qwen35moe --preset a3b --type q4_k --random-blocks -t 12 >$OUT/synth-a3b.txt 2>&1 &
-for a in qwen35moe qwen35 qwen3next qwen3moe qwen3; do
-  for t in q8_0 q4_k; do
-    $S synth $W/models/t_${a}_$t.gguf --arch $a --preset tiny --type $t --random-blocks --seed 42 -t 2 >/dev/null 2>&1
-  done
-done
+. bench/cuda/dev_lib.sh
+dev_setup
+dev_a3b &
+dev_tiny
 stamp "1. correctness (all fusions)"
 timeout 150 $W/bin/cuda_op_harness >$OUT/harness.txt 2>&1; echo "harness rc=$? $(tail -1 $OUT/harness.txt)"
 grep -E "FAIL|_q8 |combine_shared" $OUT/harness.txt | head -20

@@ -6,13 +6,9 @@
 #      per kernel name (cuda_gpu_kern_sum), for decode only (-p 0).
 #   run: bash bench/cuda/profile_h200.sh      carry: .devbin/prefill (bench/cuda/pack_prefill.sh)
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-W=/tmp/w; mkdir -p $W/bin $W/models $OUT
-tar -xJf .devbin/prefill/bins.tar.xz -C $W/bin || { echo "FAIL: no .devbin/prefill/bins.tar.xz"; exit 1; }
-export LD_LIBRARY_PATH=$W/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-S=$W/bin/strata
-t0=$(date +%s); stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-$S synth $W/models/a3b.gguf --arch qwen35moe --preset a3b --type q4_k --random-blocks -t 12 >$OUT/synth-a3b.txt 2>&1
+. bench/cuda/dev_lib.sh
+dev_setup
+dev_a3b
 stamp "1. block profile"
 for fu in 2 1; do
   echo "== a3b fused=$fu"
