@@ -33,11 +33,12 @@
 
 INLINE float h2f(uint16_t h) { return _cvtsh_ss(h); }
 /* the cache lines st_dot_prefetch bytes past [p, p + bytes) (see dot.h), into L2 (see
- * dot_avx512.c) */
+ * dot_avx512.c); bytes is a constant at every call, and unrolled the prefetches cost one
+ * instruction each (as a loop they were a tenth of Q6_K's one-row kernel from cache) */
 INLINE void prefetch_ahead(const void *p, size_t bytes) {
     const int dist = st_dot_prefetch;
     if (dist)
-        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + dist + o, _MM_HINT_T1);
+        UNROLL for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + dist + o, _MM_HINT_T1);
 }
 static const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1,    13,   25,  38,  53,  69,  89,  113};
@@ -68,6 +69,19 @@ INLINE void spread_scales_i16(__m256i s16, int h, __m256i sc[4]) {
                                               i + 2, i + 3, i + 2, i + 3, i + 2, i + 3, i + 2, i + 3, i + 2, i + 3, i + 2,
                                               i + 3, i + 2, i + 3, i + 2, i + 3);
         sc[t] = _mm256_shuffle_epi8(half, ctrl);
+    }
+}
+
+/* isum[j] += the products of half h of Q8_K block b of activation row j with the 4 weight ymm u
+ * of that half (sub-blocks 8h + 2t, 8h + 2t + 1 in u[t]), each pair under its scales sc[t] */
+INLINE void add_half_products(const __m256i u[4], const __m256i sc[4], const void *xv, size_t xs, const int nx,
+                              int64_t b, int h, __m256i *isum) {
+    UNROLL for (int j = 0; j < nx; j++) {
+        const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+        UNROLL for (int t = 0; t < 4; t++) {
+            __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 128 * h + 32 * t)));
+            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(p, sc[t]));
+        }
     }
 }
 
@@ -121,6 +135,10 @@ DOT_BY_NX(q4_0)
 
 /* Q4_K's and Q5_K's AVX2 kernels (one-row and tile, one arithmetic each) are in dot_tile_avx2.c */
 
+/* One half of 128 at a time, as Q2_K/Q3_K: its 4 weight ymm and 4 scale ymm stay in registers
+ * (all 8 of each at once spilled), and the scales are spread by byte shuffles, not built from
+ * scalars. The integer sums are exact, so the bits are the same in any order (test_ops_ggml
+ * holds them to ggml's). */
 INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
     const block_q6_K *w = wv;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
@@ -128,30 +146,29 @@ INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / QK_K; b++) {
         prefetch_ahead(&w[b], sizeof w[b]);
-        __m256i u[8], sc[8];
+        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
+        __m256i isum[ST_DOT_MAX_NX]; /* from -32 sum_s scale_s bsum_s: the weights are u - 32 */
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), s16);
+            isum[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+        }
         UNROLL for (int h = 0; h < 2; h++) {
+            __m256i u[4], sc[4];
             __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
             __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
             __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
-            u[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-            u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-            u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
-            u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            u[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            u[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+            u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+            u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            spread_scales_i16(s16, h, sc);
+            add_half_products(u, sc, xv, xs, nx, b, h, isum);
         }
-        UNROLL for (int t = 0; t < 8; t++) sc[t] = halves_i16(w[b].scales[2 * t], w[b].scales[2 * t + 1]);
-        __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
         float d = h2f(w[b].d);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
-            __m256i isum = _mm256_setzero_si256();
-            UNROLL for (int t = 0; t < 8; t++) {
-                __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * t)));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[t]));
-            }
-            __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), s16);
-            isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xb->d), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_set1_ps(d * xb->d), acc[j]);
         }
     }
     UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
@@ -287,13 +304,7 @@ INLINE void q23_K_nx(int three, int64_t k, const void *wv, const void *xv, size_
                 u[j] = v;
             }
             spread_scales_i16(s16, h, sc);
-            UNROLL for (int j = 0; j < nx; j++) {
-                const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
-                UNROLL for (int t = 0; t < 4; t++) {
-                    __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 128 * h + 32 * t)));
-                    isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(p, sc[t]));
-                }
-            }
+            add_half_products(u, sc, xv, xs, nx, b, h, isum);
         }
         float d = h2f(three ? w3->d : w2->d), dmin = three ? 0 : h2f(w2->dmin);
         UNROLL for (int j = 0; j < nx; j++) {
