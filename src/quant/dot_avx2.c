@@ -13,6 +13,7 @@
 #include "quant/fp4_simd.h"
 #include "quant/tq1_simd.h"
 #include "quant/reduce_avx2.h"
+#include "quant/quant.h"
 #include "quant/ref.h"
 #include <string.h>
 
@@ -31,7 +32,9 @@
         }                                                                                          \
     }
 
-INLINE float h2f(uint16_t h) { return _cvtsh_ss(h); }
+/* a scale's half widened through quant.h's table, as ggml's AVX2 build does (two loads; vcvtph2ps
+ * from a scalar is an insert and a two-uop convert, and the small blocks widen 2-4 per block) */
+INLINE float h2f(uint16_t h) { return st_fp16_to_fp32_inline(h); }
 /* the cache lines st_dot_prefetch bytes past [p, p + bytes) (see dot.h), into L2 (see
  * dot_avx512.c); bytes is a constant at every call, and unrolled the prefetches cost one
  * instruction each (as a loop they were a tenth of Q6_K's one-row kernel from cache) */
@@ -195,50 +198,67 @@ INLINE __m256i fifth_bits(const uint8_t *qh) {
 
 enum { KIND_Q4_1, KIND_Q5_0, KIND_Q5_1, KIND_IQ4_NL, KIND_MXFP4 };
 
-INLINE void small_nx(int kind, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
-    const size_t bs = kind == KIND_Q4_1 ? sizeof(block_q4_1) : kind == KIND_Q5_0 ? sizeof(block_q5_0)
-                    : kind == KIND_Q5_1 ? sizeof(block_q5_1) : kind == KIND_MXFP4 ? sizeof(block_mxfp4)
-                    : sizeof(block_iq4_nl);
+INLINE size_t small_block_size(int kind) {
+    return kind == KIND_Q4_1 ? sizeof(block_q4_1) : kind == KIND_Q5_0 ? sizeof(block_q5_0)
+         : kind == KIND_Q5_1 ? sizeof(block_q5_1) : kind == KIND_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_iq4_nl);
+}
+/* block b of the row against block b of each activation row: acc[j] += its products times the
+ * two scales, extra[j] += m * s (the Q8_1 types) */
+INLINE void small_block(int kind, const void *wv, int64_t b, const void *xv, size_t xs, const int nx, __m256 *acc,
+                        float *extra) {
     const int q81 = kind == KIND_Q4_1 || kind == KIND_Q5_1;
     const size_t xbs = q81 ? sizeof(block_q8_1) : sizeof(block_q8_0), xoff = q81 ? 4 : 2;
     const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi8(16);
     const __m256i lut = _mm256_broadcastsi128_si256(
         _mm_loadu_si128((const __m128i *)(kind == KIND_MXFP4 ? st_fp4_levels : iq4nl_levels)));
+    const uint8_t *blk = (const uint8_t *)wv + (size_t)b * small_block_size(kind);
+    uint16_t dh = 0, mh = 0;
+    if (kind != KIND_MXFP4) memcpy(&dh, blk, 2);
+    if (q81) memcpy(&mh, blk + 2, 2);
+    __m256i u, lev = _mm256_setzero_si256();
+    switch (kind) {
+    case KIND_Q4_1: u = nibbles_1x16(blk + 4); break;
+    case KIND_Q5_0: u = _mm256_or_si256(nibbles_1x16(blk + 6), fifth_bits(blk + 2)); break;
+    case KIND_Q5_1: u = _mm256_or_si256(nibbles_1x16(blk + 8), fifth_bits(blk + 4)); break;
+    default: /* IQ4_NL: d then 16 bytes; MXFP4: e then 16 bytes */
+        lev = _mm256_shuffle_epi8(lut, nibbles_1x16(blk + (kind == KIND_MXFP4 ? 1 : 2)));
+        u = _mm256_sign_epi8(lev, lev);
+        break;
+    }
+    float d = kind == KIND_MXFP4 ? st_e8m0_to_fp32_half(blk[0]) : h2f(dh), m = h2f(mh);
+    UNROLL for (int j = 0; j < nx; j++) {
+        const char *xb = (const char *)row(xv, xs, j) + (size_t)b * xbs;
+        __m256i a = _mm256_loadu_si256((const __m256i *)(xb + xoff));
+        __m256i p;
+        if (kind == KIND_IQ4_NL || kind == KIND_MXFP4) p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(a, lev));
+        else if (kind == KIND_Q5_0) p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(sixteen, a));
+        else p = _mm256_maddubs_epi16(u, a);
+        uint16_t dx, sx;
+        memcpy(&dx, xb, 2);
+        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), _mm256_set1_ps(d * h2f(dx)), acc[j]);
+        if (q81) {
+            memcpy(&sx, xb + 2, 2);
+            extra[j] += m * h2f(sx);
+        }
+    }
+}
+
+/* two blocks a step, so the prefetch of each pair is straight code, not a branch per block */
+INLINE void small_nx(int kind, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const size_t bs = small_block_size(kind);
+    const int64_t nb = k / 32;
     __m256 acc[ST_DOT_MAX_NX];
     float extra[ST_DOT_MAX_NX];
     UNROLL for (int j = 0; j < nx; j++) { acc[j] = _mm256_setzero_ps(); extra[j] = 0; }
-    for (int64_t b = 0; b < k / 32; b++) {
-        const uint8_t *blk = (const uint8_t *)wv + (size_t)b * bs;
-        if (b % 2 == 0) prefetch_ahead(blk, 2 * bs);
-        uint16_t dh = 0, mh = 0;
-        if (kind != KIND_MXFP4) memcpy(&dh, blk, 2);
-        if (q81) memcpy(&mh, blk + 2, 2);
-        __m256i u, lev = _mm256_setzero_si256();
-        switch (kind) {
-        case KIND_Q4_1: u = nibbles_1x16(blk + 4); break;
-        case KIND_Q5_0: u = _mm256_or_si256(nibbles_1x16(blk + 6), fifth_bits(blk + 2)); break;
-        case KIND_Q5_1: u = _mm256_or_si256(nibbles_1x16(blk + 8), fifth_bits(blk + 4)); break;
-        default: /* IQ4_NL: d then 16 bytes; MXFP4: e then 16 bytes */
-            lev = _mm256_shuffle_epi8(lut, nibbles_1x16(blk + (kind == KIND_MXFP4 ? 1 : 2)));
-            u = _mm256_sign_epi8(lev, lev);
-            break;
-        }
-        float d = kind == KIND_MXFP4 ? st_e8m0_to_fp32_half(blk[0]) : h2f(dh), m = h2f(mh);
-        UNROLL for (int j = 0; j < nx; j++) {
-            const char *xb = (const char *)row(xv, xs, j) + (size_t)b * xbs;
-            __m256i a = _mm256_loadu_si256((const __m256i *)(xb + xoff));
-            __m256i p;
-            if (kind == KIND_IQ4_NL || kind == KIND_MXFP4) p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(a, lev));
-            else if (kind == KIND_Q5_0) p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(sixteen, a));
-            else p = _mm256_maddubs_epi16(u, a);
-            uint16_t dx, sx;
-            memcpy(&dx, xb, 2);
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), _mm256_set1_ps(d * h2f(dx)), acc[j]);
-            if (q81) {
-                memcpy(&sx, xb + 2, 2);
-                extra[j] += m * h2f(sx);
-            }
-        }
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        prefetch_ahead((const char *)wv + (size_t)b * bs, 2 * bs);
+        small_block(kind, wv, b, xv, xs, nx, acc, extra);
+        small_block(kind, wv, b + 1, xv, xs, nx, acc, extra);
+    }
+    if (b < nb) {
+        prefetch_ahead((const char *)wv + (size_t)b * bs, bs);
+        small_block(kind, wv, b, xv, xs, nx, acc, extra);
     }
     UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]) + extra[j];
 }
