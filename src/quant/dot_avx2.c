@@ -225,7 +225,7 @@ INLINE void small_block(int kind, const void *wv, int64_t b, const void *xv, siz
         u = _mm256_sign_epi8(lev, lev);
         break;
     }
-    float d = kind == KIND_MXFP4 ? st_e8m0_to_fp32_half(blk[0]) : h2f(dh), m = h2f(mh);
+    float d = kind == KIND_MXFP4 ? st_e8m0_half_lut[blk[0]] : h2f(dh), m = h2f(mh);
     UNROLL for (int j = 0; j < nx; j++) {
         const char *xb = (const char *)row(xv, xs, j) + (size_t)b * xbs;
         __m256i a = _mm256_loadu_si256((const __m256i *)(xb + xoff));
@@ -393,11 +393,7 @@ INLINE void nvfp4_nx(int64_t k, const void *wv, const void *xv, size_t xs, const
         __m256i lev[2] = {_mm256_shuffle_epi8(lut, _mm256_unpacklo_epi64(lo, hi)),
                           _mm256_shuffle_epi8(lut, _mm256_unpackhi_epi64(lo, hi))};
         __m256i u[2] = {_mm256_sign_epi8(lev[0], lev[0]), _mm256_sign_epi8(lev[1], lev[1])};
-        uint32_t codes;
-        memcpy(&codes, w[b].d, 4);
-        __m128 sw = st_ue4m3x4_half(codes);
-        __m256 sw01 = _mm256_setr_m128(_mm_shuffle_ps(sw, sw, 0x00), _mm_shuffle_ps(sw, sw, 0x55));
-        __m256 sw23 = _mm256_setr_m128(_mm_shuffle_ps(sw, sw, 0xAA), _mm_shuffle_ps(sw, sw, 0xFF));
+        __m256 sw01 = st_ue4m3_2x4_half(w[b].d[0], w[b].d[1]), sw23 = st_ue4m3_2x4_half(w[b].d[2], w[b].d[3]);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + 2 * b;
             UNROLL for (int g = 0; g < 2; g++) {

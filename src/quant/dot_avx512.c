@@ -228,7 +228,7 @@ INLINE int small_offset(int kind) {
 /* Every block struct starts with d (and Q4_1 / Q5_1 continue with m), except MXFP4's exponent. */
 INLINE float small_d(int kind, const void *wv, size_t bs, int64_t b) {
     const char *blk = (const char *)wv + (size_t)b * bs;
-    if (kind == KIND_MXFP4) return st_e8m0_to_fp32_half((uint8_t)blk[0]);
+    if (kind == KIND_MXFP4) return st_e8m0_half_lut[(uint8_t)blk[0]];
     uint16_t h;
     memcpy(&h, blk, 2);
     return h2f(h);
