@@ -88,52 +88,6 @@ INLINE void add_half_products(const __m256i u[4], const __m256i sc[4], const voi
     }
 }
 
-/* ---- Q8_0 and Q4_0 against Q8_0: one block per ymm ---- */
-
-INLINE void q8_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
-    const block_q8_0 *w = wv;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[ST_DOT_MAX_NX];
-    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / 32; b++) {
-        if (b % 2 == 0) prefetch_ahead(&w[b], 2 * sizeof w[b]);
-        __m256i q = _mm256_loadu_si256((const __m256i *)w[b].qs);
-        __m256i aq = _mm256_sign_epi8(q, q);
-        float d = h2f(w[b].d);
-        UNROLL for (int j = 0; j < nx; j++) {
-            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + b;
-            __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb->qs), q);
-            __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, a), ones);
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * h2f(xb->d)), acc[j]);
-        }
-    }
-    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
-}
-DOT_BY_NX(q8_0)
-
-INLINE void q4_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
-    const block_q4_0 *w = wv;
-    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
-    __m256 acc[ST_DOT_MAX_NX];
-    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / 32; b++) {
-        if (b % 4 == 0) prefetch_ahead(&w[b], 4 * sizeof w[b]);
-        __m128i v = _mm_loadu_si128((const __m128i *)w[b].qs);
-        __m256i u = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1), m4);
-        float d = h2f(w[b].d);
-        UNROLL for (int j = 0; j < nx; j++) {
-            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + b;
-            __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
-            /* (u - 8) . a = u . a - 8 * sum(a) */
-            __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(eight, a));
-            p = _mm256_madd_epi16(p, ones);
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * h2f(xb->d)), acc[j]);
-        }
-    }
-    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
-}
-DOT_BY_NX(q4_0)
-
 /* ---- K-quants against Q8_K ---- */
 
 /* Q4_K's and Q5_K's AVX2 kernels (one-row and tile, one arithmetic each) are in dot_tile_avx2.c */
@@ -178,9 +132,9 @@ INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
 }
 DOT_BY_NX(q6_K)
 
-
-/* ---- the other 32-element types: one block per ymm, unsigned weight bytes u with value
- * d * (u - offset) [+ m]; IQ4_NL moves its levels' signs onto the activation instead ---- */
+/* ---- the 32-element types: one block per ymm, unsigned weight bytes u with value
+ * d * (u - offset) [+ m]; Q8_0, IQ4_NL and MXFP4 move their weights' signs onto the activation
+ * instead ---- */
 
 INLINE __m256i nibbles_1x16(const uint8_t *q) {
     __m128i v = _mm_loadu_si128((const __m128i *)q);
@@ -196,11 +150,18 @@ INLINE __m256i fifth_bits(const uint8_t *qh) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-enum { KIND_Q4_1, KIND_Q5_0, KIND_Q5_1, KIND_IQ4_NL, KIND_MXFP4 };
+enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_1, KIND_Q5_0, KIND_Q5_1, KIND_IQ4_NL, KIND_MXFP4 };
 
 INLINE size_t small_block_size(int kind) {
-    return kind == KIND_Q4_1 ? sizeof(block_q4_1) : kind == KIND_Q5_0 ? sizeof(block_q5_0)
-         : kind == KIND_Q5_1 ? sizeof(block_q5_1) : kind == KIND_MXFP4 ? sizeof(block_mxfp4) : sizeof(block_iq4_nl);
+    switch (kind) {
+    case KIND_Q8_0: return sizeof(block_q8_0);
+    case KIND_Q4_0: return sizeof(block_q4_0);
+    case KIND_Q4_1: return sizeof(block_q4_1);
+    case KIND_Q5_0: return sizeof(block_q5_0);
+    case KIND_Q5_1: return sizeof(block_q5_1);
+    case KIND_MXFP4: return sizeof(block_mxfp4);
+    default: return sizeof(block_iq4_nl);
+    }
 }
 /* block b of the row against block b of each activation row: acc[j] += its products times the
  * two scales, extra[j] += m * s (the Q8_1 types) */
@@ -208,7 +169,7 @@ INLINE void small_block(int kind, const void *wv, int64_t b, const void *xv, siz
                         float *extra) {
     const int q81 = kind == KIND_Q4_1 || kind == KIND_Q5_1;
     const size_t xbs = q81 ? sizeof(block_q8_1) : sizeof(block_q8_0), xoff = q81 ? 4 : 2;
-    const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi8(16);
+    const __m256i ones = _mm256_set1_epi16(1), offset = _mm256_set1_epi8(kind == KIND_Q4_0 ? 8 : 16);
     const __m256i lut = _mm256_broadcastsi128_si256(
         _mm_loadu_si128((const __m128i *)(kind == KIND_MXFP4 ? st_fp4_levels : iq4nl_levels)));
     const uint8_t *blk = (const uint8_t *)wv + (size_t)b * small_block_size(kind);
@@ -217,6 +178,11 @@ INLINE void small_block(int kind, const void *wv, int64_t b, const void *xv, siz
     if (q81) memcpy(&mh, blk + 2, 2);
     __m256i u, lev = _mm256_setzero_si256();
     switch (kind) {
+    case KIND_Q8_0: /* |q| against the activation with q's sign */
+        lev = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        u = _mm256_sign_epi8(lev, lev);
+        break;
+    case KIND_Q4_0: u = nibbles_1x16(blk + 2); break;
     case KIND_Q4_1: u = nibbles_1x16(blk + 4); break;
     case KIND_Q5_0: u = _mm256_or_si256(nibbles_1x16(blk + 6), fifth_bits(blk + 2)); break;
     case KIND_Q5_1: u = _mm256_or_si256(nibbles_1x16(blk + 8), fifth_bits(blk + 4)); break;
@@ -230,8 +196,9 @@ INLINE void small_block(int kind, const void *wv, int64_t b, const void *xv, siz
         const char *xb = (const char *)row(xv, xs, j) + (size_t)b * xbs;
         __m256i a = _mm256_loadu_si256((const __m256i *)(xb + xoff));
         __m256i p;
-        if (kind == KIND_IQ4_NL || kind == KIND_MXFP4) p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(a, lev));
-        else if (kind == KIND_Q5_0) p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(sixteen, a));
+        if (kind == KIND_Q8_0 || kind == KIND_IQ4_NL || kind == KIND_MXFP4) p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(a, lev));
+        else if (kind == KIND_Q4_0 || kind == KIND_Q5_0) /* (u - o) . a = u . a - o sum(a) */
+            p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(offset, a));
         else p = _mm256_maddubs_epi16(u, a);
         uint16_t dx, sx;
         memcpy(&dx, xb, 2);
@@ -243,30 +210,33 @@ INLINE void small_block(int kind, const void *wv, int64_t b, const void *xv, siz
     }
 }
 
-/* two blocks a step, so the prefetch of each pair is straight code, not a branch per block */
+/* G blocks a step (G x bs >= 64: about a cache line), so their prefetch is straight code, not a
+ * branch per block; the blocks still add up in order */
 INLINE void small_nx(int kind, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
     const size_t bs = small_block_size(kind);
+    const int G = bs <= 24 ? 4 : 2;
     const int64_t nb = k / 32;
     __m256 acc[ST_DOT_MAX_NX];
     float extra[ST_DOT_MAX_NX];
     UNROLL for (int j = 0; j < nx; j++) { acc[j] = _mm256_setzero_ps(); extra[j] = 0; }
     int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        prefetch_ahead((const char *)wv + (size_t)b * bs, 2 * bs);
-        small_block(kind, wv, b, xv, xs, nx, acc, extra);
-        small_block(kind, wv, b + 1, xv, xs, nx, acc, extra);
+    for (; b + G <= nb; b += G) {
+        prefetch_ahead((const char *)wv + (size_t)b * bs, (size_t)G * bs);
+        UNROLL for (int g = 0; g < G; g++) small_block(kind, wv, b + g, xv, xs, nx, acc, extra);
     }
-    if (b < nb) {
-        prefetch_ahead((const char *)wv + (size_t)b * bs, bs);
-        small_block(kind, wv, b, xv, xs, nx, acc, extra);
-    }
+    if (b < nb) prefetch_ahead((const char *)wv + (size_t)b * bs, (size_t)G * bs);
+    for (; b < nb; b++) small_block(kind, wv, b, xv, xs, nx, acc, extra);
     UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]) + extra[j];
 }
+INLINE void q8_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q8_0, k, w, x, xs, nx, out); }
+INLINE void q4_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q4_0, k, w, x, xs, nx, out); }
 INLINE void q4_1_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q4_1, k, w, x, xs, nx, out); }
 INLINE void q5_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q5_0, k, w, x, xs, nx, out); }
 INLINE void q5_1_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q5_1, k, w, x, xs, nx, out); }
 INLINE void iq4_nl_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_IQ4_NL, k, w, x, xs, nx, out); }
 INLINE void mxfp4_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_MXFP4, k, w, x, xs, nx, out); }
+DOT_BY_NX(q8_0)
+DOT_BY_NX(q4_0)
 DOT_BY_NX(mxfp4)
 DOT_BY_NX(q4_1)
 DOT_BY_NX(q5_0)
