@@ -460,13 +460,10 @@ INLINE void tq2_0_nx(int64_t k, const void *w, const void *x, size_t xs, const i
 DOT_BY_NX(tq1_0)
 DOT_BY_NX(tq2_0)
 
-/* ---- float types: 8 elements per step, the tail one by one ---- */
+/* ---- float types: whole vectors, the tail one by one ---- */
 
 INLINE __m256 load8_f32(const void *p) { return _mm256_loadu_ps(p); }
 INLINE __m256 load8_f16(const void *p) { return _mm256_cvtph_ps(_mm_loadu_si128(p)); }
-INLINE __m256 load8_bf16(const void *p) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(p)), 16));
-}
 INLINE float one_f32(const void *p, int64_t i) { return ((const float *)p)[i]; }
 INLINE float one_f16(const void *p, int64_t i) { return h2f(((const uint16_t *)p)[i]); }
 INLINE float one_bf16(const void *p, int64_t i) {
@@ -476,28 +473,41 @@ INLINE float one_bf16(const void *p, int64_t i) {
     return f;
 }
 
-#define FLOAT_KERNEL(name, esize)                                                                  \
-    INLINE void name##_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) { \
-        const char *w = wv;                                                                        \
-        __m256 acc[ST_DOT_MAX_NX][2];                                                              \
-        UNROLL for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();          \
-        int64_t i = 0;                                                                             \
-        for (; i + 16 <= k; i += 16) {                                                             \
-            if (i % 64 == 0) prefetch_ahead(w + i * esize, 64 * esize);                            \
-            __m256 w0 = load8_##name(w + i * esize), w1 = load8_##name(w + (i + 8) * esize);       \
-            UNROLL for (int j = 0; j < nx; j++) {                                                  \
-                const char *x = (const char *)row(xv, xs, j);                                      \
-                acc[j][0] = _mm256_fmadd_ps(w0, load8_##name(x + i * esize), acc[j][0]);           \
-                acc[j][1] = _mm256_fmadd_ps(w1, load8_##name(x + (i + 8) * esize), acc[j][1]);     \
-            }                                                                                      \
-        }                                                                                          \
-        UNROLL for (int j = 0; j < nx; j++) {                                                      \
-            float s = hsum_ps(_mm256_add_ps(acc[j][0], acc[j][1]));                                \
-            for (int64_t t = i; t < k; t++) s += one_##name(w, t) * one_##name(row(xv, xs, j), t); \
-            out[j] = s;                                                                            \
-        }                                                                                          \
+/* BF16: 16 values a load, widened without a shuffle: the even ones are the dwords shifted up 16,
+ * the odd ones the dwords with their low half cleared (vpmovzxwd runs on the one shuffle port,
+ * which bounded the kernel); weights and activations split alike, so even meets even. Four
+ * accumulators a row up to 2 rows (the chains of one row's FMAs bounded it too), two past that. */
+INLINE void bf16_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const char *w = wv;
+    const int na = nx <= 2 ? 4 : 2;
+    const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
+    __m256 acc[ST_DOT_MAX_NX][4];
+    UNROLL for (int j = 0; j < nx; j++) UNROLL for (int c = 0; c < 4; c++) acc[j][c] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= k; i += 32) {
+        prefetch_ahead(w + 2 * i, 64);
+        __m256 wc[4];
+        UNROLL for (int h = 0; h < 2; h++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + 2 * (i + 16 * h)));
+            wc[2 * h] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+            wc[2 * h + 1] = _mm256_castsi256_ps(_mm256_and_si256(v, hi));
+        }
+        UNROLL for (int j = 0; j < nx; j++) {
+            const char *x = (const char *)row(xv, xs, j) + 2 * i;
+            UNROLL for (int h = 0; h < 2; h++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(x + 32 * h));
+                const int c0 = (2 * h) % na, c1 = (2 * h + 1) % na;
+                acc[j][c0] = _mm256_fmadd_ps(wc[2 * h], _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), acc[j][c0]);
+                acc[j][c1] = _mm256_fmadd_ps(wc[2 * h + 1], _mm256_castsi256_ps(_mm256_and_si256(v, hi)), acc[j][c1]);
+            }
+        }
     }
-FLOAT_KERNEL(bf16, 2)
+    UNROLL for (int j = 0; j < nx; j++) {
+        float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[j][0], acc[j][1]), _mm256_add_ps(acc[j][2], acc[j][3])));
+        for (int64_t t = i; t < k; t++) s += one_bf16(w, t) * one_bf16(row(xv, xs, j), t);
+        out[j] = s;
+    }
+}
 
 /* F32 and F16 in llama.cpp's AVX2 order (ggml_vec_dot_f32 / _f16), so that a product such as the
  * MoE router's gives its bits: four accumulators of 8 lanes over 32-element steps, added as
