@@ -3,7 +3,7 @@
  * ggml's own kernels on the same weights, threads and split, in the same run.
  *
  *   bench_matvec [--threads N] [--repeats R] [--types q4_K,q6_K,...] [--peer DIR] [--mib WORKING_SET]
- *                [--best] [--repack] [--peer-arch ARCH]
+ *                [--best] [--repack] [--peer-arch ARCH] [--one-row]
  *
  * --peer-arch (or STRATA_PEER_ARCH) loads libggml-cpu-ARCH.so instead of the best variant the CPU
  * runs: `STRATA_CPU_LEVEL=1 STRATA_CPU_OFF=avxvnni bench_matvec --peer-arch haswell` sets our AVX2
@@ -14,6 +14,9 @@
  * ggml still reads the file's layout.
  * --mib sets the working set per shape (default 512 MiB); a small one (--mib 0.5 --threads 1
  * --best) measures the kernels from cache, i.e. their compute speed, for tuning.
+ * --one-row times the one-row kernels alone from cache (one thread, 256 rows of K = 2048, one
+ * weight row per call against ggml's vec_dot, best of --repeats alternated passes, ns per 256
+ * weights): the kernel a product meets where a type has no tile kernel, for tuning it.
  *
  * Shapes (K in, M out): 2048x512 (an expert slice), the same with 8 experts per call (one
  * st_matmul_batch, as a MoE layer's selected experts), 2048x8192, 1024x151936 (the vocabulary head).
@@ -330,8 +333,97 @@ static const char *level_name(uint32_t type) {
     return names[st_dot_level(type)];
 }
 
+/* ---- --one-row: the one-row kernels' compute speed, from cache ---- */
+
+/* One thread, ONE_ROWS weight rows of ONE_K held in L2, one row per call: st_dot_kernel(type)
+ * against ggml's vec_dot (after its from_float) on the same rows; the passes alternate (which
+ * goes first too) and each side's best pass is kept. Prints ns per 256 weights and the ratio
+ * (above 1: ours faster). This is the kernel that meets the weights, not the matmul path (which
+ * runs the tile kernels of dot_tile.h where a type has them). */
+enum { ONE_ROWS = 256, ONE_K = 2048 };
+static void one_row_type(const peer *pr, uint32_t type, int passes) {
+    const st_type_info *t = st_type_get(type);
+    const size_t w_row = st_row_size(t, ONE_K);
+    char *W = aligned_alloc(64, (w_row * ONE_ROWS + 63) / 64 * 64);
+    float *f = malloc(sizeof(float) * ONE_K);
+    for (int r = 0; r < ONE_ROWS; r++) {
+        for (int i = 0; i < ONE_K; i++) f[i] = frand();
+        if (!st_quantize_row(type, f, W + (size_t)r * w_row, ONE_K))
+            st_random_iq_blocks(type, 0.577f, &bench_rng, W + (size_t)r * w_row, ONE_K);
+    }
+    for (int i = 0; i < ONE_K; i++) f[i] = frand();
+    const uint32_t act = st_dot_act_type(type);
+    char *xa = aligned_alloc(64, (st_dot_act_row_size(act, ONE_K) + 63) / 64 * 64);
+    st_act_converter(act)(f, xa, ONE_K);
+    st_dot_fn ours = st_dot_kernel(type);
+    const struct ggml_type_traits_cpu_abi *tr = pr->cpu ? pr->traits((int)type) : 0;
+    void *xg = NULL;
+    if (tr && tr->vec_dot) {
+        const struct ggml_type_traits_cpu_abi *tx = pr->traits(tr->vec_dot_type);
+        ggml_from_float_fn conv = tx && tx->from_float ? tx->from_float : tr->from_float;
+        xg = aligned_alloc(64, (pr->row_size(tr->vec_dot_type, ONE_K) + 127) / 64 * 64);
+        if (conv) conv(f, xg, ONE_K);
+        else memcpy(xg, f, sizeof(float) * ONE_K);
+    }
+    float y[ONE_ROWS];
+    double best_ours = 1e30, best_ggml = 1e30;
+    for (int p = -2; p < passes; p++) { /* two warm-up passes */
+        for (int side = 0; side < 2; side++) {
+            const int g = (side ^ (p & 1)) && xg;
+            if ((side ^ (p & 1)) && !xg) continue;
+            double t0 = st_now();
+            if (g)
+                for (int r = 0; r < ONE_ROWS; r++) tr->vec_dot(ONE_K, &y[r], 0, W + (size_t)r * w_row, 0, xg, 0, 1);
+            else
+                for (int r = 0; r < ONE_ROWS; r++) ours(ONE_K, W + (size_t)r * w_row, xa, 0, 1, &y[r]);
+            double ns = (st_now() - t0) * 1e9 / ((double)ONE_ROWS * ONE_K / 256);
+            if (p >= 0 && g && ns < best_ggml) best_ggml = ns;
+            if (p >= 0 && !g && ns < best_ours) best_ours = ns;
+        }
+    }
+    char g[32] = "-", ratio[32] = "-";
+    if (xg) {
+        snprintf(g, sizeof g, "%.2f", best_ggml);
+        snprintf(ratio, sizeof ratio, "%.2fx", best_ggml / best_ours);
+    }
+    printf("| %s | %s | %.2f | %s | %s | %.1f |\n", t->name, level_name(type), best_ours, g, ratio,
+           (double)w_row * ONE_ROWS / (best_ours * ONE_ROWS * ONE_K / 256));
+    fflush(stdout);
+    free(W); free(f); free(xa); free(xg);
+}
+
+/* The computable type named `name`; ST_TYPE_COUNT if none. */
+static uint32_t type_by_name(const char *name) {
+    for (uint32_t id = 0; id < ST_TYPE_COUNT; id++) {
+        const st_type_info *t = st_type_get(id);
+        if (t && t->computable && !strcmp(t->name, name)) return id;
+    }
+    return ST_TYPE_COUNT;
+}
+
+static int one_row_main(const char *types_arg, const char *peer_dir, const char *peer_arch, int passes) {
+    peer pr;
+    if (!peer_dir || !peer_load(peer_dir, peer_arch && *peer_arch ? peer_arch : NULL, &pr)) {
+        memset(&pr, 0, sizeof pr);
+        fprintf(stderr, "peer not loaded: the ggml column stays empty\n");
+    }
+    char cpu[256];
+    st_cpu_describe(cpu, sizeof cpu);
+    printf("one-row kernels from cache: 1 thread, %d rows of K = %d, best of %d alternated passes\n", ONE_ROWS, ONE_K, passes);
+    printf("cpu features: %s\npeer: %s\n\n", cpu, pr.cpu ? pr.variant : "(none)");
+    printf("| type | level | ours ns/256 | ggml ns/256 | ours / ggml (speed) | ours GB/s |\n|---|---|---|---|---|---|\n");
+    char list[512];
+    snprintf(list, sizeof list, "%s", types_arg);
+    for (char *save = 0, *name = strtok_r(list, ",", &save); name; name = strtok_r(0, ",", &save)) {
+        uint32_t type = type_by_name(name);
+        if (type == ST_TYPE_COUNT) fprintf(stderr, "unknown type %s\n", name);
+        else one_row_type(&pr, type, passes);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int threads = 2, repeats = 21;
+    int threads = 2, repeats = 21, one_row = 0;
     double ws_mib = 512;
     const char *types_arg = "q4_K,q6_K,q8_0,f32,f16,bf16,q5_K,q4_0,q4_1,q5_0,q5_1,q2_K,q3_K,iq4_nl,iq4_xs";
     const char *peer_dir = getenv("STRATA_PEER_LIBS");
@@ -345,12 +437,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--mib") && i + 1 < argc) ws_mib = atof(argv[++i]);
         else if (!strcmp(argv[i], "--best")) report_best = 1;
         else if (!strcmp(argv[i], "--repack")) use_repack = 1;
+        else if (!strcmp(argv[i], "--one-row")) one_row = 1;
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--repeats R] [--types a,b] [--peer DIR] [--peer-arch ARCH] [--mib MIB] [--best] [--repack]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--repeats R] [--types a,b] [--peer DIR] [--peer-arch ARCH] [--mib MIB] [--best] [--repack] [--one-row]\n", argv[0]);
             return 2;
         }
     }
     if (repeats < 1) repeats = 1;
+    if (one_row) return one_row_main(types_arg, peer_dir, peer_arch, repeats);
     st_pool *pool;
     if (st_pool_create(threads, &pool) != ST_OK) {
         fprintf(stderr, "cannot create %d threads\n", threads);
@@ -383,11 +477,7 @@ int main(int argc, char **argv) {
     char list[512];
     snprintf(list, sizeof list, "%s", types_arg);
     for (char *save = 0, *name = strtok_r(list, ",", &save); name; name = strtok_r(0, ",", &save)) {
-        uint32_t type = ST_TYPE_COUNT;
-        for (uint32_t id = 0; id < ST_TYPE_COUNT; id++) {
-            const st_type_info *t = st_type_get(id);
-            if (t && t->computable && !strcmp(t->name, name)) type = id;
-        }
+        uint32_t type = type_by_name(name);
         if (type == ST_TYPE_COUNT) {
             fprintf(stderr, "unknown type %s\n", name);
             continue;

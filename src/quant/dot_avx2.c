@@ -13,6 +13,7 @@
 #include "quant/fp4_simd.h"
 #include "quant/tq1_simd.h"
 #include "quant/reduce_avx2.h"
+#include "quant/quant.h"
 #include "quant/ref.h"
 #include <string.h>
 
@@ -31,13 +32,16 @@
         }                                                                                          \
     }
 
-INLINE float h2f(uint16_t h) { return _cvtsh_ss(h); }
+/* a scale's half widened through quant.h's table, as ggml's AVX2 build does (two loads; vcvtph2ps
+ * from a scalar is an insert and a two-uop convert, and the small blocks widen 2-4 per block) */
+INLINE float h2f(uint16_t h) { return st_fp16_to_fp32_inline(h); }
 /* the cache lines st_dot_prefetch bytes past [p, p + bytes) (see dot.h), into L2 (see
- * dot_avx512.c) */
+ * dot_avx512.c); bytes is a constant at every call, and unrolled the prefetches cost one
+ * instruction each (as a loop they were a tenth of Q6_K's one-row kernel from cache) */
 INLINE void prefetch_ahead(const void *p, size_t bytes) {
     const int dist = st_dot_prefetch;
     if (dist)
-        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + dist + o, _MM_HINT_T1);
+        UNROLL for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + dist + o, _MM_HINT_T1);
 }
 static const int8_t iq4nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                         1,    13,   25,  38,  53,  69,  89,  113};
@@ -71,56 +75,27 @@ INLINE void spread_scales_i16(__m256i s16, int h, __m256i sc[4]) {
     }
 }
 
-/* ---- Q8_0 and Q4_0 against Q8_0: one block per ymm ---- */
-
-INLINE void q8_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
-    const block_q8_0 *w = wv;
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[ST_DOT_MAX_NX];
-    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / 32; b++) {
-        if (b % 2 == 0) prefetch_ahead(&w[b], 2 * sizeof w[b]);
-        __m256i q = _mm256_loadu_si256((const __m256i *)w[b].qs);
-        __m256i aq = _mm256_sign_epi8(q, q);
-        float d = h2f(w[b].d);
-        UNROLL for (int j = 0; j < nx; j++) {
-            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + b;
-            __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb->qs), q);
-            __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, a), ones);
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * h2f(xb->d)), acc[j]);
+/* isum[j] += the products of half h of Q8_K block b of activation row j with the 4 weight ymm u
+ * of that half (sub-blocks 8h + 2t, 8h + 2t + 1 in u[t]), each pair under its scales sc[t] */
+INLINE void add_half_products(const __m256i u[4], const __m256i sc[4], const void *xv, size_t xs, const int nx,
+                              int64_t b, int h, __m256i *isum) {
+    UNROLL for (int j = 0; j < nx; j++) {
+        const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+        UNROLL for (int t = 0; t < 4; t++) {
+            __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 128 * h + 32 * t)));
+            isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(p, sc[t]));
         }
     }
-    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
 }
-DOT_BY_NX(q8_0)
-
-INLINE void q4_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
-    const block_q4_0 *w = wv;
-    const __m256i ones = _mm256_set1_epi16(1), m4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
-    __m256 acc[ST_DOT_MAX_NX];
-    UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < k / 32; b++) {
-        if (b % 4 == 0) prefetch_ahead(&w[b], 4 * sizeof w[b]);
-        __m128i v = _mm_loadu_si128((const __m128i *)w[b].qs);
-        __m256i u = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1), m4);
-        float d = h2f(w[b].d);
-        UNROLL for (int j = 0; j < nx; j++) {
-            const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + b;
-            __m256i a = _mm256_loadu_si256((const __m256i *)xb->qs);
-            /* (u - 8) . a = u . a - 8 * sum(a) */
-            __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(eight, a));
-            p = _mm256_madd_epi16(p, ones);
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * h2f(xb->d)), acc[j]);
-        }
-    }
-    UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
-}
-DOT_BY_NX(q4_0)
 
 /* ---- K-quants against Q8_K ---- */
 
 /* Q4_K's and Q5_K's AVX2 kernels (one-row and tile, one arithmetic each) are in dot_tile_avx2.c */
 
+/* One half of 128 at a time, as Q2_K/Q3_K: its 4 weight ymm and 4 scale ymm stay in registers
+ * (all 8 of each at once spilled), and the scales are spread by byte shuffles, not built from
+ * scalars. The integer sums are exact, so the bits are the same in any order (test_ops_ggml
+ * holds them to ggml's). */
 INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
     const block_q6_K *w = wv;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
@@ -128,39 +103,38 @@ INLINE void q6_K_nx(int64_t k, const void *wv, const void *xv, size_t xs, const 
     UNROLL for (int j = 0; j < nx; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < k / QK_K; b++) {
         prefetch_ahead(&w[b], sizeof w[b]);
-        __m256i u[8], sc[8];
+        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
+        __m256i isum[ST_DOT_MAX_NX]; /* from -32 sum_s scale_s bsum_s: the weights are u - 32 */
+        UNROLL for (int j = 0; j < nx; j++) {
+            const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
+            __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), s16);
+            isum[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+        }
         UNROLL for (int h = 0; h < 2; h++) {
+            __m256i u[4], sc[4];
             __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
             __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
             __m256i qh = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
-            u[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-            u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-            u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
-            u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            u[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+            u[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+            u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+            u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+            spread_scales_i16(s16, h, sc);
+            add_half_products(u, sc, xv, xs, nx, b, h, isum);
         }
-        UNROLL for (int t = 0; t < 8; t++) sc[t] = halves_i16(w[b].scales[2 * t], w[b].scales[2 * t + 1]);
-        __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
         float d = h2f(w[b].d);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
-            __m256i isum = _mm256_setzero_si256();
-            UNROLL for (int t = 0; t < 8; t++) {
-                __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * t)));
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, sc[t]));
-            }
-            __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), s16);
-            isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xb->d), acc[j]);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_set1_ps(d * xb->d), acc[j]);
         }
     }
     UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]);
 }
 DOT_BY_NX(q6_K)
 
-
-/* ---- the other 32-element types: one block per ymm, unsigned weight bytes u with value
- * d * (u - offset) [+ m]; IQ4_NL moves its levels' signs onto the activation instead ---- */
+/* ---- the 32-element types: one block per ymm, unsigned weight bytes u with value
+ * d * (u - offset) [+ m]; Q8_0, IQ4_NL and MXFP4 move their weights' signs onto the activation
+ * instead ---- */
 
 INLINE __m256i nibbles_1x16(const uint8_t *q) {
     __m128i v = _mm_loadu_si128((const __m128i *)q);
@@ -176,60 +150,93 @@ INLINE __m256i fifth_bits(const uint8_t *qh) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-enum { KIND_Q4_1, KIND_Q5_0, KIND_Q5_1, KIND_IQ4_NL, KIND_MXFP4 };
+enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_1, KIND_Q5_0, KIND_Q5_1, KIND_IQ4_NL, KIND_MXFP4 };
 
-INLINE void small_nx(int kind, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
-    const size_t bs = kind == KIND_Q4_1 ? sizeof(block_q4_1) : kind == KIND_Q5_0 ? sizeof(block_q5_0)
-                    : kind == KIND_Q5_1 ? sizeof(block_q5_1) : kind == KIND_MXFP4 ? sizeof(block_mxfp4)
-                    : sizeof(block_iq4_nl);
+INLINE size_t small_block_size(int kind) {
+    switch (kind) {
+    case KIND_Q8_0: return sizeof(block_q8_0);
+    case KIND_Q4_0: return sizeof(block_q4_0);
+    case KIND_Q4_1: return sizeof(block_q4_1);
+    case KIND_Q5_0: return sizeof(block_q5_0);
+    case KIND_Q5_1: return sizeof(block_q5_1);
+    case KIND_MXFP4: return sizeof(block_mxfp4);
+    default: return sizeof(block_iq4_nl);
+    }
+}
+/* block b of the row against block b of each activation row: acc[j] += its products times the
+ * two scales, extra[j] += m * s (the Q8_1 types) */
+INLINE void small_block(int kind, const void *wv, int64_t b, const void *xv, size_t xs, const int nx, __m256 *acc,
+                        float *extra) {
     const int q81 = kind == KIND_Q4_1 || kind == KIND_Q5_1;
     const size_t xbs = q81 ? sizeof(block_q8_1) : sizeof(block_q8_0), xoff = q81 ? 4 : 2;
-    const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi8(16);
+    const __m256i ones = _mm256_set1_epi16(1), offset = _mm256_set1_epi8(kind == KIND_Q4_0 ? 8 : 16);
     const __m256i lut = _mm256_broadcastsi128_si256(
         _mm_loadu_si128((const __m128i *)(kind == KIND_MXFP4 ? st_fp4_levels : iq4nl_levels)));
+    const uint8_t *blk = (const uint8_t *)wv + (size_t)b * small_block_size(kind);
+    uint16_t dh = 0, mh = 0;
+    if (kind != KIND_MXFP4) memcpy(&dh, blk, 2);
+    if (q81) memcpy(&mh, blk + 2, 2);
+    __m256i u, lev = _mm256_setzero_si256();
+    switch (kind) {
+    case KIND_Q8_0: /* |q| against the activation with q's sign */
+        lev = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        u = _mm256_sign_epi8(lev, lev);
+        break;
+    case KIND_Q4_0: u = nibbles_1x16(blk + 2); break;
+    case KIND_Q4_1: u = nibbles_1x16(blk + 4); break;
+    case KIND_Q5_0: u = _mm256_or_si256(nibbles_1x16(blk + 6), fifth_bits(blk + 2)); break;
+    case KIND_Q5_1: u = _mm256_or_si256(nibbles_1x16(blk + 8), fifth_bits(blk + 4)); break;
+    default: /* IQ4_NL: d then 16 bytes; MXFP4: e then 16 bytes */
+        lev = _mm256_shuffle_epi8(lut, nibbles_1x16(blk + (kind == KIND_MXFP4 ? 1 : 2)));
+        u = _mm256_sign_epi8(lev, lev);
+        break;
+    }
+    float d = kind == KIND_MXFP4 ? st_e8m0_half_lut[blk[0]] : h2f(dh), m = h2f(mh);
+    UNROLL for (int j = 0; j < nx; j++) {
+        const char *xb = (const char *)row(xv, xs, j) + (size_t)b * xbs;
+        __m256i a = _mm256_loadu_si256((const __m256i *)(xb + xoff));
+        __m256i p;
+        if (kind == KIND_Q8_0 || kind == KIND_IQ4_NL || kind == KIND_MXFP4) p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(a, lev));
+        else if (kind == KIND_Q4_0 || kind == KIND_Q5_0) /* (u - o) . a = u . a - o sum(a) */
+            p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(offset, a));
+        else p = _mm256_maddubs_epi16(u, a);
+        uint16_t dx, sx;
+        memcpy(&dx, xb, 2);
+        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), _mm256_set1_ps(d * h2f(dx)), acc[j]);
+        if (q81) {
+            memcpy(&sx, xb + 2, 2);
+            extra[j] += m * h2f(sx);
+        }
+    }
+}
+
+/* G blocks a step (G x bs >= 64: about a cache line), so their prefetch is straight code, not a
+ * branch per block; the blocks still add up in order */
+INLINE void small_nx(int kind, int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const size_t bs = small_block_size(kind);
+    const int G = bs <= 24 ? 4 : 2;
+    const int64_t nb = k / 32;
     __m256 acc[ST_DOT_MAX_NX];
     float extra[ST_DOT_MAX_NX];
     UNROLL for (int j = 0; j < nx; j++) { acc[j] = _mm256_setzero_ps(); extra[j] = 0; }
-    for (int64_t b = 0; b < k / 32; b++) {
-        const uint8_t *blk = (const uint8_t *)wv + (size_t)b * bs;
-        if (b % 2 == 0) prefetch_ahead(blk, 2 * bs);
-        uint16_t dh = 0, mh = 0;
-        if (kind != KIND_MXFP4) memcpy(&dh, blk, 2);
-        if (q81) memcpy(&mh, blk + 2, 2);
-        __m256i u, lev = _mm256_setzero_si256();
-        switch (kind) {
-        case KIND_Q4_1: u = nibbles_1x16(blk + 4); break;
-        case KIND_Q5_0: u = _mm256_or_si256(nibbles_1x16(blk + 6), fifth_bits(blk + 2)); break;
-        case KIND_Q5_1: u = _mm256_or_si256(nibbles_1x16(blk + 8), fifth_bits(blk + 4)); break;
-        default: /* IQ4_NL: d then 16 bytes; MXFP4: e then 16 bytes */
-            lev = _mm256_shuffle_epi8(lut, nibbles_1x16(blk + (kind == KIND_MXFP4 ? 1 : 2)));
-            u = _mm256_sign_epi8(lev, lev);
-            break;
-        }
-        float d = kind == KIND_MXFP4 ? st_e8m0_to_fp32_half(blk[0]) : h2f(dh), m = h2f(mh);
-        UNROLL for (int j = 0; j < nx; j++) {
-            const char *xb = (const char *)row(xv, xs, j) + (size_t)b * xbs;
-            __m256i a = _mm256_loadu_si256((const __m256i *)(xb + xoff));
-            __m256i p;
-            if (kind == KIND_IQ4_NL || kind == KIND_MXFP4) p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(a, lev));
-            else if (kind == KIND_Q5_0) p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, a), _mm256_maddubs_epi16(sixteen, a));
-            else p = _mm256_maddubs_epi16(u, a);
-            uint16_t dx, sx;
-            memcpy(&dx, xb, 2);
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), _mm256_set1_ps(d * h2f(dx)), acc[j]);
-            if (q81) {
-                memcpy(&sx, xb + 2, 2);
-                extra[j] += m * h2f(sx);
-            }
-        }
+    int64_t b = 0;
+    for (; b + G <= nb; b += G) {
+        prefetch_ahead((const char *)wv + (size_t)b * bs, (size_t)G * bs);
+        UNROLL for (int g = 0; g < G; g++) small_block(kind, wv, b + g, xv, xs, nx, acc, extra);
     }
+    if (b < nb) prefetch_ahead((const char *)wv + (size_t)b * bs, (size_t)G * bs);
+    for (; b < nb; b++) small_block(kind, wv, b, xv, xs, nx, acc, extra);
     UNROLL for (int j = 0; j < nx; j++) out[j] = hsum_ps(acc[j]) + extra[j];
 }
+INLINE void q8_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q8_0, k, w, x, xs, nx, out); }
+INLINE void q4_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q4_0, k, w, x, xs, nx, out); }
 INLINE void q4_1_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q4_1, k, w, x, xs, nx, out); }
 INLINE void q5_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q5_0, k, w, x, xs, nx, out); }
 INLINE void q5_1_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q5_1, k, w, x, xs, nx, out); }
 INLINE void iq4_nl_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_IQ4_NL, k, w, x, xs, nx, out); }
 INLINE void mxfp4_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_MXFP4, k, w, x, xs, nx, out); }
+DOT_BY_NX(q8_0)
+DOT_BY_NX(q4_0)
 DOT_BY_NX(mxfp4)
 DOT_BY_NX(q4_1)
 DOT_BY_NX(q5_0)
@@ -287,13 +294,7 @@ INLINE void q23_K_nx(int three, int64_t k, const void *wv, const void *xv, size_
                 u[j] = v;
             }
             spread_scales_i16(s16, h, sc);
-            UNROLL for (int j = 0; j < nx; j++) {
-                const block_q8_K *xb = (const block_q8_K *)row(xv, xs, j) + b;
-                UNROLL for (int t = 0; t < 4; t++) {
-                    __m256i p = _mm256_maddubs_epi16(u[t], _mm256_loadu_si256((const __m256i *)(xb->qs + 128 * h + 32 * t)));
-                    isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(p, sc[t]));
-                }
-            }
+            add_half_products(u, sc, xv, xs, nx, b, h, isum);
         }
         float d = h2f(three ? w3->d : w2->d), dmin = three ? 0 : h2f(w2->dmin);
         UNROLL for (int j = 0; j < nx; j++) {
@@ -362,11 +363,7 @@ INLINE void nvfp4_nx(int64_t k, const void *wv, const void *xv, size_t xs, const
         __m256i lev[2] = {_mm256_shuffle_epi8(lut, _mm256_unpacklo_epi64(lo, hi)),
                           _mm256_shuffle_epi8(lut, _mm256_unpackhi_epi64(lo, hi))};
         __m256i u[2] = {_mm256_sign_epi8(lev[0], lev[0]), _mm256_sign_epi8(lev[1], lev[1])};
-        uint32_t codes;
-        memcpy(&codes, w[b].d, 4);
-        __m128 sw = st_ue4m3x4_half(codes);
-        __m256 sw01 = _mm256_setr_m128(_mm_shuffle_ps(sw, sw, 0x00), _mm_shuffle_ps(sw, sw, 0x55));
-        __m256 sw23 = _mm256_setr_m128(_mm_shuffle_ps(sw, sw, 0xAA), _mm_shuffle_ps(sw, sw, 0xFF));
+        __m256 sw01 = st_ue4m3_2x4_half(w[b].d[0], w[b].d[1]), sw23 = st_ue4m3_2x4_half(w[b].d[2], w[b].d[3]);
         UNROLL for (int j = 0; j < nx; j++) {
             const block_q8_0 *xb = (const block_q8_0 *)row(xv, xs, j) + 2 * b;
             UNROLL for (int g = 0; g < 2; g++) {
@@ -463,13 +460,10 @@ INLINE void tq2_0_nx(int64_t k, const void *w, const void *x, size_t xs, const i
 DOT_BY_NX(tq1_0)
 DOT_BY_NX(tq2_0)
 
-/* ---- float types: 8 elements per step, the tail one by one ---- */
+/* ---- float types: whole vectors, the tail one by one ---- */
 
 INLINE __m256 load8_f32(const void *p) { return _mm256_loadu_ps(p); }
 INLINE __m256 load8_f16(const void *p) { return _mm256_cvtph_ps(_mm_loadu_si128(p)); }
-INLINE __m256 load8_bf16(const void *p) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(p)), 16));
-}
 INLINE float one_f32(const void *p, int64_t i) { return ((const float *)p)[i]; }
 INLINE float one_f16(const void *p, int64_t i) { return h2f(((const uint16_t *)p)[i]); }
 INLINE float one_bf16(const void *p, int64_t i) {
@@ -479,28 +473,41 @@ INLINE float one_bf16(const void *p, int64_t i) {
     return f;
 }
 
-#define FLOAT_KERNEL(name, esize)                                                                  \
-    INLINE void name##_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) { \
-        const char *w = wv;                                                                        \
-        __m256 acc[ST_DOT_MAX_NX][2];                                                              \
-        UNROLL for (int j = 0; j < nx; j++) acc[j][0] = acc[j][1] = _mm256_setzero_ps();          \
-        int64_t i = 0;                                                                             \
-        for (; i + 16 <= k; i += 16) {                                                             \
-            if (i % 64 == 0) prefetch_ahead(w + i * esize, 64 * esize);                            \
-            __m256 w0 = load8_##name(w + i * esize), w1 = load8_##name(w + (i + 8) * esize);       \
-            UNROLL for (int j = 0; j < nx; j++) {                                                  \
-                const char *x = (const char *)row(xv, xs, j);                                      \
-                acc[j][0] = _mm256_fmadd_ps(w0, load8_##name(x + i * esize), acc[j][0]);           \
-                acc[j][1] = _mm256_fmadd_ps(w1, load8_##name(x + (i + 8) * esize), acc[j][1]);     \
-            }                                                                                      \
-        }                                                                                          \
-        UNROLL for (int j = 0; j < nx; j++) {                                                      \
-            float s = hsum_ps(_mm256_add_ps(acc[j][0], acc[j][1]));                                \
-            for (int64_t t = i; t < k; t++) s += one_##name(w, t) * one_##name(row(xv, xs, j), t); \
-            out[j] = s;                                                                            \
-        }                                                                                          \
+/* BF16: 16 values a load, widened without a shuffle: the even ones are the dwords shifted up 16,
+ * the odd ones the dwords with their low half cleared (vpmovzxwd runs on the one shuffle port,
+ * which bounded the kernel); weights and activations split alike, so even meets even. Four
+ * accumulators a row up to 2 rows (the chains of one row's FMAs bounded it too), two past that. */
+INLINE void bf16_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const char *w = wv;
+    const int na = nx <= 2 ? 4 : 2;
+    const __m256i hi = _mm256_set1_epi32((int)0xFFFF0000u);
+    __m256 acc[ST_DOT_MAX_NX][4];
+    UNROLL for (int j = 0; j < nx; j++) UNROLL for (int c = 0; c < 4; c++) acc[j][c] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= k; i += 32) {
+        prefetch_ahead(w + 2 * i, 64);
+        __m256 wc[4];
+        UNROLL for (int h = 0; h < 2; h++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w + 2 * (i + 16 * h)));
+            wc[2 * h] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+            wc[2 * h + 1] = _mm256_castsi256_ps(_mm256_and_si256(v, hi));
+        }
+        UNROLL for (int j = 0; j < nx; j++) {
+            const char *x = (const char *)row(xv, xs, j) + 2 * i;
+            UNROLL for (int h = 0; h < 2; h++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(x + 32 * h));
+                const int c0 = (2 * h) % na, c1 = (2 * h + 1) % na;
+                acc[j][c0] = _mm256_fmadd_ps(wc[2 * h], _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), acc[j][c0]);
+                acc[j][c1] = _mm256_fmadd_ps(wc[2 * h + 1], _mm256_castsi256_ps(_mm256_and_si256(v, hi)), acc[j][c1]);
+            }
+        }
     }
-FLOAT_KERNEL(bf16, 2)
+    UNROLL for (int j = 0; j < nx; j++) {
+        float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[j][0], acc[j][1]), _mm256_add_ps(acc[j][2], acc[j][3])));
+        for (int64_t t = i; t < k; t++) s += one_bf16(w, t) * one_bf16(row(xv, xs, j), t);
+        out[j] = s;
+    }
+}
 
 /* F32 and F16 in llama.cpp's AVX2 order (ggml_vec_dot_f32 / _f16), so that a product such as the
  * MoE router's gives its bits: four accumulators of 8 lanes over 32-element steps, added as

@@ -10,8 +10,9 @@
  *   acc += d_w * (((cvt(p0) * d_x0 + cvt(p1) * d_x1) + cvt(p2) * d_x2) + cvt(p3) * d_x3)
  *
  * (ggml's order for its AVX2 kernel), so the chain through the accumulator is one FMA per block
- * (four in the earlier one-row kernel, which bounded it at nx = 1). The four activation scales
- * are converted once per block and activation row for all weight rows of the tile. With more
+ * (four in the earlier one-row kernel, which bounded it at nx = 1). Every scale is a broadcast
+ * load from quant.h's half table (building the four activation scales in one vector through
+ * four inserts and a store cost a fifth of the one-row kernel). With more
  * than two activation rows (a prompt chunk) each weight row is run alone against all of them,
  * which expands its signs once for every row; the per-(row, activation) arithmetic is the same
  * either way. */
@@ -20,6 +21,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "quant/quant.h"
 #include "quant/types.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -44,12 +46,6 @@ INLINE void tile_q1_0(int64_t k, const char *w, size_t ws, const int mr, const c
     __m256 acc[ST_DOT_TILE_MR][ST_DOT_MAX_NX];
     UNROLL for (int m = 0; m < mr; m++) UNROLL for (int j = 0; j < nx; j++) acc[m][j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        float dxs[ST_DOT_MAX_NX][4];
-        UNROLL for (int j = 0; j < nx; j++) {
-            const block_q8_0 *xb = (const block_q8_0 *)(x + (size_t)j * xs) + 4 * b;
-            _mm_storeu_ps(dxs[j], _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)xb[3].d, (short)xb[2].d, (short)xb[1].d,
-                                                             (short)xb[0].d)));
-        }
         UNROLL for (int m = 0; m < mr; m++) {
             const block_q1_0 *wb = (const block_q1_0 *)(w + (size_t)m * ws) + b;
             if (dist && b % 4 == 0) {
@@ -63,14 +59,15 @@ INLINE void tile_q1_0(int64_t k, const char *w, size_t ws, const int mr, const c
                 __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)q), spread);
                 sgn[g] = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), _mm256_setzero_si256()), ones8);
             }
-            const __m256 d = _mm256_set1_ps(_cvtsh_ss(wb->d));
+            const __m256 d = _mm256_broadcast_ss(&st_fp16_lut[wb->d]);
             UNROLL for (int j = 0; j < nx; j++) {
                 const block_q8_0 *xb = (const block_q8_0 *)(x + (size_t)j * xs) + 4 * b;
                 __m256 f = _mm256_setzero_ps();
                 UNROLL for (int g = 0; g < 4; g++) {
                     __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xb[g].qs), sgn[g]);
                     __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, a), ones16));
-                    f = g ? _mm256_fmadd_ps(p, _mm256_broadcast_ss(&dxs[j][g]), f) : _mm256_mul_ps(p, _mm256_broadcast_ss(&dxs[j][0]));
+                    const __m256 dx = _mm256_broadcast_ss(&st_fp16_lut[xb[g].d]);
+                    f = g ? _mm256_fmadd_ps(p, dx, f) : _mm256_mul_ps(p, dx);
                 }
                 acc[m][j] = _mm256_fmadd_ps(f, d, acc[m][j]);
             }

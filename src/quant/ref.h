@@ -22,6 +22,8 @@ static inline int st_round_even(float x) {
  * for exponent bits E > 0, m 2^-9 for E = 0, and ggml reads 0x7F (the format's NaN) as 0. Both
  * are built from bits, exactly. */
 extern const int8_t st_fp4_levels[16];
+/* the two functions below on every byte, for the SIMD kernels (one load a scale) */
+extern float st_e8m0_half_lut[256], st_ue4m3_half_lut[256];
 static inline float st_f32_of_bits(uint32_t u) {
     union { uint32_t u; float f; } v = {u};
     return v.f;

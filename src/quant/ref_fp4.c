@@ -18,6 +18,17 @@
 
 const int8_t st_fp4_levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
+float st_e8m0_half_lut[256], st_ue4m3_half_lut[256];
+
+/* the SIMD kernels read the scales from these tables (fp4_simd.h), filled from the functions of
+ * ref.h when the library loads */
+__attribute__((constructor)) static void fp4_scale_luts_fill(void) {
+    for (int c = 0; c < 256; c++) {
+        st_e8m0_half_lut[c] = st_e8m0_to_fp32_half((uint8_t)c);
+        st_ue4m3_half_lut[c] = st_ue4m3_to_fp32_half((uint8_t)c);
+    }
+}
+
 /* The UE4M3 code nearest x (ggml's rounding: the bit below the mantissa rounds up; subnormals
  * round half up; saturates at 448; x <= 0 or NaN gives 0). */
 static uint8_t fp32_to_ue4m3(float x) {

@@ -1,7 +1,9 @@
 /* test_dot_tile.c: the tile kernels of quant/dot_tile.h (Q5_0 and Q8_0 at AVX-512; Q4_K, Q5_K, Q6_K and Q8_0
  * at AVX2, Q6_K and Q8_0 both with and without AVX-VNNI, Q1_0 at AVX2 and AVX-512) give,
  * for every weight row and activation row of the tile, bit for bit the one-row kernel's result at
- * the same level (st_dot_kernel), and that result is within rounding of the scalar reference; at
+ * the same level (st_dot_kernel), which is the one-row kernel's on that activation row alone (a
+ * row's bits do not depend on the chunk it came in), and that result is within rounding of the
+ * scalar reference; at
  * the other levels there is no tile kernel for the type (callers fall back to the one-row kernel).
  *
  * Weights are quantized from random floats and random bytes (every nibble, qh and scale pattern,
@@ -75,6 +77,12 @@ static void check_tile(const tile_data *t, st_dot_tile_fn tile, const char *what
                 one(t->k, t->w + (size_t)m * t->ws, t->x, t->xs, nx, want);
                 for (int j = 0; j < nx; j++) {
                     const float g = got[m * ldo + j];
+                    /* a row's bits do not depend on the rows beside it: decode (one row, which
+                     * AVX-512 Q8_0 runs in its own 256-bit form) gives what a chunk gives */
+                    float alone;
+                    one(t->k, t->w + (size_t)m * t->ws, t->x + (size_t)j * t->xs, t->xs, 1, &alone);
+                    CHECKF(memcmp(&alone, &want[j], sizeof alone) == 0, "%s k=%lld raw=%d nx=%d (%d, %d): one-row kernel alone %.9g, among %d rows %.9g",
+                           what, (long long)t->k, raw, nx, m, j, alone, nx, want[j]);
                     CHECKF(memcmp(&g, &want[j], sizeof g) == 0, "%s k=%lld raw=%d mr=%d nx=%d (%d, %d): tile %.9g, one-row kernel %.9g",
                            what, (long long)t->k, raw, mr, nx, m, j, g, want[j]);
                     CHECKF(fabs(g - t->ref[m][j]) <= 2e-6 * t->mag[m][j] + 1e-30,
