@@ -494,7 +494,7 @@ static void test_conv_l2(int64_t n_k, int64_t n_v, int64_t dk) {
     free(m); free(w); free(st); free(o1); free(o2); free(s1); free(s2);
 }
 
-/* add_rms_norm_q8 (the register form up to 16 x 256 wide, the loop form past it) bit for bit the
+/* add_rms_norm_q8 (the split form for up to 8 rows, the register form up to 16 x 256 wide, the loop form past it) bit for bit the
  * sequence its header names: pointwise ADD, rms_norm, and the product's own quantization (read
  * through a Q8_0 matvec on both sides). */
 static void test_add_norm_exact(int64_t rows, int64_t dim) {
@@ -564,6 +564,32 @@ static void test_route_exact(int64_t rows, int64_t E, int64_t k) {
     report(name, err, 0.0);
     st_cuda_free(cu, dx); st_cuda_free(cu, dp); st_cuda_free(cu, dids); st_cuda_free(cu, dw);
     free(x); free(p); free(wg); free(ig);
+}
+
+/* router_route bit for bit the f32 product and moe_route it fuses (logits, picks and weights). */
+static void test_router_route_exact(int64_t n, int64_t E, int64_t K, int64_t k) {
+    float *W = rand_vec(E * K, 0.05f), *x = rand_vec(n * K, 1.0f);
+    float *dW = dev_from(W, (size_t)(E * K) * 4), *dx = dev_from(x, (size_t)(n * K) * 4);
+    float *dl1 = dev_from(NULL, (size_t)(n * E) * 4), *dl2 = dev_from(NULL, (size_t)(n * E) * 4);
+    int32_t *di1 = dev_from(NULL, (size_t)(n * k) * 4), *di2 = dev_from(NULL, (size_t)(n * k) * 4);
+    float *dw1 = dev_from(NULL, (size_t)(n * k) * 4), *dw2 = dev_from(NULL, (size_t)(n * k) * 4);
+    GPU(st_cuda_matmul(cu, ST_TYPE_F32, dW, E, K, dx, K, n, dl1, E));
+    GPU(st_cuda_moe_route(cu, dl1, E, n, E, k, di1, dw1));
+    for (int rep = 0; rep < 3; rep++)   /* the last-block count must wrap back each time */
+        GPU(st_cuda_router_route(cu, dW, E, K, dx, n, dl2, k, di2, dw2));
+    float *l1 = to_host(dl1, (size_t)(n * E)), *l2 = to_host(dl2, (size_t)(n * E));
+    float *w1 = to_host(dw1, (size_t)(n * k)), *w2 = to_host(dw2, (size_t)(n * k));
+    int32_t *i1 = malloc((size_t)(n * k) * 4), *i2 = malloc((size_t)(n * k) * 4);
+    GPU(st_cuda_download(cu, i1, di1, (size_t)(n * k) * 4));
+    GPU(st_cuda_download(cu, i2, di2, (size_t)(n * k) * 4));
+    double err = max_diff(l1, l2, n * E) + max_diff(w1, w2, n * k);
+    for (int64_t i = 0; i < n * k; i++) err += i1[i] != i2[i];
+    char name[80];
+    snprintf(name, sizeof name, "router_route %lld rows, %lld of %lld exact", (long long)n, (long long)k, (long long)E);
+    report(name, err, 0.0);
+    st_cuda_free(cu, dW); st_cuda_free(cu, dx); st_cuda_free(cu, dl1); st_cuda_free(cu, dl2); st_cuda_free(cu, di1);
+    st_cuda_free(cu, di2); st_cuda_free(cu, dw1); st_cuda_free(cu, dw2);
+    free(W); free(x); free(l1); free(l2); free(w1); free(w2); free(i1); free(i2);
 }
 
 /* ---- softmax, routing, argmax ----------------------------------------------------------------- */
@@ -1439,10 +1465,18 @@ int main(int argc, char **argv) {
     test_conv_l2(2, 4, 64);
     test_conv_l2(1, 3, 256);
     test_routing();
-    test_route_exact(5, 256, 8);
+    test_router_route_exact(1, 256, 2048, 8);
+    test_router_route_exact(8, 128, 1024, 6);
+    test_router_route_exact(3, 100, 512, 4);
+    test_router_route_exact(2, 512, 2048, 10);   /* two launches */
+    test_route_exact(5, 256, 8);     /* the register form */
+    test_route_exact(4, 100, 6);     /* the register form, 4 slots, lanes past E */
+    test_route_exact(9, 256, 40);    /* the register form, more picks than lanes */
     test_route_exact(3, 512, 10);
     test_route_exact(2, 1000, 40);   /* picks past the 32 lanes */
-    test_add_norm_exact(1, 2048);
+    test_add_norm_exact(1, 2048);    /* the split form (decode rows) */
+    test_add_norm_exact(8, 3072);
+    test_add_norm_exact(9, 2048);    /* the register form (more rows) */
     test_add_norm_exact(3, 96);
     test_add_norm_exact(2, 4096);
     test_add_norm_exact(2, 4128);    /* the loop form */

@@ -43,6 +43,8 @@ st_status st_cuda_open(int device, st_cuda **out) {
     if (s == ST_OK && cublasSetStream(cu->blas, cu->stream) != CUBLAS_STATUS_SUCCESS)
         s = st_fail(ST_ERR_IO, "cuda: cublasSetStream failed");
     if (s == ST_OK) s = cu_lowbit_upload();
+    if (s == ST_OK) s = cu_check(cudaMalloc(&cu->bar, CU_BAR_WORDS * sizeof(unsigned)), "barrier words");
+    if (s == ST_OK) s = cu_check(cudaMemset(cu->bar, 0, CU_BAR_WORDS * sizeof(unsigned)), "barrier words");
     if (s != ST_OK) { st_cuda_close(cu); return s; }
     cudaDeviceProp p;
     if (cudaGetDeviceProperties(&p, device) == cudaSuccess) {
@@ -66,6 +68,7 @@ void st_cuda_close(st_cuda *cu) {
     if (cu->side) cudaStreamSynchronize(cu->side);
     if (cu->scratch) cudaFree(cu->scratch);
     if (cu->side_scratch) cudaFree(cu->side_scratch);
+    if (cu->bar) cudaFree(cu->bar);
     if (cu->side) cudaStreamDestroy(cu->side);
     if (cu->fork_ev) cudaEventDestroy(cu->fork_ev);
     if (cu->join_ev) cudaEventDestroy(cu->join_ev);

@@ -291,6 +291,11 @@ st_status st_cuda_softmax(st_cuda *cu, const float *x, int64_t ld_x, float *y, i
                           int64_t rows, int64_t n);
 st_status st_cuda_moe_route(st_cuda *cu, const float *logits, int64_t ld_logits, int64_t n_tok,
                             int64_t E, int64_t k, int32_t *ids, float *weights);
+/* The router and the routing of n tokens: logits[n][E] = W X (W f32 [E][K], X rows K apart) as
+ * st_cuda_matmul computes it, then st_cuda_moe_route on them, in one launch where n <= 8 and E <= 256
+ * (two otherwise); the same bits either way. */
+st_status st_cuda_router_route(st_cuda *cu, const float *W, int64_t E, int64_t K, const float *X, int64_t n,
+                               float *logits, int64_t k, int32_t *ids, float *wts);
 /* *out (device int32) = st_op_argmax(x, n). */
 st_status st_cuda_argmax(st_cuda *cu, const float *x, int64_t n, int32_t *out);
 

@@ -5,6 +5,7 @@
 #define ST_BACKEND_CUDA_INTERNAL_CUH
 
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <cuda_fp16.h>
 #include <cublas_v2.h>
 #include <stdint.h>
@@ -36,7 +37,13 @@ struct st_cuda {
     size_t side_scratch_bytes;
     int forked;
     uint64_t scratch_epoch;  /* counts the scratch buffers' reallocations (st_cuda_scratch_epoch) */
+    /* Barriers between the blocks of one row (add_rms_norm_q8's split form, ops.cu): per stream
+     * (main, side) CU_BAR_ROWS pairs of words (arrivals, generation), zeroed at open. */
+    unsigned *bar;
 };
+#define CU_BAR_ROWS 64
+/* after the rows' pairs: one word per stream for router_route's last-block count (matmul.cu) */
+#define CU_BAR_WORDS (4 * CU_BAR_ROWS + 2)
 
 /* ---- Launches: programmatic dependent launch ---------------------------------------------------
  * Every kernel of this backend starts with cu_pdl(): it lets the kernel after it in the stream be
@@ -138,6 +145,66 @@ __device__ __forceinline__ double warp_sum_d(double v) {
 template <int G> __device__ __forceinline__ float group_sum(float v) {
     for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
+}
+
+/* ---- MoE routing of one token by one warp (ops.cu's moe_route, matmul.cu's router_route) ------
+ * st_op_moe_route's rule with the probabilities in registers, for E <= 32 * SLOTS: lane l holds
+ * experts l, l + 32, ...; the softmax sums in double in that order (ggml_vec_soft_max_f32's
+ * rounding of each step). A pick is two warp reductions: the largest key (a probability's bits as
+ * an int; NaN and the taken ones INT_MIN, so they never win), then the lowest expert index holding
+ * it; the winning lane then finds its next best. Weights: P_e over the picks' sum in double,
+ * floored at MOE_WEIGHT_FLOOR. x: the E logits; id, w: the k picks. */
+#define MOE_WEIGHT_FLOOR 6.103515625e-5f
+enum { CU_ROUTE_SMEM, CU_ROUTE_REG, CU_ROUTE_FUSED };
+int cu_route_mode(void);   /* ops.cu: STRATA_CUDA_ROUTE */
+template <int SLOTS>
+__device__ __forceinline__ void route_warp(const float *x, int64_t E, int64_t k, int32_t *id, float *w) {
+    const int lane = threadIdx.x & 31;
+    float p[SLOTS];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < SLOTS; j++) {
+        const int64_t e = lane + 32 * j;
+        p[j] = e < E ? __ldcg(x + e) : -INFINITY;   /* L2: x may be another block's output */
+        if (e < E) mx = fmaxf(mx, p[j]);
+    }
+    mx = warp_max(mx);
+    double sum = 0.0;
+#pragma unroll
+    for (int j = 0; j < SLOTS; j++)
+        if (lane + 32 * j < E) { const float e = expf(p[j] - mx); p[j] = e; sum += (double)e; }
+    sum = warp_sum_d(sum);
+    const float inv = (float)(1.0 / sum);
+    int key[SLOTS];
+#pragma unroll
+    for (int j = 0; j < SLOTS; j++) {
+        p[j] *= inv;
+        key[j] = lane + 32 * j < E && !isnan(p[j]) ? __float_as_int(p[j]) : INT_MIN;
+    }
+    int bk = INT_MIN, bj = 0;   /* this lane's best: the largest key, its lowest slot on ties */
+#pragma unroll
+    for (int j = 0; j < SLOTS; j++) if (key[j] > bk) { bk = key[j]; bj = j; }
+    double dsum = 0.0;
+    for (int64_t j = 0; j < k; j++) {
+        const int m = __reduce_max_sync(0xffffffffu, bk);
+        int bi = (int)__reduce_min_sync(0xffffffffu, bk == m ? (unsigned)(lane + 32 * bj) : 0xffffffffu);
+        const float bv = m == INT_MIN ? -1.0f : __int_as_float(m);
+        if (m == INT_MIN) bi = 0;   /* only NaNs left */
+        if (lane == 0) { id[j] = bi; w[j] = bv; }
+        dsum += (double)bv;
+        if (m != INT_MIN && lane == (bi & 31)) {
+#pragma unroll
+            for (int s = 0; s < SLOTS; s++) if (s == bj) key[s] = INT_MIN;
+            bk = INT_MIN;
+            bj = 0;
+#pragma unroll
+            for (int s = 0; s < SLOTS; s++) if (key[s] > bk) { bk = key[s]; bj = s; }
+        }
+    }
+    float ws = (float)dsum;
+    if (ws < MOE_WEIGHT_FLOOR) ws = MOE_WEIGHT_FLOOR;
+    __syncwarp();
+    for (int64_t j = lane; j < k; j += 32) w[j] = w[j] / ws;
 }
 
 /* The MoE prefill's dequantizer (moe_prefill.cu, and matmul.cu for the low-bit types): for batch

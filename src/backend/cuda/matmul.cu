@@ -289,9 +289,7 @@ template <int T> __device__ __forceinline__ void ld_w8(const uint8_t *row, int64
 
 /* VEC: K % 8 == 0 and X rows 16-byte aligned: each lane takes 8 consecutive elements per step
  * (one 16-byte weight load for f16/bf16). Otherwise lanes stride over single elements. */
-template <int T, int G, int VEC> __global__ void __launch_bounds__(MV_WARPS * 32)
-matvec_f_kernel(mvf_args a) {
-    cu_pdl();
+template <int T, int G, int VEC> __device__ __forceinline__ void matvec_f_rows(const mvf_args &a) {
     const int64_t col = blockIdx.y;
     const int lane = threadIdx.x % G;
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
@@ -319,6 +317,31 @@ matvec_f_kernel(mvf_args a) {
     }
     acc = group_sum<G>(acc);
     if (lane == 0 && row < a.M) y[row] = acc;
+}
+
+template <int T, int G, int VEC> __global__ void __launch_bounds__(MV_WARPS * 32)
+matvec_f_kernel(mvf_args a) {
+    cu_pdl();
+    matvec_f_rows<T, G, VEC>(a);
+}
+
+/* The router's f32 product (matvec_f_rows, the same bits) and the routing of its tokens (route_warp,
+ * as moe_route) in one launch: the last block to finish its rows (a count in cu->bar that wraps
+ * back to 0 as it is reached) routes every token, a warp each. */
+template <int SLOTS> __global__ void __launch_bounds__(MV_WARPS * 32)
+router_route_kernel(mvf_args a, int64_t k, int32_t *ids, float *wts, unsigned *count) {
+    cu_pdl();
+    matvec_f_rows<ST_TYPE_F32, 32, 1>(a);
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    const unsigned total = gridDim.x * gridDim.y;
+    if (threadIdx.x == 0) last = atomicInc(count, total - 1) == total - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int64_t t = threadIdx.x >> 5; t < (int64_t)gridDim.y; t += MV_WARPS)
+        route_warp<SLOTS>(a.Y + t * a.ldy, a.M, k, ids + t * k, wts + t * k);
 }
 
 /* ---- Dispatch ------------------------------------------------------------------------------- */
@@ -722,6 +745,22 @@ extern "C" st_status st_cuda_matmul(st_cuda *cu, uint32_t type, const void *W, i
     if (n <= MV_MAX_COLS)
         return matvec_run(cu, type, W, NULL, 0, 1, M, K, NULL, X, ldx, 1, n, Y, ldy);
     return gemm_run(cu, type, W, M, K, X, ldx, n, Y, ldy);
+}
+
+extern "C" st_status st_cuda_router_route(st_cuda *cu, const float *W, int64_t E, int64_t K, const float *X, int64_t n,
+                                          float *logits, int64_t k, int32_t *ids, float *wts) {
+    const int fits = n >= 1 && n <= MV_MAX_COLS && E <= 256 && k >= 1 && k <= E && K >= 256 && K % 8 == 0 &&
+                     (uintptr_t)X % 16 == 0 && (uintptr_t)W % 16 == 0;
+    if (!fits || cu_route_mode() != CU_ROUTE_FUSED) {
+        ST_TRY(st_cuda_matmul(cu, ST_TYPE_F32, W, E, K, X, K, n, logits, E));
+        return st_cuda_moe_route(cu, logits, E, n, E, k, ids, wts);
+    }
+    const mvf_args a = { (const uint8_t *)W, (size_t)K * sizeof(float), 0, 1, E, K, NULL, 1, X, K, logits, E };
+    dim3 grid(cu_blocks(E, MV_WARPS), (unsigned)n);   /* a warp a row (G = 32: K / 8 >= 32) */
+    unsigned *count = cu->bar + 4 * CU_BAR_ROWS + (cu->forked ? 1 : 0);
+    if (E <= 128) cu_launch(router_route_kernel<4>, grid, MV_WARPS * 32, 0, cu->stream, a, k, ids, wts, count);
+    else cu_launch(router_route_kernel<8>, grid, MV_WARPS * 32, 0, cu->stream, a, k, ids, wts, count);
+    return cu_launched("router_route");
 }
 
 extern "C" st_status st_cuda_matmul_id(st_cuda *cu, const st_cuda_experts *e, int64_t K, const float *X, int64_t ldx,

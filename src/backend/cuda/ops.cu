@@ -216,6 +216,75 @@ __global__ void add_rms_norm_q8_kernel(float *x, const float *r, const float *w,
     }
 }
 
+/* The register form spread over G = dim / 256 blocks a row (decode's few rows): every block sums
+ * the whole row in the register form's order (so the same bits) and then writes only its slice of
+ * 256, the elements of step k = its index, so each warp quantizes one 8-bit block where the one
+ * block of the register form went through eight in turn. The row's blocks pass one barrier (bar:
+ * arrivals and generation of the row, CU_BAR_ROWS) after their loads and before the slice of x is
+ * stored back, so no block reads an x another one has already updated. A row's G <= 16 blocks are
+ * resident together (the kernel after this one is launched only once all of them have started). */
+__global__ void add_rms_norm_q8_split_kernel(float *x, const float *r, const float *w, float *y, int8_t *xq, float *xd,
+                                             float *xs, int64_t dim, float eps, unsigned *bar) {
+    cu_pdl();
+    const int G = gridDim.x, part = blockIdx.x;
+    const int64_t row = blockIdx.y, T = blockDim.x;
+    float *xr = x + row * dim;
+    const float *rr = r ? r + row * dim : NULL;
+    float v[NORM_NPT];
+#pragma unroll
+    for (int k = 0; k < NORM_NPT; k++) {
+        const int64_t i = threadIdx.x + k * T;
+        v[k] = 0.0f;
+        if (i < dim) {
+            v[k] = xr[i];
+            if (rr) v[k] = v[k] + rr[i];
+        }
+    }
+    const int64_t i0 = threadIdx.x + part * T;
+    const float wv = w[i0];
+    unsigned *cnt = bar + 2 * row, *gen = cnt + 1;
+    double sum = 0.0;
+    float mine = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NORM_NPT; k++) {
+        if (threadIdx.x + k * T < dim) sum += (double)(v[k] * v[k]);
+        if (k == part) mine = v[k];
+    }
+    sum = block_sum_d(sum);   /* every load of this block has returned: it may arrive */
+    unsigned g = 0;
+    if (rr && threadIdx.x == 0) {
+        g = *(volatile unsigned *)gen;
+        __threadfence();
+        if (atomicAdd(cnt, 1u) == (unsigned)G - 1) {
+            *cnt = 0;
+            __threadfence();
+            atomicAdd(gen, 1u);
+        }
+    }
+    const float mean = (float)sum / (float)dim;
+    const float s = 1.0f / sqrtf(mean + eps);
+    const int lane = threadIdx.x & 31;
+    const int64_t nb = dim / 32;
+    const float yv = (mine * s) * wv;
+    if (y) y[row * dim + i0] = yv;
+    if (xq) q8_put(yv, lane, xq + row * dim + (i0 - lane), xd + row * nb + i0 / 32, xs + row * nb + i0 / 32);
+    if (!rr) return;
+    if (threadIdx.x == 0)
+        while (*(volatile unsigned *)gen == g) { }
+    __syncthreads();
+    xr[i0] = mine;
+}
+
+/* STRATA_CUDA_NORM=reg (A/B): decode rows keep the one-block register form. Read once. */
+static int norm_split_off(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("STRATA_CUDA_NORM");
+        v = e && !strcmp(e, "reg");
+    }
+    return v;
+}
+
 extern "C" st_status st_cuda_add_rms_norm_q8(st_cuda *cu, float *x, const float *r, const float *w, float *y,
                                              st_cuda_q8 q, int64_t rows, int64_t dim, float eps) {
     if (rows <= 0) return ST_OK;
@@ -223,7 +292,11 @@ extern "C" st_status st_cuda_add_rms_norm_q8(st_cuda *cu, float *x, const float 
         return st_fail(ST_ERR_INVALID, "cuda add_rms_norm_q8: %lld rows of %lld into %lld of %lld", (long long)rows,
                        (long long)dim, (long long)q.n, (long long)q.K);
     /* the register form where it measured faster (2048: 9.9 -> 8.8 us); narrow rows keep the loop */
-    if (dim >= 1024 && dim <= NORM_NPT * OPS_THREADS)
+    if (dim >= 1024 && dim <= NORM_NPT * OPS_THREADS && dim % OPS_THREADS == 0 && rows <= 8 && !norm_split_off()) {
+        unsigned *bar = cu->bar + (cu->forked ? 2 * CU_BAR_ROWS : 0);
+        cu_launch(add_rms_norm_q8_split_kernel, dim3((unsigned)(dim / OPS_THREADS), (unsigned)rows), OPS_THREADS, 0,
+                  cu->stream, x, r, w, y, q.q, q.d, q.s, dim, eps, bar);
+    } else if (dim >= 1024 && dim <= NORM_NPT * OPS_THREADS)
         cu_launch(add_rms_norm_q8_kernel, (unsigned)rows, OPS_THREADS, 0, cu->stream, x, r, w, y, q.q, q.d, q.s, dim, eps);
     else
         cu_launch(add_rms_norm_q8_loop_kernel, (unsigned)rows, OPS_THREADS, 0, cu->stream, x, r, w, y, q.q, q.d, q.s, dim, eps);
@@ -712,7 +785,6 @@ extern "C" st_status st_cuda_axpy(st_cuda *cu, float *y, int64_t n, const float 
 
 #define ROUTE_MAX_E 1024
 #define ROUTE_WARPS 4
-#define MOE_WEIGHT_FLOOR 6.103515625e-5f
 
 /* p[0..n) = softmax(x), the sum in double (ggml_vec_soft_max_f32) */
 __device__ void warp_softmax(const float *x, float *p, int64_t n) {
@@ -779,11 +851,39 @@ moe_route_kernel(const float *logits, int64_t ld, int64_t n_tok, int64_t E, int6
     for (int64_t j = lane; j < k; j += 32) w[j] = w[j] / sum;
 }
 
+/* The same rule with the probabilities in registers (route_warp, cuda_internal.cuh), for E <= 256. */
+template <int SLOTS>
+__global__ void __launch_bounds__(ROUTE_WARPS * 32)
+moe_route_reg_kernel(const float *logits, int64_t ld, int64_t n_tok, int64_t E, int64_t k, int32_t *ids,
+                     float *weights) {
+    cu_pdl();
+    const int64_t t = (int64_t)blockIdx.x * ROUTE_WARPS + (threadIdx.x >> 5);
+    if (t >= n_tok) return;
+    route_warp<SLOTS>(logits + t * ld, E, k, ids + t * k, weights + t * k);
+}
+
+/* STRATA_CUDA_ROUTE (A/B, read once): "smem" the shared-memory form at every width and the router
+ * product apart (the build before 2026-12-03's routing change), "reg" the register form with the
+ * product apart; unset: the register form, fused with the router's product where it fits. */
+int cu_route_mode(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("STRATA_CUDA_ROUTE");
+        v = e && !strcmp(e, "smem") ? CU_ROUTE_SMEM : e && !strcmp(e, "reg") ? CU_ROUTE_REG : CU_ROUTE_FUSED;
+    }
+    return v;
+}
+
 extern "C" st_status st_cuda_moe_route(st_cuda *cu, const float *logits, int64_t ld_logits, int64_t n_tok,
                                        int64_t E, int64_t k, int32_t *ids, float *weights) {
     if (E > ROUTE_MAX_E || k > E || k <= 0)
         return st_fail(ST_ERR_UNSUPPORTED, "cuda moe_route: %lld of %lld experts", (long long)k, (long long)E);
     if (n_tok == 0) return ST_OK;
+    if (E <= 256 && cu_route_mode() != CU_ROUTE_SMEM) {
+        cu_launch(E <= 128 ? moe_route_reg_kernel<4> : moe_route_reg_kernel<8>, cu_blocks(n_tok, ROUTE_WARPS),
+                  ROUTE_WARPS * 32, 0, cu->stream, logits, ld_logits, n_tok, E, k, ids, weights);
+        return cu_launched("moe_route");
+    }
     cu_launch(moe_route_kernel, cu_blocks(n_tok, ROUTE_WARPS), ROUTE_WARPS * 32, 0, cu->stream, 
         logits, ld_logits, n_tok, E, k, ids, weights);
     return cu_launched("moe_route");

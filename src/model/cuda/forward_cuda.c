@@ -511,8 +511,12 @@ static void dmoe(dfwd *f, int il, const float *h, float *out, int64_t n) {
     if (side) shared_expert(f, L, h, n);
     side_end(f, side);
 
-    dmatmul(f, &L->gate_inp, h, d, n, logits, E);
-    DO(st_cuda_moe_route(f->cu, logits, E, n, E, k, ids, w));
+    if (L->gate_inp.type == ST_TYPE_F32 && L->gate_inp.scale == 1.0f && !f->unfused) {
+        DO(st_cuda_router_route(f->cu, (const float *)L->gate_inp.data, E, d, h, n, logits, k, ids, w));
+    } else {
+        dmatmul(f, &L->gate_inp, h, d, n, logits, E);
+        DO(st_cuda_moe_route(f->cu, logits, E, n, E, k, ids, w));
+    }
     if (kc && (side = side_begin(f, n))) {
         /* poll (v4) only posts the request, so it goes first; a host node holds its stream */
         int first = st_host_moe_posts_first(hm);
