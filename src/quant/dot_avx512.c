@@ -817,6 +817,49 @@ INLINE __m512 load_bf16(const uint16_t *p, __mmask16 m) {
 HALF_KERNEL(bf16, load_bf16)
 DOT_BY_NX(bf16)
 
+/* BF16 with AVX512_BF16: vdpbf16ps takes 32 weight-activation pairs a zmm without widening them
+ * (the widening above is 2 shuffles per 16 values, on the one shuffle port). A product of two
+ * bf16 is exact in f32; each lane adds its odd pair's product, then the even one's, rounding each
+ * sum (as two fused multiply-adds would), with denormal inputs and results read and written as
+ * zero. 128 elements a step in four accumulators a row (the instruction's latency), the k % 128
+ * rest 32 a step under masks; more than 4 rows run as groups of 4, so a row has the same bits
+ * among any number of others. ggml's AVX512_BF16 kernel is the same instruction. */
+INLINE __m512bh bf16_pairs(const uint16_t *p, __mmask32 m) {
+    return (__m512bh)(m == 0xFFFFFFFFu ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(m, p));
+}
+INLINE void bf16dp_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const uint16_t *w = wv;
+    __m512 acc[4][4];
+    UNROLL for (int j = 0; j < nx; j++) UNROLL for (int a = 0; a < 4; a++) acc[j][a] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 128 <= k; i += 128) {
+        prefetch_ahead(w + i, 256);
+        __m512bh wv4[4];
+        UNROLL for (int a = 0; a < 4; a++) wv4[a] = bf16_pairs(w + i + 32 * a, 0xFFFFFFFFu);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const uint16_t *x = (const uint16_t *)row(xv, xs, j) + i;
+            UNROLL for (int a = 0; a < 4; a++) acc[j][a] = _mm512_dpbf16_ps(acc[j][a], wv4[a], bf16_pairs(x + 32 * a, 0xFFFFFFFFu));
+        }
+    }
+    for (; i < k; i += 32) {
+        const __mmask32 m = k - i >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << (k - i)) - 1);
+        const __m512bh w0 = bf16_pairs(w + i, m);
+        UNROLL for (int j = 0; j < nx; j++)
+            acc[j][0] = _mm512_dpbf16_ps(acc[j][0], w0, bf16_pairs((const uint16_t *)row(xv, xs, j) + i, m));
+    }
+    UNROLL for (int j = 0; j < nx; j++)
+        out[j] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]), _mm512_add_ps(acc[j][2], acc[j][3])));
+}
+void st_dot_bf16_avx512bf16(int64_t k, const void *w, const void *x, size_t xs, int nx, float *out) {
+    for (; nx > 4; nx -= 4, x = (const char *)x + 4 * xs, out += 4) bf16dp_nx(k, w, x, xs, 4, out);
+    switch (nx) {
+    case 1: bf16dp_nx(k, w, x, xs, 1, out); break;
+    case 2: bf16dp_nx(k, w, x, xs, 2, out); break;
+    case 3: bf16dp_nx(k, w, x, xs, 3, out); break;
+    default: bf16dp_nx(k, w, x, xs, 4, out); break;
+    }
+}
+
 /* F32 and F16 in llama.cpp's AVX-512 order (ggml_vec_dot_f32 / _f16), so that a product such as
  * the MoE router's gives its bits: four accumulators of 16 lanes over 64-element steps, added as
  * (a0 + a2) + (a1 + a3), then _mm512_reduce_add_ps; the k % 64 rest one by one (in double for
