@@ -64,7 +64,7 @@ st_dot_fn st_dot_kernel(uint32_t type) {
     if (type == ST_TYPE_Q4_K_R) return st_dot_level(type) == 2 ? st_dot_q4_K_r_avx512 : st_dot_q4_K_r_plain;
     if (type >= ST_TYPE_COUNT) return 0;
     switch (st_dot_level(type)) {
-    case 2: return st_dot_avx512[type];
+    case 2: return type == ST_TYPE_BF16 && st_cpu()->avx512bf16 ? st_dot_bf16_avx512bf16 : st_dot_avx512[type];
     case 1: return st_dot_avx2[type];
     default: return st_dot_ref[type];
     }

@@ -66,6 +66,9 @@ extern int st_dot_prefetch;
 extern const st_dot_fn st_dot_ref[ST_TYPE_COUNT];
 extern const st_dot_fn st_dot_avx2[ST_TYPE_COUNT];
 extern const st_dot_fn st_dot_avx512[ST_TYPE_COUNT];
+/* BF16 at the AVX-512 level where the CPU also has AVX512_BF16 (vdpbf16ps); the table's entry
+ * widens to f32 on the others */
+void st_dot_bf16_avx512bf16(int64_t k, const void *w, const void *x, size_t x_stride, int nx, float *out);
 void st_act_f16_ref(const float *x, void *y, int64_t k);
 void st_act_f16x_ref(const float *x, void *y, int64_t k);
 void st_act_bf16_ref(const float *x, void *y, int64_t k);

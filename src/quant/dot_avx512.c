@@ -9,10 +9,13 @@
  * scales (i16 x i16 -> i32, accumulated), so the scales cost one instruction per 64 elements and
  * row. Offsets (Q4_0's -8, Q6_K's -32, the K-quant minimums) are applied through the activation's
  * block sums. The per-row work sits in loops over j < nx with nx a compile-time constant after
- * inlining (see DOT_BY_NX), so a prompt chunk pays the unpacking once per 4 rows. */
+ * inlining (see DOT_BY_NX), so a prompt chunk pays the unpacking once per 4 rows. Against one
+ * activation row (decode), Q8_0, the 4- and 5-bit 32-element types and NVFP4 run the 256-bit
+ * forms of dot_row_avx512.c instead, with the same bits. */
 #include "quant/dot.h"
 #include "quant/dot_iq.h"
 #include "quant/dot_tile.h"
+#include "quant/dot_row_avx512.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -75,53 +78,11 @@ INLINE __m512i interleave_lanes(__m256i lo, __m256i hi) {
 /* ---------------- 32-element blocks against Q8_0 / Q8_1 ----------------
  * Two blocks per zmm; the scale vector holds block 0's d_w*d_x in lanes 0-7, block 1's in 8-15. */
 
-/* Q8_0 against ONE activation row (decode) in 256-bit registers, one block each: the 512-bit
- * form spends a mask move and a masked subtract on the signs and a lane permute per block pair on
- * the scales, where here vpsignb takes the signs and the scales are two broadcast loads from
- * quant.h's table (no shuffle port), and 256-bit integer ops issue on three ports to 512-bit's
- * two. Same bits as q8_0_nx: the even blocks' sums are its lanes 0-7 (acc_e), the odd ones its
- * lanes 8-15 (acc_o), each added in the same order and reduced the same way. */
-/* block b against x's block b into acc (the form of q8_0_row256) */
-INLINE __m256 q8_0_block256(const block_q8_0 *w, const block_q8_0 *x, __m256 acc) {
-    __m256i q = _mm256_loadu_si256((const __m256i *)w->qs);
-    __asm__("" : "+x"(q)); /* one load for |q| and the signs (GCC folds it into both: a third
-                            * more loads, most of them across cache lines, 10% of the kernel) */
-    const __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)x->qs), q);
-    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(q), a);
-    const __m256 s = _mm256_mul_ps(_mm256_broadcast_ss(&st_fp16_lut[w->d]), _mm256_broadcast_ss(&st_fp16_lut[x->d]));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc);
-}
-INLINE void q8_0_row256(int64_t k, const block_q8_0 *w, const block_q8_0 *x, float *out) {
-    const int64_t nb = k / 32;
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    int64_t b = 0;
-    for (; b + 7 < nb; b += 8) { /* eight blocks a step: their prefetch is straight code */
-        prefetch_ahead(&w[b], 8 * sizeof(block_q8_0));
-        UNROLL for (int h = 0; h < 8; h++) acc[h & 1] = q8_0_block256(&w[b + h], &x[b + h], acc[h & 1]);
-    }
-    for (; b + 1 < nb; b += 2) {
-        acc[0] = q8_0_block256(&w[b], &x[b], acc[0]);
-        acc[1] = q8_0_block256(&w[b + 1], &x[b + 1], acc[1]);
-    }
-    float tail = 0;
-    if (b < nb) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)w[b].qs);
-        const __m256i a = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)x[b].qs), q);
-        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(q), a);
-        tail = h2f(w[b].d) * h2f(x[b].d) * hsum256_ps(_mm256_cvtepi32_ps(p));
-    }
-    /* = _mm512_reduce_add_ps of [acc_e | acc_o] (GCC's: halves added, then 128-bit halves, then
-     * pairs 0+2 and 1+3, then those two), without a zmm: one 512-bit instruction a row keeps the
-     * core's 512-bit mode on, which takes port 1's vector units from the 256-bit code (measured:
-     * the row 30% slower) */
-    *out = hsum256_ps(_mm256_add_ps(acc[0], acc[1])) + tail;
-}
-
 /* Q8_0: signed x signed; |w| goes to the unsigned operand, w's sign onto the activation. */
 INLINE void q8_0_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
     const block_q8_0 *w = wv;
     if (nx == 1) {
-        q8_0_row256(k, w, xv, out);
+        st_dot_row_q8_0_avx512(k, w, xv, out);
         return;
     }
     const int64_t nb = k / 32;
@@ -380,12 +341,18 @@ INLINE void small81_nx(int kind, int64_t k, const void *wv, const void *xv, size
     }
     UNROLL for (int j = 0; j < nx; j++) out[j] = hsum256_ps(acc[j]) + summs[j];
 }
-INLINE void q4_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q4_0, k, w, x, xs, nx, out); }
-INLINE void q4_1_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small81_nx(KIND_Q4_1, k, w, x, xs, nx, out); }
-INLINE void q5_0_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_Q5_0, k, w, x, xs, nx, out); }
-INLINE void q5_1_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small81_nx(KIND_Q5_1, k, w, x, xs, nx, out); }
-INLINE void iq4_nl_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_IQ4_NL, k, w, x, xs, nx, out); }
-INLINE void mxfp4_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { small_nx(KIND_MXFP4, k, w, x, xs, nx, out); }
+/* nx = 1 (decode): dot_row_avx512.c's 256-bit forms, the same bits */
+#define SMALL_KERNEL(name, kind, body)                                                             \
+    INLINE void name##_nx(int64_t k, const void *w, const void *x, size_t xs, const int nx, float *out) { \
+        if (nx == 1) st_dot_row_##name##_avx512(k, w, x, out);                                     \
+        else body(kind, k, w, x, xs, nx, out);                                                     \
+    }
+SMALL_KERNEL(q4_0, KIND_Q4_0, small_nx)
+SMALL_KERNEL(q4_1, KIND_Q4_1, small81_nx)
+SMALL_KERNEL(q5_0, KIND_Q5_0, small_nx)
+SMALL_KERNEL(q5_1, KIND_Q5_1, small81_nx)
+SMALL_KERNEL(iq4_nl, KIND_IQ4_NL, small_nx)
+SMALL_KERNEL(mxfp4, KIND_MXFP4, small_nx)
 DOT_BY_NX(mxfp4)
 DOT_BY_NX(q4_0)
 DOT_BY_NX(q4_1)
@@ -684,6 +651,10 @@ DOT_BY_NX(iq4_xs)
  * 128-bit lane s. |level| is the unsigned operand, the level's sign moves onto the activation. */
 INLINE void nvfp4_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
     const block_nvfp4 *w = wv;
+    if (nx == 1) { /* decode: dot_row_avx512.c, the same bits */
+        st_dot_row_nvfp4_avx512(k, wv, xv, out);
+        return;
+    }
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m512i lut = _mm512_broadcast_i32x4(_mm_abs_epi8(_mm_loadu_si128((const __m128i *)st_fp4_levels)));
     const __m512i lane_of = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
@@ -845,6 +816,49 @@ INLINE __m512 load_bf16(const uint16_t *p, __mmask16 m) {
     }
 HALF_KERNEL(bf16, load_bf16)
 DOT_BY_NX(bf16)
+
+/* BF16 with AVX512_BF16: vdpbf16ps takes 32 weight-activation pairs a zmm without widening them
+ * (the widening above is 2 shuffles per 16 values, on the one shuffle port). A product of two
+ * bf16 is exact in f32; each lane adds its odd pair's product, then the even one's, rounding each
+ * sum (as two fused multiply-adds would), with denormal inputs and results read and written as
+ * zero. 128 elements a step in four accumulators a row (the instruction's latency), the k % 128
+ * rest 32 a step under masks; more than 4 rows run as groups of 4, so a row has the same bits
+ * among any number of others. ggml's AVX512_BF16 kernel is the same instruction. */
+INLINE __m512bh bf16_pairs(const uint16_t *p, __mmask32 m) {
+    return (__m512bh)(m == 0xFFFFFFFFu ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi16(m, p));
+}
+INLINE void bf16dp_nx(int64_t k, const void *wv, const void *xv, size_t xs, const int nx, float *out) {
+    const uint16_t *w = wv;
+    __m512 acc[4][4];
+    UNROLL for (int j = 0; j < nx; j++) UNROLL for (int a = 0; a < 4; a++) acc[j][a] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 128 <= k; i += 128) {
+        prefetch_ahead(w + i, 256);
+        __m512bh wv4[4];
+        UNROLL for (int a = 0; a < 4; a++) wv4[a] = bf16_pairs(w + i + 32 * a, 0xFFFFFFFFu);
+        UNROLL for (int j = 0; j < nx; j++) {
+            const uint16_t *x = (const uint16_t *)row(xv, xs, j) + i;
+            UNROLL for (int a = 0; a < 4; a++) acc[j][a] = _mm512_dpbf16_ps(acc[j][a], wv4[a], bf16_pairs(x + 32 * a, 0xFFFFFFFFu));
+        }
+    }
+    for (; i < k; i += 32) {
+        const __mmask32 m = k - i >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << (k - i)) - 1);
+        const __m512bh w0 = bf16_pairs(w + i, m);
+        UNROLL for (int j = 0; j < nx; j++)
+            acc[j][0] = _mm512_dpbf16_ps(acc[j][0], w0, bf16_pairs((const uint16_t *)row(xv, xs, j) + i, m));
+    }
+    UNROLL for (int j = 0; j < nx; j++)
+        out[j] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]), _mm512_add_ps(acc[j][2], acc[j][3])));
+}
+void st_dot_bf16_avx512bf16(int64_t k, const void *w, const void *x, size_t xs, int nx, float *out) {
+    for (; nx > 4; nx -= 4, x = (const char *)x + 4 * xs, out += 4) bf16dp_nx(k, w, x, xs, 4, out);
+    switch (nx) {
+    case 1: bf16dp_nx(k, w, x, xs, 1, out); break;
+    case 2: bf16dp_nx(k, w, x, xs, 2, out); break;
+    case 3: bf16dp_nx(k, w, x, xs, 3, out); break;
+    default: bf16dp_nx(k, w, x, xs, 4, out); break;
+    }
+}
 
 /* F32 and F16 in llama.cpp's AVX-512 order (ggml_vec_dot_f32 / _f16), so that a product such as
  * the MoE router's gives its bits: four accumulators of 16 lanes over 64-element steps, added as

@@ -382,13 +382,23 @@ INLINE void q8_0_tile(const int vnni, int64_t k, const char *w, size_t ws, const
     }
 }
 
+/* One activation row (decode) goes to the one-row kernel, row after row, with the same bits: the
+ * tile reads its four weight rows side by side, four streams that the prefetches and the hardware
+ * prefetcher keep short of the memory bandwidth (from DRAM, 2 threads: 50-60% of it, ggml's speed;
+ * row after row 80-91%), and with one activation row there is no activation work to share. */
 void st_dot_tile_q8_0_avx2(int64_t k, const void *w, size_t ws, int mr, const void *x, size_t xs, int nx, float *out,
                            int64_t ldo) {
-    q8_0_tile(0, k, w, ws, mr, x, xs, nx, out, ldo);
+    if (nx == 1)
+        for (int m = 0; m < mr; m++) st_dot_avx2[ST_TYPE_Q8_0](k, (const char *)w + (size_t)m * ws, x, xs, 1, out + m * ldo);
+    else
+        q8_0_tile(0, k, w, ws, mr, x, xs, nx, out, ldo);
 }
 void st_dot_tile_q8_0_avxvnni(int64_t k, const void *w, size_t ws, int mr, const void *x, size_t xs, int nx,
                               float *out, int64_t ldo) {
-    q8_0_tile(1, k, w, ws, mr, x, xs, nx, out, ldo);
+    if (nx == 1)
+        for (int m = 0; m < mr; m++) st_dot_avx2[ST_TYPE_Q8_0](k, (const char *)w + (size_t)m * ws, x, xs, 1, out + m * ldo);
+    else
+        q8_0_tile(1, k, w, ws, mr, x, xs, nx, out, ldo);
 }
 
 /* ---- Q6_K: a tile in ggml's arithmetic ----

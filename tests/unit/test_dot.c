@@ -147,6 +147,18 @@ static double q8_1_sum_correction(uint32_t type, const void *w, const void *xq, 
     return c;
 }
 
+/* the types whose kernels at every level give a row the same bits alone (decode, nx = 1) as
+ * among others (a prompt chunk, a verify batch): AVX-512's one-row forms of these run in 256-bit
+ * registers (dot_row_avx512.c) and must keep the order of the 512-bit ones */
+static int one_row_same_bits(uint32_t type) {
+    switch (type) {
+    case ST_TYPE_Q8_0: case ST_TYPE_Q4_0: case ST_TYPE_Q4_1: case ST_TYPE_Q5_0: case ST_TYPE_Q5_1:
+    case ST_TYPE_IQ4_NL: case ST_TYPE_MXFP4: case ST_TYPE_NVFP4:
+        return 1;
+    default: return 0;
+    }
+}
+
 static void test_type(uint32_t type, int64_t k) {
     const st_type_info *t = st_type_get(type);
     uint32_t act = st_dot_act_type(type);
@@ -190,6 +202,13 @@ static void test_type(uint32_t type, int64_t k) {
                     CHECKF(fabs(got[j] - ref[j]) <= 2e-6 * mag[j] + 1e-30,
                            "%s k=%lld raw=%d level %d (variant %d) nx=%d row %d: got %.9g, ref %.9g (sum|wx| %g)",
                            t->name, (long long)k, raw, level, st_dot_level(type), nx, j, got[j], ref[j], mag[j]);
+                for (int j = 0; j < nx && one_row_same_bits(type); j++) {
+                    float alone;
+                    fast(k, w, x + (size_t)j * xbytes, xbytes, 1, &alone);
+                    CHECKF(memcmp(&alone, &got[j], sizeof alone) == 0,
+                           "%s k=%lld raw=%d level %d nx=%d row %d: alone %.9g, among %d rows %.9g", t->name,
+                           (long long)k, raw, st_dot_level(type), nx, j, alone, nx, got[j]);
+                }
             }
         }
         st_cpu_limit(3);
