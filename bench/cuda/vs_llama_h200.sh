@@ -7,6 +7,7 @@
 #      tar of .peer/llama.cpp without its builds, tests, models and the other GPU backends), in the
 #      background at once; meanwhile the op harness and the a3b file;
 #   2. when it is built (or PEER_BY s): llama-bench, then strata bench, then llama-bench again.
+#   R2=0: one round only.
 #   run: bash bench/cuda/vs_llama_h200.sh      carry: .devbin/prefill
 set -uo pipefail
 . bench/cuda/dev_lib.sh
@@ -42,5 +43,5 @@ ours() {
     timeout 60 $S bench -m $W/models/a3b.gguf --device cuda --gpu-mem $g -p 0 -n 128 -r 3 2>&1 | grep -E "^(tg|tiers)" | sed 's/ (budget.*//'
   done
 }
-{ stamp "round 1"; peer; ours; stamp "round 2"; [ "$(el)" -lt 470 ] && peer; [ "$(el)" -lt 500 ] && ours; } 2>&1 | tee $OUT/vs.txt
+{ stamp "round 1"; peer; ours; [ "${R2:-1}" = 1 ] || { stamp done; exit 0; }; stamp "round 2"; [ "$(el)" -lt 470 ] && peer; [ "$(el)" -lt 500 ] && ours; } 2>&1 | tee $OUT/vs.txt
 stamp done
