@@ -15,7 +15,8 @@
 #
 # Example line:  q4_k pp512/tg128 | /tmp/small-q4k.gguf | -t 2 -r 3 -p 512 -n 128 | |
 # A strata env of STRATA_CPU_LEVEL=1 caps Strata at its AVX2 kernels (run it against an AVX2
-# build of the peer).
+# build of the peer); it keeps AVX-VNNI, which the peer's AVX2 build and an AVX2-only CPU lack, so
+# add STRATA_CPU_OFF=avxvnni for that class (the Q8_0 and Q6_K prompt tiles use it).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$ROOT/build/strata}
