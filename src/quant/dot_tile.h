@@ -39,6 +39,17 @@ typedef void (*st_dot_tile_fn)(int64_t k, const void *w, size_t w_stride, int mr
  * caller then runs the one-row kernel per weight row). */
 st_dot_tile_fn st_dot_tile_kernel(uint32_t type);
 
+/* One activation row (decode) through a tile entry: the one-row kernel `dot` a weight row at a
+ * time, the same bits. A tile reads its weight rows side by side, streams that the prefetches and
+ * the hardware prefetcher keep short of the memory bandwidth, and with one activation row there is
+ * no activation work to share (from DRAM, 2 threads, bench/matvec/types.sh against the tiles:
+ * AVX2 Q8_0 15-16 -> 21-27 GB/s, Q5_K 14-19 -> 19-22, Q6_K 19-21 -> 21-23, Q4_K 3-5% faster;
+ * AVX-512 Q8_0 18-21 -> 22-24, Q5_0 14 -> 18-20). */
+static inline void st_dot_rows_one_by_one(st_dot_fn dot, int64_t k, const void *w, size_t ws, int mr, const void *x,
+                                          size_t xs, float *out, int64_t ldo) {
+    for (int m = 0; m < mr; m++) dot(k, (const char *)w + (size_t)m * ws, x, xs, 1, out + m * ldo);
+}
+
 void st_dot_tile_q5_0_avx512(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,
                              int nx, float *out, int64_t ldo);
 void st_dot_tile_q8_0_avx512(int64_t k, const void *w, size_t w_stride, int mr, const void *x, size_t x_stride,

@@ -49,17 +49,6 @@ INLINE void prefetch_ahead(const void *p, size_t bytes) {
         for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)p + dist + o, _MM_HINT_T1);
 }
 
-/* One activation row (decode): the one-row kernel `dot` a weight row at a time, the same bits. A
- * tile reads its four weight rows side by side, four streams that the prefetches and the hardware
- * prefetcher keep short of the memory bandwidth, and with one activation row there is no
- * activation work to share. From DRAM, 2 threads (bench/matvec/types.sh, against the tile):
- * Q8_0 15-16 -> 21-27 GB/s (50-55% -> 80-93% of the read bandwidth), Q5_K 14-19 -> 19-22
- * (50-66% -> 67-78%), Q6_K 19-21 -> 21-23 (66-74% -> 74-84%), Q4_K 3-5% faster. */
-static void rows_one_by_one(st_dot_fn dot, int64_t k, const void *w, size_t ws, int mr, const void *x, size_t xs,
-                            float *out, int64_t ldo) {
-    for (int m = 0; m < mr; m++) dot(k, (const char *)w + (size_t)m * ws, x, xs, 1, out + m * ldo);
-}
-
 /* The first 16 bytes of a Q4_K / Q5_K block, dwords [d|dmin, u0, u1, u2], in each 128-bit lane ->
  * bytes [scales 0-7, minimums 0-7] per lane: the file format's 6-bit unpacking (get_scale_min_k4:
  * scale j < 4 = u0 byte j & 63, minimum j < 4 = u1 byte j & 63; for j >= 4 the low 4 bits from u2,
@@ -293,7 +282,7 @@ INLINE void qk_tile(const int five, int64_t k, const char *w, size_t ws, const i
     UNROLL for (int t = 0; t < np; t++) store_pair(_mm256_sub_ps(acc[t], accm[t]), mr, 2 * t + 1 < nx, out + 2 * t, ldo);
 }
 
-/* nx >= 2: one activation row goes to rows_one_by_one */
+/* nx >= 2: one activation row goes to st_dot_rows_one_by_one (dot_tile.h) */
 #define QK_TILE_BY_NX(five)                                                                        \
     switch (nx) {                                                                                  \
     case 2: qk_tile(five, k, w, ws, mr, x, xs, 2, out, ldo); break;                                \
@@ -306,12 +295,12 @@ INLINE void qk_tile(const int five, int64_t k, const char *w, size_t ws, const i
     }
 void st_dot_tile_q4_K_avx2(int64_t k, const void *w, size_t ws, int mr, const void *x, size_t xs, int nx, float *out,
                            int64_t ldo) {
-    if (nx == 1) rows_one_by_one(st_dot_q4_K_avx2, k, w, ws, mr, x, xs, out, ldo);
+    if (nx == 1) st_dot_rows_one_by_one(st_dot_q4_K_avx2, k, w, ws, mr, x, xs, out, ldo);
     else QK_TILE_BY_NX(0)
 }
 void st_dot_tile_q5_K_avx2(int64_t k, const void *w, size_t ws, int mr, const void *x, size_t xs, int nx, float *out,
                            int64_t ldo) {
-    if (nx == 1) rows_one_by_one(st_dot_q5_K_avx2, k, w, ws, mr, x, xs, out, ldo);
+    if (nx == 1) st_dot_rows_one_by_one(st_dot_q5_K_avx2, k, w, ws, mr, x, xs, out, ldo);
     else QK_TILE_BY_NX(1)
 }
 
@@ -397,12 +386,12 @@ INLINE void q8_0_tile(const int vnni, int64_t k, const char *w, size_t ws, const
 
 void st_dot_tile_q8_0_avx2(int64_t k, const void *w, size_t ws, int mr, const void *x, size_t xs, int nx, float *out,
                            int64_t ldo) {
-    if (nx == 1) rows_one_by_one(st_dot_avx2[ST_TYPE_Q8_0], k, w, ws, mr, x, xs, out, ldo);
+    if (nx == 1) st_dot_rows_one_by_one(st_dot_avx2[ST_TYPE_Q8_0], k, w, ws, mr, x, xs, out, ldo);
     else q8_0_tile(0, k, w, ws, mr, x, xs, nx, out, ldo);
 }
 void st_dot_tile_q8_0_avxvnni(int64_t k, const void *w, size_t ws, int mr, const void *x, size_t xs, int nx,
                               float *out, int64_t ldo) {
-    if (nx == 1) rows_one_by_one(st_dot_avx2[ST_TYPE_Q8_0], k, w, ws, mr, x, xs, out, ldo);
+    if (nx == 1) st_dot_rows_one_by_one(st_dot_avx2[ST_TYPE_Q8_0], k, w, ws, mr, x, xs, out, ldo);
     else q8_0_tile(1, k, w, ws, mr, x, xs, nx, out, ldo);
 }
 
@@ -491,11 +480,11 @@ INLINE void q6_K_tile(const int vnni, int64_t k, const char *w, size_t ws, const
 
 void st_dot_tile_q6_K_avx2(int64_t k, const void *w, size_t ws, int mr, const void *x, size_t xs, int nx, float *out,
                            int64_t ldo) {
-    if (nx == 1) rows_one_by_one(st_dot_avx2[ST_TYPE_Q6_K], k, w, ws, mr, x, xs, out, ldo);
+    if (nx == 1) st_dot_rows_one_by_one(st_dot_avx2[ST_TYPE_Q6_K], k, w, ws, mr, x, xs, out, ldo);
     else q6_K_tile(0, k, w, ws, mr, x, xs, nx, out, ldo);
 }
 void st_dot_tile_q6_K_avxvnni(int64_t k, const void *w, size_t ws, int mr, const void *x, size_t xs, int nx,
                               float *out, int64_t ldo) {
-    if (nx == 1) rows_one_by_one(st_dot_avx2[ST_TYPE_Q6_K], k, w, ws, mr, x, xs, out, ldo);
+    if (nx == 1) st_dot_rows_one_by_one(st_dot_avx2[ST_TYPE_Q6_K], k, w, ws, mr, x, xs, out, ldo);
     else q6_K_tile(1, k, w, ws, mr, x, xs, nx, out, ldo);
 }

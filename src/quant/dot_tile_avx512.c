@@ -125,19 +125,10 @@ INLINE void tile_q5_0(int64_t k, const char *w, size_t ws, const int mr, const c
 
 static ST_TILE_PASS_DRIVER(tile_q5_0_pass, tile_q5_0)
 
-/* One activation row (decode) goes to the one-row kernel, a weight row at a time: the same bits,
- * and from DRAM one stream per thread reads faster than the tile's four (bench_matvec, 2 threads,
- * alternating: Q8_0 22-24 GB/s against 18-21 on the expert and 2048x8192 shapes; Q5_0 18-20
- * against 14, 48% -> 67-73% of the read bandwidth) */
-static void rows_one_by_one(uint32_t type, int64_t k, const void *wv, size_t ws, int mr, const void *xv, size_t xs,
-                            float *out, int64_t ldo) {
-    const st_dot_fn dot = st_dot_kernel(type);
-    for (int m = 0; m < mr; m++) dot(k, (const char *)wv + (size_t)m * ws, xv, xs, 1, out + m * ldo);
-}
 void st_dot_tile_q5_0_avx512(int64_t k, const void *wv, size_t ws, int mr, const void *xv, size_t xs, int nx,
                              float *out, int64_t ldo) {
     if (nx > 1) tile_q5_0_pass(k, wv, ws, mr, xv, xs, nx, out, ldo);
-    else rows_one_by_one(ST_TYPE_Q5_0, k, wv, ws, mr, xv, xs, out, ldo);
+    else st_dot_rows_one_by_one(st_dot_kernel(ST_TYPE_Q5_0), k, wv, ws, mr, xv, xs, out, ldo);
 }
 
 /* ---- Q8_0 ----
@@ -238,9 +229,9 @@ INLINE void tile_q8_0(int64_t k, const char *w, size_t ws, const int mr, const c
 
 static ST_TILE_PASS_DRIVER(tile_q8_0_pass, tile_q8_0)
 
-/* one activation row: see rows_one_by_one */
+/* one activation row: st_dot_rows_one_by_one (dot_tile.h) */
 void st_dot_tile_q8_0_avx512(int64_t k, const void *wv, size_t ws, int mr, const void *xv, size_t xs, int nx,
                              float *out, int64_t ldo) {
     if (nx > 1) tile_q8_0_pass(k, wv, ws, mr, xv, xs, nx, out, ldo);
-    else rows_one_by_one(ST_TYPE_Q8_0, k, wv, ws, mr, xv, xs, out, ldo);
+    else st_dot_rows_one_by_one(st_dot_kernel(ST_TYPE_Q8_0), k, wv, ws, mr, xv, xs, out, ldo);
 }

@@ -1470,7 +1470,6 @@ int main(int argc, char **argv) {
     test_router_route_exact(1, 256, 2048, 8);
     test_router_route_exact(8, 128, 1024, 6);
     test_router_route_exact(3, 100, 512, 4);
-    test_router_route_exact(2, 512, 2048, 10);   /* two launches */
     test_route_exact(5, 256, 8);     /* the register form */
     test_route_exact(4, 100, 6);     /* the register form, 4 slots, lanes past E */
     test_route_exact(9, 256, 40);    /* the register form, more picks than lanes */
