@@ -50,6 +50,12 @@ if(STRATA_BUILD_TESTS)
   target_include_directories(cuda_op_harness PRIVATE ${CMAKE_SOURCE_DIR}/tests ${CMAKE_SOURCE_DIR}/src)
   set_target_properties(cuda_op_harness PROPERTIES LINKER_LANGUAGE CUDA)
   add_test(NAME cuda_op_harness COMMAND cuda_op_harness)
+  # The op table (backend.h) on both backends: the forward's choice of kernels, fused ops included.
+  add_executable(cuda_table_harness ${CMAKE_SOURCE_DIR}/tests/cuda/table_harness.c)
+  target_link_libraries(cuda_table_harness PRIVATE strata_cuda strata_static)
+  target_include_directories(cuda_table_harness PRIVATE ${CMAKE_SOURCE_DIR}/tests ${CMAKE_SOURCE_DIR}/src)
+  set_target_properties(cuda_table_harness PROPERTIES LINKER_LANGUAGE CUDA)
+  add_test(NAME cuda_table_harness COMMAND cuda_table_harness)
   # The kernels' block arithmetic on the host (no GPU needed): runs in CI too.
   add_executable(test_cuda_host ${CMAKE_SOURCE_DIR}/tests/cuda/test_cuda_host.cu)
   target_link_libraries(test_cuda_host PRIVATE strata_static CUDA::cudart CUDA::cublas)

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "base/pool.h"
+#include "base/status.h"
 
 /* ---- Norms ------------------------------------------------------------------------------------ */
 
@@ -262,5 +263,139 @@ int st_op_get_rows(uint32_t type, const void *table, int64_t n_rows, int64_t n_e
 
 /* Index of the largest of x[0..n-1]; the lowest index on ties; NaN never wins. */
 int64_t st_op_argmax(const float *x, int64_t n);
+
+
+/* ---- The op table: the one interface every forward is written against ----------------------- */
+/* The model's forward (src/model/) runs each architecture once, through a backend: the CPU's
+ * (backend/cpu/backend_cpu.c: the st_op_* above on the pool, host pointers) or the GPU's
+ * (backend/cuda/backend_cuda.c: device pointers, nothing waits). Every pointer an op takes is in
+ * its backend's memory, except where it says "host". The fused ops each name their reference
+ * decomposition (the CPU runs that), and a backend may run them as one kernel if the bits agree
+ * within its tolerance (tests/cuda/op_harness.c runs both).
+ *
+ * Errors: ops return nothing; the first failing op's status stays in be->err and every later op
+ * is skipped, so a block reads as its math and the caller checks once. The CPU ops cannot fail.
+ *
+ * Prepared rows: an op whose output is the input of a product may be told which (`next`, NULL:
+ * none known), and add_rms_norm's output feeds the products that follow. A backend may then keep
+ * a product-ready form of those rows (the GPU: 8-bit rows for a decode-sized chunk) that the next
+ * matmul on exactly those rows reads instead of quantizing them again; any op that writes the
+ * rows again drops it. It changes no bits: the GPU's products quantize their input the same way
+ * either way. */
+
+/* A weight matrix as the products read it: M rows of K elements of `type`, row_bytes apart,
+ * times `scale` (MODELS.md §2.1). */
+typedef struct st_mat {
+    uint32_t type;
+    const void *data;
+    int64_t K, M;
+    size_t row_bytes;
+    float scale;
+} st_mat;
+
+/* One product of several on the same input rows (matmul_many). */
+typedef struct st_mm_out {
+    st_mat w;
+    float *y;
+    int64_t ldy;
+} st_mm_out;
+
+/* The pointwise ops (y = f(a) or f(a, b)), as st_op_silu ... st_op_add. */
+typedef enum st_pw {
+    ST_PW_ADD, ST_PW_MUL, ST_PW_SWIGLU, ST_PW_MUL_SIGMOID, ST_PW_MUL_SILU, ST_PW_SIGMOID, ST_PW_SILU
+} st_pw;
+
+typedef struct st_backend st_backend;
+struct st_mat;
+typedef struct st_backend_ops {
+    const char *name;
+    /* Norms: st_op_rms_norm; fused: x += r (r NULL: none), then h = RMSNorm(x; w) over rows of d
+     * contiguous floats (h prepared for products of width d); the l2 norm of heads 0..n_head-1
+     * of dim floats at the start of each of n_tok rows ld_tok apart (st_op_l2_norm per row). */
+    void (*rms_norm)(st_backend *be, const float *x, int64_t ld_x, const float *w, float *y, int64_t ld_y,
+                     int64_t rows, int64_t dim, float eps);
+    void (*add_rms_norm)(st_backend *be, float *x, const float *r, const float *w, float *h, int64_t rows,
+                         int64_t d, float eps);
+    void (*l2_norm_heads)(st_backend *be, float *x, int64_t ld_tok, int64_t n_tok, int64_t n_head, int64_t dim,
+                          float eps);
+    /* y = f(a, b) (b ignored by the unary ops; ld_b 0 reads one row for every row: a bias). */
+    void (*pointwise)(st_backend *be, st_pw op, const float *a, int64_t ld_a, const float *b, int64_t ld_b,
+                      float *y, int64_t ld_y, int64_t rows, int64_t n, const struct st_mat *next);
+    /* x[r][i] *= s over rows of n, ld apart (st_op_scale per row). */
+    void (*scale)(st_backend *be, float *x, int64_t ld, int64_t rows, int64_t n, float s);
+    /* Fused: o = RMSNorm(o_h; w) * act(z) per head of dim (rows heads, dense; o and z alike),
+     * act = silu (sigmoid: 0) or sigmoid (1): st_op_rms_norm then st_op_mul_silu / mul_sigmoid. */
+    void (*gated_norm)(st_backend *be, float *o, const float *w, const float *z, int64_t rows, int64_t dim,
+                       float eps, int sigmoid, const struct st_mat *next);
+    /* Products: y = scale * (W x) for n rows; several weights on the same rows; the fused SwiGLU
+     * FFN: out = down (silu(gate x) * (up x)), as the products gate x into mid and up x into tmp
+     * ([n][ff] each), st_op_swiglu into mid, the product down mid (mid may then hold only the
+     * prepared form: read it through a product alone). */
+    void (*matmul)(st_backend *be, const st_mat *w, const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy);
+    void (*matmul_many)(st_backend *be, const float *x, int64_t ldx, int64_t n, const st_mm_out *items, int n_items);
+    void (*swiglu_ffn)(st_backend *be, const st_mat *gate, const st_mat *up, const st_mat *down, const float *x,
+                       int64_t ldx, int64_t n, float *mid, float *tmp, float *out, int64_t ld_out);
+    /* Rows: rows of width floats from src (spitch floats apart) to dst (dpitch apart); the
+     * regions may overlap only as a move to lower addresses. get_rows: st_op_get_rows with the ids
+     * on the host; a bad id is an ST_ERR_RANGE in be->err. */
+    void (*copy_rows)(st_backend *be, float *dst, int64_t dpitch, const float *src, int64_t spitch, int64_t width,
+                      int64_t rows);
+    void (*get_rows)(st_backend *be, uint32_t type, const void *table, int64_t n_rows, int64_t dim,
+                     const int32_t *ids_host, int64_t n, float *out, int64_t ld_out);
+    /* RoPE (st_op_rope_neox); K/V rows into a cache at cells cell0.. (host) which are also pos[]
+     * (the backend's, for a GPU's replayed graph); attention (st_op_attention, st_op_attention_cells). */
+    void (*rope)(st_backend *be, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_tok, int64_t n_head,
+                 const int32_t *pos, const st_rope_params *p);
+    void (*kv_store)(st_backend *be, uint32_t type, void *cache, int64_t row, int64_t cell0, const int32_t *pos,
+                     const float *src, int64_t ld_src, int64_t n_tok);
+    void (*attention)(st_backend *be, const st_attn_args *a);
+    void (*attention_cells)(st_backend *be, const st_attn_cells_args *a);
+    /* Gated DeltaNet: the conv (st_op_conv1d); fused for the GDN: the conv with SiLU, then the l2
+     * norm of the first n_norm heads of dim channels of each row (ld = C both); the conv states
+     * after each row into steps[t] (before the conv moves the state on); the gates; the rule. */
+    void (*conv1d)(st_backend *be, const float *m, int64_t ld_m, const float *w, float *state, float *out,
+                   int64_t ld_out, int64_t n_tok, int64_t C, int64_t K, int apply_silu);
+    void (*conv1d_l2)(st_backend *be, const float *m, const float *w, float *state, float *out, int64_t n_tok,
+                      int64_t C, int64_t K, int64_t n_norm, int64_t dim, float eps);
+    void (*conv1d_steps)(st_backend *be, const float *m, int64_t ld_m, const float *state, float *const *steps,
+                         int64_t n_tok, int64_t C, int64_t K);
+    void (*gdn_gates)(st_backend *be, const float *a, int64_t ld_a, const float *b, int64_t ld_b,
+                      const float *dt_bias, const float *ssm_a, int64_t n_tok, int64_t n_v, float *g_out,
+                      float *beta_out);
+    void (*gdn)(st_backend *be, const st_gdn_args *a, void *scratch);
+    /* qwen4exp: st_op_hc_pre, st_op_hc_post, st_op_ple_gate, st_op_qsa_pool, st_op_qsa_select. */
+    void (*hc_pre)(st_backend *be, const float *xn, int64_t ld_x, const float *g, int64_t ld_g, float *m,
+                   int64_t ld_m, int64_t n_tok, int64_t hc, int64_t d, float scale);
+    void (*hc_post)(st_backend *be, float *R, int64_t ld_r, const float *y, int64_t ld_y, const float *inj,
+                    int64_t ld_inj, int64_t n_tok, int64_t hc, int64_t d);
+    void (*ple_gate)(st_backend *be, const float *k, const float *q, int64_t ld_kq, const float *val, int64_t ld_v,
+                     float *gv, int64_t ld_gv, int64_t n_tok, int64_t hc, int64_t d);
+    void (*qsa_pool)(st_backend *be, uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0,
+                     int64_t b1, float *out);
+    void (*qsa_select)(st_backend *be, const st_qsa_args *a, void *scratch);
+    /* Independent work (a decode step's second stream): fork returns 1 when the ops that follow go
+     * to a side branch (0: they run in order, nothing to undo); unfork returns to the main branch,
+     * join makes it wait for the side. A backend without streams returns 0. */
+    int (*fork)(st_backend *be, int64_t n_rows);
+    void (*unfork)(st_backend *be, int side);
+    void (*join)(st_backend *be, int side);
+    /* Profiling marks around a block of kind `kind` (NULL: none). */
+    void (*prof_begin)(st_backend *be);
+    void (*prof_end)(st_backend *be, int kind);
+} st_backend_ops;
+
+struct st_backend {
+    const st_backend_ops *ops;
+    st_status err;             /* the first failing op's status; later ops do nothing */
+};
+
+/* The CPU backend: the ops on `pool` (NULL: the calling thread), products through mm_scratch
+ * (the activation rows' conversion, st_matmul's scratch). */
+typedef struct st_cpu_backend {
+    st_backend be;
+    st_pool *pool;
+    void *mm_scratch;
+} st_cpu_backend;
+st_backend *st_cpu_backend_init(st_cpu_backend *b, st_pool *pool, void *mm_scratch);
 
 #endif

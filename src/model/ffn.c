@@ -1,4 +1,5 @@
-/* ffn.c: the feed-forward blocks (MODELS.md §2.7, §2.8).
+/* ffn.c: the feed-forward blocks (MODELS.md §2.7, §2.8): the dense SwiGLU on any backend, and the
+ * CPU's MoE layer (the GPU's is model/cuda/moe_cuda.c; the pass runs the one its driver set).
  *
  * Dense SwiGLU: out = W_down (silu(W_gate h) * (W_up h)).
  * MoE: router logits r = W_router h; softmax over E; the k most probable experts with weights
@@ -24,12 +25,10 @@
 
 void fwd_ffn_dense(st_fwd *f, int il, const float *h, float *out, int64_t n) {
     const st_layer *L = &f->m->layers[il];
-    int64_t d = f->hp->n_embd, ff = L->ffn_gate.ne[1];
-    float *g = st_workspace_f32(f->ws, WS_FF_A), *u = st_workspace_f32(f->ws, WS_FF_B);
-    fwd_matmul(f, &L->ffn_gate, h, d, n, g, ff);
-    fwd_matmul(f, &L->ffn_up, h, d, n, u, ff);
-    st_op_swiglu(f->pool, g, ff, u, ff, g, ff, n, ff);
-    fwd_matmul(f, &L->ffn_down, g, ff, n, out, d);
+    int64_t d = f->hp->n_embd;
+    st_mat gate = fwd_mat(&L->ffn_gate), up = fwd_mat(&L->ffn_up), down = fwd_mat(&L->ffn_down);
+    FWD_OP(f, swiglu_ffn, &gate, &up, &down, h, d, n, st_workspace_f32(f->ws, WS_FF_A), st_workspace_f32(f->ws, WS_FF_B),
+           out, d);
 }
 
 /* Expert e's slice of a {K, M, E} expert tensor. */

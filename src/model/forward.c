@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "model/blocks.h"
 #include "model/forward.h"
 #include "model/forward_ws.h"
 #include "model/fwd_matmul.h"
@@ -13,24 +14,27 @@
 #include "model/stacks.h"
 #include "model/state.h"
 
-/* The layer stack on the embedded rows in WS_X, then the final norm (qwen4exp: its head mixer,
- * always into WS_H) of n_out rows (all, or with last_only the rows fwd_keep_last_rows keeps) into
- * h; returns where the normed rows are. */
-static float *layers_and_norm(st_fwd *f, int last_only, int64_t n_out, float *h) {
-    const st_model *m = f->m;
+/* The layer stack on the embedded rows in WS_X, then the final norm (qwen4exp: its head mixer) of
+ * n_out rows (all, or with last_only the rows fwd_keep_last_rows keeps) into WS_H. */
+void fwd_layers_and_norm(st_fwd *f, int last_only, int64_t n_out) {
     const st_hparams *hp = f->hp;
-    int64_t d = hp->n_embd;
-    float *x = st_workspace_f32(f->ws, WS_X);
     if (hp->arch == ST_ARCH_QWEN4EXP) {
         /* logits = W_out · HCmix(R; output_hc), the mixer's rows already in WS_H */
         fwd_qwen4exp(f, last_only);
-        return st_workspace_f32(f->ws, WS_H);
+        return;
     }
     if (st_hp_is_hybrid(hp)) fwd_layers_qwen35(f, last_only);
     else fwd_layers_qwen3(f, last_only);
     /* logits = W_out · RMSNorm(x; output_norm), for the rows that need them */
-    st_op_rms_norm(f->pool, x, d, m->output_norm.f32, h, d, n_out, d, hp->eps);
-    return h;
+    fwd_add_norm(f, &f->m->output_norm, n_out);
+}
+
+/* A pass of the CPU's over n rows of the workspace. */
+static st_fwd cpu_pass(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, st_cpu_backend *cpu,
+                       int64_t n) {
+    void *mm = st_workspace_get(ws, WS_MM);
+    return (st_fwd){.m = m, .hp = &m->hp, .s = s, .ws = ws, .be = st_cpu_backend_init(cpu, pool, mm), .moe = fwd_moe,
+                    .pool = pool, .n = n, .pos0 = s->n_past, .mm_scratch = mm};
 }
 
 st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st_pool *pool, const st_chunk *c) {
@@ -47,8 +51,9 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
     if (keep_steps && n > s->n_steps)
         return st_fail(ST_ERR_INVALID, "forward: %lld rows keep their states, the state has %d step planes",
                        (long long)n, s->n_steps);
-    st_fwd f = {.m = m, .hp = hp, .s = s, .ws = ws, .pool = pool, .n = n, .pos0 = s->n_past,
-                .mm_scratch = st_workspace_get(ws, WS_MM), .keep_steps = keep_steps};
+    st_cpu_backend cpu;
+    st_fwd f = cpu_pass(m, s, ws, pool, &cpu, n);
+    f.keep_steps = keep_steps;
     int32_t *pos = st_workspace_get(ws, WS_POS);
     for (int64_t t = 0; t < n; t++) pos[t] = (int32_t)(s->n_past + t);
     f.pos = pos;
@@ -61,7 +66,6 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
     /* The layers; with last_only the final layer's FFN runs on the last row alone, moved to row 0. */
     int last_only = !c->logits_all && !c->h_out;
     int64_t n_out = last_only ? 1 : n;
-    float *h = c->h_out ? c->h_out : st_workspace_f32(ws, WS_H);
     if (hp->arch == ST_ARCH_QWEN4EXP) {
         /* no MTP head: h_out and keep_steps are not for this architecture, engine/spec.c refuses it */
         if (hp->ple_layer >= 0 && !s->ids) return st_fail(ST_ERR_INVALID, "forward: the PLE hash needs the sequence's ids");
@@ -71,10 +75,13 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
     int64_t ld = c->logits ? c->ld_logits : V;
     /* h = RMSNorm(x; output_norm) for the rows that need it (all, for the MTP head's input);
      * logits = W_out h for the rows that need logits */
-    h = layers_and_norm(&f, last_only, n_out, h);
+    fwd_layers_and_norm(&f, last_only, n_out);
+    float *h = st_workspace_f32(ws, WS_H);
+    if (c->h_out) memcpy(c->h_out, h, (size_t)(n_out * d) * sizeof *h);
     if (c->logits_all) fwd_matmul(&f, &m->output, h, d, n, dst, ld);
     else fwd_matmul(&f, &m->output, h + (n_out - 1) * d, d, 1, dst, ld);
     if (c->hidden) memcpy(c->hidden, h + (n_out - 1) * d, (size_t)d * sizeof *h);
+    if (f.be->err != ST_OK) return f.be->err;
     s->n_past += n;
     return ST_OK;
 }
@@ -110,8 +117,11 @@ st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *p
     if (n <= 0 || n > ws->rows)
         return st_fail(ST_ERR_INVALID, "forward: %lld rows of %d sequences, workspace holds %lld", (long long)n, n_seqs,
                        (long long)ws->rows);
-    st_fwd f = {.m = m, .hp = hp, .s = seqs[0].s, .ws = ws, .pool = pool, .n = n, .pos0 = seqs[0].s->n_past,
-                .mm_scratch = st_workspace_get(ws, WS_MM), .seqs = seqs, .n_seqs = n_seqs, .seq_row0 = row0};
+    st_cpu_backend cpu;
+    st_fwd f = cpu_pass(m, seqs[0].s, ws, pool, &cpu, n);
+    f.seqs = seqs;
+    f.n_seqs = n_seqs;
+    f.seq_row0 = row0;
     int32_t *pos = st_workspace_get(ws, WS_POS);
     float *x = st_workspace_f32(ws, WS_X);
     for (int k = 0; k < n_seqs; k++) {
@@ -122,7 +132,8 @@ st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *p
     f.pos = pos;
     /* The layers and the final norm of the rows that go on, each sequence's at out0; its hidden
      * states out, then the head's rows of each (all, or its last) packed in order for one product. */
-    float *h = layers_and_norm(&f, 1, n_out, st_workspace_f32(ws, WS_H));
+    fwd_layers_and_norm(&f, 1, n_out);
+    float *h = st_workspace_f32(ws, WS_H);
     int64_t n_head = 0;
     for (int k = 0; k < n_seqs; k++) {
         const st_seq_rows *q = &seqs[k];

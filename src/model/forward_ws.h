@@ -23,6 +23,8 @@ enum st_ws_id {
     WS_PLE_IDS, WS_PLE_E, WS_PLE_GV,
     WS_IDX_Q, WS_IDX_K, WS_QSA_CELLS, WS_QSA_N, WS_QSA_SCRATCH, WS_QSA_POS,
     WS_MM, WS_LOGITS, WS_ROPE_KEEP, WS_CAT,
+    /* the GPU's alone: the token ids, the routed experts' SwiGLU in 8 bits, the hidden rows' x */
+    WS_TOK, WS_GEQ, WS_X2,
     WS_N_BUFFERS /* the number of ids, not a buffer */
 };
 

@@ -1,6 +1,6 @@
-/* fwd_matmul.h: the CPU forward's products of a bound weight on a pass's rows (fwd_matmul.c): one
- * weight, its `.scale` applied (MODELS.md §2.1), a bias, and several weights on the same few rows
- * in one pool job. */
+/* fwd_matmul.h: the forward's products of a bound weight on a pass's rows (fwd_matmul.c), on its
+ * backend: one weight, its `.scale` applied (MODELS.md §2.1), a bias, and several weights on the
+ * same rows at once. */
 #ifndef ST_MODEL_FWD_MATMUL_H
 #define ST_MODEL_FWD_MATMUL_H
 
@@ -12,8 +12,9 @@
 void fwd_matmul(st_fwd *f, const st_tensor *w, const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy);
 void fwd_add_bias(st_fwd *f, const st_tensor *b, float *y, int64_t ldy, int64_t n);
 
-/* Several weights on the same input rows: one pool job for few rows, else one fwd_matmul each.
+/* Several weights (at most FWD_MM_MAX_ITEMS) on the same input rows: the backend's matmul_many.
  * Scales as fwd_matmul; no biases. */
+#define FWD_MM_MAX_ITEMS 8
 typedef struct fwd_mm_item {
     const st_tensor *w;
     float *y;

@@ -9,7 +9,6 @@
  * qwen3next reads b and a from one ssm_ba projection laid out per k-head, may carry the legacy
  * fused ssm_in ([q_g | k_g | v_g.. | z_g..] per k-head), and maps v-heads to k-heads grouped. */
 #include <math.h>
-#include <string.h>
 
 #include "backend/backend.h"
 #include "model/blocks.h"
@@ -19,47 +18,24 @@
 #include "model/state.h"
 
 /* qwen3next ssm_ba: for k-head g, [b of v-heads g*r .. g*r+r-1 | a of the same heads]. */
-static void split_ba(const float *ba, int64_t n, int64_t n_k, int64_t r, float *a, float *b) {
+static void split_ba(st_fwd *f, const float *ba, int64_t n, int64_t n_k, int64_t r, float *a, float *b) {
     int64_t n_v = n_k * r;
-    for (int64_t t = 0; t < n; t++) {
-        const float *row = ba + t * 2 * n_v;
-        for (int64_t g = 0; g < n_k; g++)
-            for (int64_t j = 0; j < r; j++) {
-                b[t * n_v + g * r + j] = row[2 * r * g + j];
-                a[t * n_v + g * r + j] = row[2 * r * g + r + j];
-            }
+    for (int64_t g = 0; g < n_k; g++) {
+        FWD_OP(f, copy_rows, b + g * r, n_v, ba + 2 * r * g, 2 * n_v, r, n);
+        FWD_OP(f, copy_rows, a + g * r, n_v, ba + 2 * r * g + r, 2 * n_v, r, n);
     }
 }
 
 /* Legacy ssm_in rows, per k-head g: [q_g (dk) | k_g (dk) | v of r heads (r*dv) | z of r heads].
  * Reassembled into m = [all q | all k | all v] and z. */
-static void split_qkvz(const float *p, int64_t n, int64_t n_k, int64_t dk, int64_t r, float *m, float *z) {
-    int64_t kd = n_k * dk, vd = n_k * r * dk, blk = 2 * dk + 2 * r * dk, C = 2 * kd + vd;
-    size_t row_bytes = (size_t)dk * sizeof(float);
-    for (int64_t t = 0; t < n; t++) {
-        const float *src = p + t * n_k * blk;
-        float *mt = m + t * C, *zt = z + t * vd;
-        for (int64_t g = 0; g < n_k; g++) {
-            const float *s = src + g * blk;
-            memcpy(mt + g * dk, s, row_bytes);
-            memcpy(mt + kd + g * dk, s + dk, row_bytes);
-            memcpy(mt + 2 * kd + g * r * dk, s + 2 * dk, (size_t)r * row_bytes);
-            memcpy(zt + g * r * dk, s + 2 * dk + r * dk, (size_t)r * row_bytes);
-        }
-    }
-}
-
-/* The conv state after each row t of the chunk, into S->conv_steps[t]: the last K-1 columns of
- * [state | m rows 0..t], per channel oldest first (st_op_conv1d's layout). */
-static void conv_steps(const st_layer_state *S, const float *m, int64_t ld_m, int64_t n, int64_t C, int64_t K) {
-    int64_t K1 = K - 1;
-    for (int64_t t = 0; t < n; t++) {
-        float *dst = S->conv_steps[t];
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t j = 0; j < K1; j++) {
-                int64_t col = t + 1 + j; /* in [state (K1 columns) | m rows] */
-                dst[c * K1 + j] = col < K1 ? S->conv[c * K1 + col] : m[(col - K1) * ld_m + c];
-            }
+static void split_qkvz(st_fwd *f, const float *p, int64_t n, int64_t n_k, int64_t dk, int64_t r, float *m, float *z) {
+    int64_t kd = n_k * dk, vd = n_k * r * dk, blk = 2 * dk + 2 * r * dk, C = 2 * kd + vd, ldp = n_k * blk;
+    for (int64_t g = 0; g < n_k; g++) {
+        const float *src = p + g * blk;
+        FWD_OP(f, copy_rows, m + g * dk, C, src, ldp, dk, n);
+        FWD_OP(f, copy_rows, m + kd + g * dk, C, src + dk, ldp, dk, n);
+        FWD_OP(f, copy_rows, m + 2 * kd + g * r * dk, C, src + 2 * dk, ldp, r * dk, n);
+        FWD_OP(f, copy_rows, z + g * r * dk, vd, src + 2 * dk + r * dk, ldp, r * dk, n);
     }
 }
 
@@ -91,13 +67,16 @@ void fwd_gdn(st_fwd *f, int il, const float *h, float *out) {
         /* The legacy product goes into WS_CONV (free until the conv), then is split into m and z. */
         float *p = st_workspace_f32(ws, WS_CONV);
         fwd_matmul(f, &L->ssm_in, h, d, n, p, 2 * kd + 2 * vd);
-        split_qkvz(p, n, n_k, dk, r, m, z);
+        split_qkvz(f, p, n, n_k, dk, r, m, z);
     }
-    if (L->ssm_ba.data) split_ba(ba, n, n_k, r, a, b);
+    if (L->ssm_ba.data) split_ba(f, ba, n, n_k, r, a, b);
 
-    /* Gates: beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a. */
+    /* Gates: beta = sigmoid(b), g = softplus(a + dt_bias) * ssm_a (a decode step's side branch,
+     * beside the conv). */
     float *gg = st_workspace_f32(ws, WS_GATE_G), *beta = st_workspace_f32(ws, WS_GATE_BETA);
-    st_op_gdn_gates(a, n_v, b, n_v, L->ssm_dt.f32, L->ssm_a.f32, n, n_v, gg, beta);
+    int side = FWD_OP(f, fork, n);
+    FWD_OP(f, gdn_gates, a, n_v, b, n_v, L->ssm_dt.f32, L->ssm_a.f32, n, n_v, gg, beta);
+    FWD_OP(f, unfork, side);
 
     /* Each sequence's rows with its own conv and delta state. */
     float *u = st_workspace_f32(ws, WS_CONV), *o = st_workspace_f32(ws, WS_GDN_OUT);
@@ -109,11 +88,11 @@ void fwd_gdn(st_fwd *f, int il, const float *h, float *out) {
         float *ms = m + r0 * C, *us = u + r0 * C;
         /* u = silu(conv(m)) with the carried state; then L2-normalise the q and k heads of each row
          * (2*n_k contiguous heads of dk at the start of the row). */
-        if (g.keep_steps) conv_steps(S, ms, C, ns, C, K);
-        st_op_conv1d(g.pool, ms, C, L->ssm_conv1d.f32, S->conv, us, C, ns, C, K, 1);
-        for (int64_t t = 0; t < ns; t++) st_op_l2_norm(NULL, us + t * C, dk, us + t * C, dk, 2 * n_k, dk, hp->eps);
+        if (g.keep_steps) FWD_OP(f, conv1d_steps, ms, C, S->conv, S->conv_steps, ns, C, K);
+        FWD_OP(f, conv1d_l2, ms, L->ssm_conv1d.f32, S->conv, us, ns, C, K, 2 * n_k, dk, hp->eps);
+        if (q == 0) FWD_OP(f, join, side);
 
-        /* The delta rule over the chunk (chunked or per token, as the op finds faster). */
+        /* The delta rule over the chunk (chunked or per token, as the backend finds faster). */
         st_gdn_args ga = {
             .n_tok = ns, .n_k = n_k, .n_v = n_v, .d = dk,
             .head_map = hp->gdn_grouped ? ST_GDN_GROUPED : ST_GDN_TILED,
@@ -122,12 +101,11 @@ void fwd_gdn(st_fwd *f, int il, const float *h, float *out) {
             .scale = 1.0f / sqrtf((float)dk),
             .state_steps = g.keep_steps ? S->ssm_steps : NULL,
         };
-        st_op_gdn(g.pool, &ga, st_workspace_get(ws, WS_GDN_SCRATCH));
+        FWD_OP(f, gdn, &ga, st_workspace_get(ws, WS_GDN_SCRATCH));
     }
 
     /* o_h = RMSNorm(o_h; ssm_norm) * silu(z_h) (qwen4exp: * sigmoid(z_h)), then the output projection. */
-    st_op_rms_norm(f->pool, o, dk, L->ssm_norm.f32, o, dk, n * n_v, dk, hp->eps);
-    if (hp->arch == ST_ARCH_QWEN4EXP) st_op_mul_sigmoid(f->pool, o, vd, z, vd, o, vd, n, vd);
-    else st_op_mul_silu(f->pool, o, vd, z, vd, o, vd, n, vd);
-    fwd_matmul(f, &L->ssm_out, o, vd, n, out, d);
+    st_mat wout = fwd_mat(&L->ssm_out);
+    FWD_OP(f, gated_norm, o, L->ssm_norm.f32, z, n * n_v, dk, hp->eps, hp->arch == ST_ARCH_QWEN4EXP, &wout);
+    FWD_OP(f, matmul, &wout, o, vd, n, out, d);
 }

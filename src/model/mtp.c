@@ -37,8 +37,10 @@ st_status st_forward_mtp(const struct st_model *m, st_state *s, st_workspace *ws
     if (!c->kv_only && (!c->logits || !c->h_out)) return st_fail(ST_ERR_INVALID, "forward: MTP logits need destinations");
 
     const st_layer *L = &m->layers[il];
-    st_fwd f = {.m = m, .hp = hp, .s = s, .ws = ws, .pool = pool, .n = n, .pos0 = s->mtp_n_past,
-                .mm_scratch = st_workspace_get(ws, WS_MM)};
+    st_cpu_backend cpu;
+    void *mm = st_workspace_get(ws, WS_MM);
+    st_fwd f = {.m = m, .hp = hp, .s = s, .ws = ws, .be = st_cpu_backend_init(&cpu, pool, mm), .moe = fwd_moe,
+                .pool = pool, .n = n, .pos0 = s->mtp_n_past, .mm_scratch = mm};
     int32_t *pos = st_workspace_get(ws, WS_POS);
     for (int64_t t = 0; t < n; t++) pos[t] = (int32_t)(s->mtp_n_past + t);
     f.pos = pos;
@@ -62,7 +64,7 @@ st_status st_forward_mtp(const struct st_model *m, st_state *s, st_workspace *ws
 
     /* The block, the FFN on the last row; then h' and the head. */
     fwd_layer_qwen35(&f, il, 1);
-    st_op_rms_norm(pool, x, d, st_mtp_head_norm(m)->f32, c->h_out, d, 1, d, hp->eps);
+    FWD_OP(&f, add_rms_norm, x, f.pending, st_mtp_head_norm(m)->f32, c->h_out, 1, d, hp->eps);
     fwd_matmul(&f, st_mtp_head(m), c->h_out, d, 1, c->logits, V);
     s->mtp_n_past += n;
     return ST_OK;

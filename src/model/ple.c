@@ -10,7 +10,7 @@
  *   R_c += gv_c + silu(conv)_c
  * The hash runs on the host over the ids (as llama.cpp does: ggml has no 64-bit xor); the table's
  * rows are gathered straight from the file mapping, a few per token, so the table is never read
- * whole. The conv is st_op_conv1d over the widened kernel bind.c builds, with the PLE history as
+ * whole. The conv is the backend's conv1d over the widened kernel bind.c builds, with the PLE history as
  * its state. Only text: an image position would hash ple.image_token_id. */
 #include <string.h>
 
@@ -49,7 +49,7 @@ static void hash_rows(const st_hparams *hp, const int32_t *ids, int64_t pos0, in
 static void stream_norm(st_fwd *f, const float *x, const st_tensor *w, float *y, int64_t rows) {
     const int64_t d = f->hp->n_embd, hcd = f->hp->n_hc * d;
     for (int64_t c = 0; c < f->hp->n_hc; c++)
-        st_op_rms_norm(f->pool, x + c * d, hcd, w->f32 + c * d, y + c * d, hcd, rows, d, f->hp->eps);
+        FWD_OP(f, rms_norm, x + c * d, hcd, w->f32 + c * d, y + c * d, hcd, rows, d, f->hp->eps);
 }
 
 void fwd_ple(st_fwd *f, int il, float *R) {
@@ -63,7 +63,7 @@ void fwd_ple(st_fwd *f, int il, float *R) {
     int32_t *rows = st_workspace_get(ws, WS_PLE_IDS);
     float *e = st_workspace_f32(ws, WS_PLE_E);
     hash_rows(hp, f->s->ids, f->pos0, n, rows);
-    st_op_get_rows(m->ple_table.type, m->ple_table.data, m->ple_table.ne[1], hp->ple_dim, rows, n * nh, e, hp->ple_dim);
+    FWD_OP(f, get_rows, m->ple_table.type, m->ple_table.data, m->ple_table.ne[1], hp->ple_dim, rows, n * nh, e, hp->ple_dim);
 
     /* key and value projections; per-stream norms of the key and of the streams (the query) */
     float *key = st_workspace_f32(ws, WS_XN), *query = st_workspace_f32(ws, WS_HC_G);
@@ -74,15 +74,15 @@ void fwd_ple(st_fwd *f, int il, float *R) {
     stream_norm(f, R, &L->ple_norm_query, query, n);
 
     /* gv_c = value * gate_c */
-    st_op_ple_gate(f->pool, key, query, hcd, val, d, gv, hcd, n, hc, d);
+    FWD_OP(f, ple_gate, key, query, hcd, val, d, gv, hcd, n, hc, d);
 
     /* conv = silu(dilated conv(RMSNorm(gv; norm_conv))), the history carried in the state */
     float *nu = key, *conv = query;
     stream_norm(f, gv, &L->ple_norm_conv, nu, n);
-    st_op_conv1d(f->pool, nu, hcd, L->ple_conv_wide.f32, f->s->layers[il].ple_hist, conv, hcd, n, hcd,
+    FWD_OP(f, conv1d, nu, hcd, L->ple_conv_wide.f32, f->s->layers[il].ple_hist, conv, hcd, n, hcd,
                  L->ple_conv_wide.ne[0], 1);
 
     /* R += gv + silu(conv) */
-    st_op_add(f->pool, gv, hcd, conv, hcd, gv, hcd, n, hcd);
-    st_op_add(f->pool, R, hcd, gv, hcd, R, hcd, n, hcd);
+    FWD_OP(f, pointwise, ST_PW_ADD, gv, hcd, conv, hcd, gv, hcd, n, hcd, NULL);
+    FWD_OP(f, pointwise, ST_PW_ADD, R, hcd, gv, hcd, R, hcd, n, hcd, NULL);
 }

@@ -1,6 +1,6 @@
 /* qsa.c: QSA, qwen4exp's sparse attention on its full-attention layers (MODELS.md §6.2, ERRATA
  * F1-F5), the model's half: the indexer's projections and the block-key cache; the selection and
- * the attention over the selected cells are backend ops (st_op_qsa_select, st_op_attention_cells).
+ * the attention over the selected cells are backend ops (qsa_select, attention_cells).
  *
  *   kappa_t = W_idxk m_t                 raw indexer key, stored per cell beside the KV cache
  *   Kbar_b = RoPE_{b r}(RMSNorm(mean of kappa over block b; k_norm))   per complete block
@@ -34,12 +34,12 @@ static void pool_blocks(st_fwd *f, int il, int64_t upto) {
     const int64_t r = hp->compress_ratio[il], dim = hp->idx_dim, b0 = S->n_blocks, nb = upto - b0;
     if (nb <= 0) return;
     float *blk = S->idx_blocks + b0 * dim;
-    st_op_qsa_pool(f->s->kv_type, S->idx_cache, dim, r, b0, upto, blk);
-    st_op_rms_norm(f->pool, blk, dim, f->m->layers[il].idx_k_norm.f32, blk, dim, nb, dim, hp->eps);
+    FWD_OP(f, qsa_pool, f->s->kv_type, S->idx_cache, dim, r, b0, upto, blk);
+    FWD_OP(f, rms_norm, blk, dim, f->m->layers[il].idx_k_norm.f32, blk, dim, nb, dim, hp->eps);
     int32_t *pos = st_workspace_get(f->ws, WS_QSA_POS);
     for (int64_t b = 0; b < nb; b++) pos[b] = (int32_t)((b0 + b) * r);
     st_rope_params rp = fwd_rope_params(hp);
-    st_op_rope_neox(f->pool, blk, dim, dim, nb, 1, pos, &rp);
+    FWD_OP(f, rope, blk, dim, dim, nb, 1, pos, &rp);
     S->n_blocks = upto;
 }
 
@@ -56,7 +56,7 @@ void fwd_qsa_attention(st_fwd *f, int il, const float *h, const st_attn_args *a)
     /* The raw keys of the chunk go into the cache first: its own later rows pool them. */
     float *kraw = st_workspace_f32(f->ws, WS_IDX_K);
     fwd_matmul(f, &L->idx_k, h, d, n, kraw, dim);
-    st_op_kv_store(f->s->kv_type, S->idx_cache, dim, f->pos0, kraw, dim, n);
+    FWD_OP(f, kv_store, f->s->kv_type, S->idx_cache, dim, f->pos0, f->pos, kraw, dim, n);
 
     const int64_t p_last = f->pos0 + n - 1;
 
@@ -66,7 +66,7 @@ void fwd_qsa_attention(st_fwd *f, int il, const float *h, const st_attn_args *a)
     /* The indexer query: per head RMSNorm, then RoPE at the token's position. */
     float *qi = st_workspace_f32(f->ws, WS_IDX_Q);
     fwd_matmul(f, &L->idx_q, h, d, n, qi, Hi * dim);
-    st_op_rms_norm(f->pool, qi, dim, L->idx_q_norm.f32, qi, dim, n * Hi, dim, hp->eps);
+    FWD_OP(f, rms_norm, qi, dim, L->idx_q_norm.f32, qi, dim, n * Hi, dim, hp->eps);
     st_rope_params rp = fwd_rope_params(hp);
     fwd_rope(f, qi, Hi * dim, dim, Hi, &rp);
 
@@ -75,7 +75,7 @@ void fwd_qsa_attention(st_fwd *f, int il, const float *h, const st_attn_args *a)
         .q = qi, .ld_q = Hi * dim, .n_head = Hi, .dim = dim, .blocks = S->idx_blocks, .pos = f->pos,
         .n_tok = n, .r = r, .width = W, .n_ctx = f->s->n_ctx, .cells = cells, .ld_cells = W, .n_cells = n_cells,
     };
-    st_op_qsa_select(f->pool, &sa, st_workspace_get(f->ws, WS_QSA_SCRATCH));
+    FWD_OP(f, qsa_select, &sa, st_workspace_get(f->ws, WS_QSA_SCRATCH));
     st_attn_cells_args ca = {.a = *a, .cells = cells, .ld_cells = W, .n_cells = n_cells};
-    st_op_attention_cells(f->pool, &ca);
+    FWD_OP(f, attention_cells, &ca);
 }

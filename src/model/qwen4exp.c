@@ -14,8 +14,6 @@
  * Nothing of the streams outlives a chunk. With last_only the last layer's combine and everything
  * after it run on the last row only, moved to row 0 (of each sequence, for several: the PLE layer
  * and the mixers run per sequence, fwd_per_seq). */
-#include <string.h>
-
 #include "backend/backend.h"
 #include "model/blocks.h"
 #include "model/forward_ws.h"
@@ -34,13 +32,13 @@ static void hc_mix(st_fwd *f, const hc_mixer *x, const float *R, int64_t rows, f
     float *xn = st_workspace_f32(f->ws, WS_XN), *lo = st_workspace_f32(f->ws, WS_HC_LO);
     float *g = st_workspace_f32(f->ws, WS_HC_G);
     for (int64_t c = 0; c < hc; c++)
-        st_op_rms_norm(f->pool, R + c * d, hcd, x->norm->f32 + c * d, xn + c * d, hcd, rows, d, hp->eps);
+        FWD_OP(f, rms_norm, R + c * d, hcd, x->norm->f32 + c * d, xn + c * d, hcd, rows, d, hp->eps);
     fwd_mm_item it[2] = {{x->down, lo, lr}, {x->inject, inj, hc}};
     fwd_matmul_many(f, xn, hcd, rows, it, x->inject ? 2 : 1);
-    for (int64_t t = 0; t < rows; t++) st_op_scale(lo + t * lr, lr, lo + t * lr, 1.0f / (float)hc);
-    st_op_silu(f->pool, lo, lr, lo, lr, rows, lr);
+    FWD_OP(f, scale, lo, lr, rows, lr, 1.0f / (float)hc);
+    FWD_OP(f, pointwise, ST_PW_SILU, lo, lr, NULL, 0, lo, lr, rows, lr, NULL);
     fwd_matmul(f, x->up, lo, lr, rows, g, hcd);
-    st_op_hc_pre(f->pool, xn, hcd, g, hcd, m, d, rows, hc, d, 1.0f / (float)hc);
+    FWD_OP(f, hc_pre, xn, hcd, g, hcd, m, d, rows, hc, d, 1.0f / (float)hc);
 }
 
 /* The PLE layer as a mixer on R [n][hc*d] in place (fwd_per_seq's shape). */
@@ -57,8 +55,7 @@ void fwd_qwen4exp(st_fwd *f, int last_only) {
     float *inj = st_workspace_f32(f->ws, WS_HC_INJ);
 
     /* R_c = the token's embedding (forward.c gathered it into x) */
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t c = 0; c < hc; c++) memcpy(R + t * hcd + c * d, x + t * d, (size_t)d * sizeof(float));
+    for (int64_t c = 0; c < hc; c++) FWD_OP(f, copy_rows, R + c * d, hcd, x, d, d, n);
 
     int64_t rows = n;
     for (int il = 0; il < hp->n_layer; il++) {
@@ -76,13 +73,13 @@ void fwd_qwen4exp(st_fwd *f, int last_only) {
             fwd_keep_last_rows(f, y, d);
             rows = fwd_keep_last_rows(f, inj, hc);
         }
-        st_op_hc_post(f->pool, R, hcd, y, d, inj, hc, rows, hc, d);
+        FWD_OP(f, hc_post, R, hcd, y, d, inj, hc, rows, hc, d);
 
         /* R += MoE(HCmix(R)) */
         hc_mixer mf = {&L->hc_ffn_norm, &L->hc_ffn_down, &L->hc_ffn_up, &L->hc_ffn_inject};
         hc_mix(f, &mf, R, rows, h, inj);
-        fwd_moe(f, il, h, y, rows);
-        st_op_hc_post(f->pool, R, hcd, y, d, inj, hc, rows, hc, d);
+        f->moe(f, il, h, y, rows);
+        FWD_OP(f, hc_post, R, hcd, y, d, inj, hc, rows, hc, d);
     }
 
     /* the head's mixer is the output norm */

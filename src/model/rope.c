@@ -34,10 +34,11 @@ void fwd_rope(st_fwd *f, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_he
     int64_t fixed[256];
     int n_fixed = hp->n_rot / 2 <= 256 ? fwd_imrope_fixed_pairs(hp, fixed) : 0;
     if (n_fixed == 0) {
-        st_op_rope_neox(f->pool, x, ld_tok, ld_head, f->n, n_head, f->pos, rp);
+        FWD_OP(f, rope, x, ld_tok, ld_head, f->n, n_head, f->pos, rp);
         return;
     }
-    /* The rotation of angle 0: cos = mscale, sin = 0 (rope_yarn). Keep those pairs and restore them. */
+    /* The rotation of angle 0: cos = mscale, sin = 0 (rope_yarn). Keep those pairs and restore them
+     * (on the host: only the CPU runs such sections, model/cuda refuses them). */
     float mscale = rp->attn_factor * (rp->ext_factor != 0.0f ? 1.0f + 0.1f * logf(1.0f / rp->freq_scale) : 1.0f);
     int64_t half = hp->n_rot / 2;
     float *keep = st_workspace_f32(f->ws, WS_ROPE_KEEP);
@@ -49,7 +50,7 @@ void fwd_rope(st_fwd *f, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_he
                 keep[c++] = r[fixed[j]];
                 keep[c++] = r[fixed[j] + half];
             }
-    st_op_rope_neox(f->pool, x, ld_tok, ld_head, f->n, n_head, f->pos, rp);
+    FWD_OP(f, rope, x, ld_tok, ld_head, f->n, n_head, f->pos, rp);
     c = 0;
     for (int64_t t = 0; t < f->n; t++)
         for (int64_t h = 0; h < n_head; h++)

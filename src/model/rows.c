@@ -1,8 +1,6 @@
 /* rows.c: the rows of a forward taken apart per sequence (rows.h): which rows of a sequence go on
  * past the last mixer and into the head, each sequence of a pass as a pass of its own, a block run
  * on each one's rows, and the rows that go on moved to the front. */
-#include <string.h>
-
 #include "model/rows.h"
 
 int64_t st_seq_out_rows(const st_seq_rows *q) { return q->logits_all || q->h_out ? q->n : 1; }
@@ -35,7 +33,7 @@ void fwd_per_seq(st_fwd *f, int il, const float *h, int64_t w_in, float *out, in
 
 int64_t fwd_keep_last_rows(const st_fwd *f, float *x, int64_t w) {
     if (!f->seqs) {
-        if (f->n > 1) memmove(x, x + (f->n - 1) * w, (size_t)w * sizeof(float));
+        if (f->n > 1) FWD_OP(f, copy_rows, x, w, x + (f->n - 1) * w, w, w, 1);
         return 1;
     }
     /* Each sequence's rows that go on land at or before where they are: in order, nothing is
@@ -43,7 +41,7 @@ int64_t fwd_keep_last_rows(const st_fwd *f, float *x, int64_t w) {
     int64_t n_out = 0;
     for (int k = 0; k < f->n_seqs; k++) {
         int64_t rows = st_seq_out_rows(&f->seqs[k]), from = f->seq_row0[k] + f->seqs[k].n - rows;
-        if (from != n_out) memmove(x + n_out * w, x + from * w, (size_t)(rows * w) * sizeof(float));
+        if (from != n_out) FWD_OP(f, copy_rows, x + n_out * w, w, x + from * w, w, w, rows);
         n_out += rows;
     }
     return n_out;

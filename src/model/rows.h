@@ -6,6 +6,7 @@
 #ifndef ST_MODEL_ROWS_H
 #define ST_MODEL_ROWS_H
 
+#include "backend/backend.h"
 #include "base/pool.h"
 #include "base/workspace.h"
 #include "model/model.h"
@@ -37,16 +38,39 @@ int64_t st_seq_out_rows(const st_seq_rows *q);
 int64_t st_seq_head_rows(const st_seq_rows *q);
 
 /* ---- internal to src/model: the pass the layer blocks run in ---- */
+struct st_fwd;
+/* An FFN block: reads h [n][d] of layer il, writes its output [n][d] (no residual). */
+typedef void (*fwd_ffn_fn)(struct st_fwd *f, int il, const float *h, float *out, int64_t n);
+
+/* Profiling marks of the blocks (a backend's prof_begin/prof_end; the GPU's STRATA_CUDA_PROFILE). */
+enum { FWD_PROF_EMBED, FWD_PROF_ATTN, FWD_PROF_GDN, FWD_PROF_FFN, FWD_PROF_NORM_ADD, FWD_PROF_HEAD, FWD_PROF_COUNT };
+
+/* One pass over a chunk's rows, on one backend: every pointer below that the blocks hand to an op
+ * (the model's tensors, the state's buffers, the workspace, pos) is in that backend's memory. */
 typedef struct st_fwd {
-    const struct st_model *m;
+    const struct st_model *m;  /* the hyperparameters, and the tensors as the backend holds them */
     const st_hparams *hp;
     st_state *s;
     st_workspace *ws;
-    st_pool *pool;
+    st_backend *be;            /* the op table every block runs on (backend.h) */
+    fwd_ffn_fn moe;            /* the backend's MoE layer (routing, experts, shared expert) */
+    const void *moe_ctx;       /* what that MoE layer reads besides the tensors (the GPU's: its
+                                  st_dweights, with the experts' f16 copies and the memory tiers) */
+    st_pool *pool;             /* the CPU's pool (the CPU's MoE job and its MTP head) */
     int64_t n;                 /* rows in this chunk */
     int64_t pos0;
     const int32_t *pos;        /* pos0 .. pos0+n-1 (with seqs: every row's own position) */
     void *mm_scratch;
+    /* The residual still to be added into x (WS_X) by the next norm (add_rms_norm), or NULL. */
+    const float *pending;
+    /* Attention's cells: 0 for pos0 + n; else a bound (a GPU graph's bucket), the causal mask from
+     * each row's position hiding the cells past it. row_n_kv: NULL, or each row's own bound, run
+     * one row at a time (a GPU verify chunk, as its decode steps). */
+    int64_t n_kv;
+    const int64_t *row_n_kv;
+    /* NULL, or where the last layer's FFN on every row leaves the output-normed rows [n][d] beside
+     * the one-row FFN the logits come from (a GPU prompt chunk for the MTP head). */
+    float *hidden;
     /* Several sequences (st_forward_seqs): s, pos0 and n stand for all rows together only where
      * nothing reads a state; fwd_per_seq runs a mixer on each sequence's rows with its own. */
     const st_seq_rows *seqs;
@@ -70,5 +94,22 @@ void fwd_per_seq(st_fwd *f, int il, const float *h, int64_t w_in, float *out, in
  * wants every row's: st_seq_out_rows) moved to the front of a [n][w] buffer, in order; returns
  * how many. */
 int64_t fwd_keep_last_rows(const st_fwd *f, float *x, int64_t w);
+
+/* A call of the pass's op table: FWD_OP(f, rms_norm, x, ...) is f->be->ops->rms_norm(f->be, x, ...). */
+#define FWD_OP(f, op, ...) ((f)->be->ops->op((f)->be, __VA_ARGS__))
+
+/* The matrix view of a bound weight tensor. */
+static inline st_mat fwd_mat(const st_tensor *t) {
+    return (st_mat){.type = t->type, .data = t->data, .K = t->ne[0], .M = t->ne[1], .row_bytes = t->row_bytes,
+                    .scale = t->scale};
+}
+
+/* Profiling marks, where the backend keeps them. */
+static inline void fwd_prof_begin(struct st_fwd *f) {
+    if (f->be->ops->prof_begin) f->be->ops->prof_begin(f->be);
+}
+static inline void fwd_prof_end(struct st_fwd *f, int kind) {
+    if (f->be->ops->prof_end) f->be->ops->prof_end(f->be, kind);
+}
 
 #endif

@@ -18,4 +18,9 @@ void fwd_layer_qwen35(st_fwd *f, int il, int last_only);
  * leaves the rows that need logits (all, or the last at row 0) in WS_H. */
 void fwd_qwen4exp(st_fwd *f, int last_only);
 
+/* The stack of f's architecture on the embedded rows in WS_X, then the final norm (qwen4exp: its
+ * head mixer) of n_out rows (all, or with last_only those fwd_keep_last_rows keeps) into WS_H:
+ * the part of a forward every backend runs alike (forward.c; the GPU's driver in model/cuda/). */
+void fwd_layers_and_norm(st_fwd *f, int last_only, int64_t n_out);
+
 #endif

@@ -31,6 +31,11 @@ struct st_device_session {
     int64_t n_ctx;
     uint32_t kv_type;
     st_dlayer_state *state;
+    st_layer_state *lstate;      /* the forward's view of state (refresh_view) */
+    st_state view;
+    struct st_model view_m;      /* the model with the device's tensors (st_forward_cuda_view) */
+    st_cuda_backend be;          /* the op table the forward runs on; its buffers outlive the graphs */
+    int be_ready;
     st_workspace ws;
     int32_t *io;                 /* pinned: tokens, then positions, ST_DEV_VERIFY_ROWS of each */
     float *logits;               /* pinned: n_vocab, the last row's (st_session_logits reads it) */
@@ -54,6 +59,18 @@ static void *dev_alloc(void *ctx, size_t bytes) {
 }
 
 static void dev_free(void *ctx, void *p) { st_cuda_free(ctx, p); }
+
+/* The forward's st_state over the device buffers: the same pointers, the conv planes as one block
+ * from conv_steps[0] (backend_cuda.c's conv1d_steps), the delta planes' device array as it is. */
+static void refresh_view(st_device_session *ds) {
+    const st_hparams *hp = &ds->m->hp;
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        st_dlayer_state *L = &ds->state[il];
+        ds->lstate[il] = (st_layer_state){.k_cache = L->k_cache, .v_cache = L->v_cache, .conv = L->conv, .ssm = L->ssm,
+                                          .conv_steps = &L->conv_steps, .ssm_steps = L->ssm_steps};
+    }
+    ds->view = (st_state){.n_ctx = ds->n_ctx, .kv_type = ds->kv_type, .layers = ds->lstate, .n_steps = ds->n_steps};
+}
 
 static size_t conv_bytes(const st_hparams *hp) {
     return (size_t)(st_hp_conv_channels(hp) * (hp->ssm_conv_kernel - 1)) * sizeof(float);
@@ -105,7 +122,14 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
             if (s == ST_OK) s = st_cuda_alloc(ds->cu, kv_bytes(ds, il), &L->v_cache);
         }
     }
-    if (s == ST_OK) s = st_workspace_init(&ds->ws, WSD_N_BUFFERS, st_forward_cuda_ws_size, m);
+    if (s == ST_OK) s = (ds->lstate = calloc((size_t)hp->n_layer, sizeof *ds->lstate)) ? ST_OK
+                                                                                        : st_fail(ST_ERR_NOMEM, "cuda session: out of memory");
+    if (s == ST_OK && (s = st_cuda_backend_init(&ds->be, ds->cu, st_forward_cuda_prep_width(m))) == ST_OK) ds->be_ready = 1;
+    if (s == ST_OK) {
+        st_forward_cuda_view(m, &dm->w, &ds->view_m);
+        refresh_view(ds);
+    }
+    if (s == ST_OK) s = st_workspace_init(&ds->ws, WS_N_BUFFERS, st_forward_cuda_ws_size, m);
     if (s == ST_OK) st_workspace_set_allocator(&ds->ws, &(st_ws_allocator){dev_alloc, dev_free, ds->cu});
     if (s == ST_OK) s = st_cuda_host_alloc(2 * ST_DEV_VERIFY_ROWS * sizeof(int32_t), (void **)&ds->io);
     if (s == ST_OK) s = st_cuda_host_alloc((size_t)hp->n_vocab * sizeof(float), (void **)&ds->logits);
@@ -158,6 +182,8 @@ void st_device_session_free(st_device_session *ds) {
         }
         free(ds->state);
     }
+    free(ds->lstate);
+    if (ds->be_ready) st_cuda_backend_free(&ds->be);
     st_workspace_free(&ds->ws);
     st_cuda_host_free(ds->io);
     st_cuda_host_free(ds->logits);
@@ -237,7 +263,7 @@ st_status st_device_mem_info(const st_device_session *ds, size_t *free_bytes, si
 static st_status emit_rows(void *ctx, int64_t r0, int64_t nr) {
     st_device_session *ds = ctx;
     int64_t V = ds->m->hp.n_vocab;
-    return st_cuda_download(ds->cu, ds->emit_dst + r0 * V, st_workspace_get(&ds->ws, WSD_LOGITS),
+    return st_cuda_download(ds->cu, ds->emit_dst + r0 * V, st_workspace_get(&ds->ws, WS_LOGITS),
                             (size_t)(nr * V) * sizeof(float));
 }
 
@@ -261,8 +287,8 @@ static st_status graph_step(st_device_session *ds, const int32_t *tokens, int64_
     st_dchunk c = {.n = n, .pos0 = n_past, .n_kv = bucket_kv(ds, n_past), .logits_all = n > 1, .tokens_host = NULL,
                    .unfused = ds->unfused, .outs_unfused = ds->outs_unfused, .keep_steps = n > 1, .row_n_kv = n > 1 ? row_n_kv : NULL};
     float *dst = n > 1 ? logits_all : ds->logits;
-    ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WSD_TOK), &ds->io[0], (size_t)n * sizeof(int32_t)));
-    ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WSD_POS), &ds->io[ST_DEV_VERIFY_ROWS],
+    ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WS_TOK), &ds->io[0], (size_t)n * sizeof(int32_t)));
+    ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WS_POS), &ds->io[ST_DEV_VERIFY_ROWS],
                                 (size_t)n * sizeof(int32_t)));
     /* A chunk since the capture may have grown the backend's scratch: the graphs read the old. */
     if (ds->graph_epoch != st_cuda_scratch_epoch(ds->cu)) {
@@ -272,19 +298,19 @@ static st_status graph_step(st_device_session *ds, const int32_t *tokens, int64_
     st_cuda_graph **slot = &ds->graphs[(n - 1) * ds->n_graphs + b];
     if (*slot) {
         ST_TRY(st_cuda_graph_launch(ds->cu, *slot));
-        ST_TRY(st_cuda_download(ds->cu, dst, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)(n * V) * sizeof(float)));
+        ST_TRY(st_cuda_download(ds->cu, dst, st_workspace_get(&ds->ws, WS_LOGITS), (size_t)(n * V) * sizeof(float)));
     } else {
         /* Eager first (it also grows the backend's scratch to what the step needs), then record;
-         * the logits (at most ST_DEV_VERIFY_ROWS rows) stay in WSD_LOGITS. */
+         * the logits (at most ST_DEV_VERIFY_ROWS rows) stay in WS_LOGITS. */
         c.tokens_host = tokens;
-        ST_TRY(st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, NULL, NULL));
-        ST_TRY(st_cuda_download(ds->cu, dst, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)(n * V) * sizeof(float)));
+        ST_TRY(st_forward_cuda(&ds->be, &ds->view_m, &ds->dm->w, &ds->view, &ds->ws, &c, NULL, NULL));
+        ST_TRY(st_cuda_download(ds->cu, dst, st_workspace_get(&ds->ws, WS_LOGITS), (size_t)(n * V) * sizeof(float)));
         c.tokens_host = NULL;
         st_cuda_graph *g = NULL;
         st_status s = st_cuda_capture_begin(ds->cu);
         if (s == ST_OK) {
             /* Nothing runs while capturing: the state is not touched twice. */
-            st_status fs = st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, NULL, NULL);
+            st_status fs = st_forward_cuda(&ds->be, &ds->view_m, &ds->dm->w, &ds->view, &ds->ws, &c, NULL, NULL);
             s = st_cuda_capture_end(ds->cu, &g);
             if (fs != ST_OK) s = fs;
         }
@@ -318,18 +344,18 @@ static st_status feed(st_device_session *ds, const int32_t *tokens, int64_t n, i
     int32_t *pos = malloc((size_t)n * sizeof *pos);
     if (!pos) return st_fail(ST_ERR_NOMEM, "cuda session: out of memory");
     for (int64_t t = 0; t < n; t++) pos[t] = (int32_t)(n_past + t);
-    st_status s = st_cuda_upload(ds->cu, st_workspace_get(&ds->ws, WSD_POS), pos, (size_t)n * sizeof *pos);
+    st_status s = st_cuda_upload(ds->cu, st_workspace_get(&ds->ws, WS_POS), pos, (size_t)n * sizeof *pos);
     free(pos);
     ST_TRY(s);
     st_dchunk c = {.n = n, .pos0 = n_past, .n_kv = n_past + n, .logits_all = logits_all != NULL, .tokens_host = tokens,
                    .prof = ds->prof, .unfused = ds->unfused, .outs_unfused = ds->outs_unfused, .h_host = logits_all || n == 1 ? NULL : h_host};
     ds->emit_dst = logits_all;
-    ST_TRY(st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, emit_rows, ds));
+    ST_TRY(st_forward_cuda(&ds->be, &ds->view_m, &ds->dm->w, &ds->view, &ds->ws, &c, emit_rows, ds));
     if (logits_all) {
         memcpy(ds->logits, logits_all + (n - 1) * V, (size_t)V * sizeof(float));
         return ST_OK;
     }
-    return st_cuda_download(ds->cu, ds->logits, st_workspace_get(&ds->ws, WSD_LOGITS), (size_t)V * sizeof(float));
+    return st_cuda_download(ds->cu, ds->logits, st_workspace_get(&ds->ws, WS_LOGITS), (size_t)V * sizeof(float));
 }
 
 /* ---- the speculative verify chunk (engine/spec.c through session.c) ------------------------------ */
@@ -365,6 +391,7 @@ st_status st_device_session_reserve_steps(st_device_session *ds, int rows) {
         ST_TRY(st_cuda_upload(ds->cu, L->ssm_steps, host, (size_t)rows * sizeof(float *)));
     }
     ds->n_steps = rows;
+    refresh_view(ds);
     return ST_OK;
 }
 
@@ -384,11 +411,11 @@ static st_status verify(st_device_session *ds, const int32_t *tokens, int64_t n,
         pos[t] = (int32_t)(n_past + t);
         n_kv[t] = bucket_kv(ds, n_past + t); /* the cells the decode step at this position sees */
     }
-    ST_TRY(st_cuda_upload(ds->cu, st_workspace_get(&ds->ws, WSD_POS), pos, (size_t)n * sizeof *pos));
+    ST_TRY(st_cuda_upload(ds->cu, st_workspace_get(&ds->ws, WS_POS), pos, (size_t)n * sizeof *pos));
     st_dchunk c = {.n = n, .pos0 = n_past, .n_kv = n_kv[n - 1], .logits_all = 1, .tokens_host = tokens,
                    .prof = ds->prof, .unfused = ds->unfused, .outs_unfused = ds->outs_unfused, .keep_steps = 1, .row_n_kv = n_kv};
     ds->emit_dst = logits_all;
-    ST_TRY(st_forward_cuda(ds->cu, ds->m, &ds->dm->w, ds->state, ds->kv_type, &ds->ws, &c, emit_rows, ds));
+    ST_TRY(st_forward_cuda(&ds->be, &ds->view_m, &ds->dm->w, &ds->view, &ds->ws, &c, emit_rows, ds));
     memcpy(ds->logits, logits_all + (n - 1) * V, (size_t)V * sizeof(float));
     return ST_OK;
 }
@@ -405,9 +432,9 @@ st_status st_device_session_verify(st_device_session *ds, const int32_t *tokens,
         s = feed(ds, tokens, n, n_past, n == 1 ? NULL : logits_all, h_all);
         if (s == ST_OK && n == 1 && logits_all) memcpy(logits_all, ds->logits, (size_t)V * sizeof(float));
     }
-    /* the normed rows the chunk left in WSD_H (a prompt chunk of several rows wrote h_all itself) */
+    /* the normed rows the chunk left in WS_H (a prompt chunk of several rows wrote h_all itself) */
     if (s == ST_OK && h_all && (keep_steps || n == 1 || logits_all))
-        s = st_cuda_download(ds->cu, h_all, st_workspace_get(&ds->ws, WSD_H), (size_t)(n * d) * sizeof(float));
+        s = st_cuda_download(ds->cu, h_all, st_workspace_get(&ds->ws, WS_H), (size_t)(n * d) * sizeof(float));
     st_status e = st_host_moe_step_end(ds->dm->host_moe);
     return s != ST_OK ? s : e;
 }

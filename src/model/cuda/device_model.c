@@ -125,7 +125,7 @@ static uint64_t session_reserve(const struct st_model *m) {
         else
             b += (uint64_t)4096 * 2 * 2 * (uint64_t)(hp->n_head_kv[il] * hp->head_dim);
     }
-    for (int id = 0; id < WSD_N_BUFFERS; id++) b += st_forward_cuda_ws_size(m, id, 512);
+    for (int id = 0; id < WS_N_BUFFERS; id++) b += st_forward_cuda_ws_size(m, id, 512);
     return b;
 }
 

@@ -1,18 +1,20 @@
-/* forward_cuda.h: the forward pass of one chunk on the GPU, every architecture, reading the
- * weights resident on the device (a mirror of the model's st_tensor table whose pointers are
- * device pointers) and the state resident there. The same layer structure as the CPU forward
- * (model/forward.h, qwen35.c, qwen3.c, attn.c, gdn.c, ffn.c), op for op, through the CUDA op set
- * (backend/cuda/cuda_backend.h).
+/* forward_cuda.h: the forward pass of one chunk on the GPU, every architecture the device runs:
+ * the forward every backend shares (model/stacks.h) on the GPU's op table
+ * (backend/cuda/backend_cuda.h), reading the weights resident on the device (a view of the model
+ * whose tensors hold device pointers) and the state resident there, with the GPU's MoE layer.
  *
- * Positions come from the device (WSD_POS), so a decode step (n = 1) can be captured once as a
+ * Positions come from the device (WS_POS), so a decode step (n = 1) can be captured once as a
  * CUDA graph and replayed: attention then sees n_kv cells, a bound the caller rounds up, and the
  * causal mask from each row's position hides the cells past it. */
 #ifndef ST_MODEL_CUDA_FORWARD_CUDA_H
 #define ST_MODEL_CUDA_FORWARD_CUDA_H
 
+#include "backend/cuda/backend_cuda.h"
 #include "backend/cuda/cuda_backend.h"
 #include "base/workspace.h"
+#include "model/forward_ws.h"
 #include "model/model.h"
+#include "model/state.h"
 
 /* The weights on the device: the model's tensor table with device pointers in data/f32. */
 typedef struct st_dweights {
@@ -29,7 +31,8 @@ typedef struct st_dweights {
 
 static inline const st_layer *st_dlayer(const st_dweights *w, int64_t il) { return &w->layers[il]; }
 
-/* Per-layer state on the device. */
+/* Per-layer state on the device, as the session owns it; the forward reads it through an
+ * st_state whose layers point at these buffers (st_forward_cuda_state). */
 typedef struct st_dlayer_state {
     void *k_cache, *v_cache;     /* [n_ctx][H_kv*hd] of kv_type */
     float *conv;                 /* [C][K-1] */
@@ -42,22 +45,15 @@ typedef struct st_dlayer_state {
     float *ssm_planes;
 } st_dlayer_state;
 
-/* Device workspace buffer ids. */
-enum st_dws_id {
-    WSD_X, WSD_H, WSD_T, WSD_POS, WSD_TOK,
-    WSD_Q, WSD_QN, WSD_K, WSD_V, WSD_ATT, WSD_QKV,
-    WSD_CONV, WSD_Z, WSD_BA, WSD_A, WSD_B, WSD_G, WSD_BETA, WSD_GDN_OUT,
-    WSD_FF_A, WSD_FF_B,
-    WSD_ROUTER, WSD_IDS, WSD_W, WSD_GE, WSD_YE, WSD_SH, WSD_SH_Y, WSD_SH_G,
-    WSD_LOGITS, WSD_Q8, WSD_GEQ, WSD_SHQ, WSD_X2, WSD_OQ,
-    WSD_N_BUFFERS /* the number of ids, not a buffer */
-};
-
 /* Rows of logits the head computes per pass (logits for every row go out in blocks of these). */
 #define ST_DEV_LOGIT_ROWS 64
 
-/* The device workspace's size function (ctx = the model). */
+/* The device workspace's size function over model/forward_ws.h's ids (ctx = the model). */
 size_t st_forward_cuda_ws_size(const void *model, int id, int64_t rows);
+/* The model as the device forward reads it: m with w's tensors (device pointers). */
+void st_forward_cuda_view(const struct st_model *m, const st_dweights *w, struct st_model *view);
+/* The widest product input the GPU backend prepares in 8 bits (st_cuda_backend_init's max_k). */
+int64_t st_forward_cuda_prep_width(const struct st_model *m);
 
 /* Refuses, naming the tensor or the setting, what the device forward cannot run. */
 st_status st_forward_cuda_check(const struct st_model *m);
@@ -71,12 +67,12 @@ typedef struct st_dprofile {
 extern const char *const st_dprofile_names[DPROF_COUNT];
 
 typedef struct st_dchunk {
-    int64_t n;                   /* rows; the token ids are in WSD_TOK, the positions in WSD_POS */
+    int64_t n;                   /* rows; the token ids are in WS_TOK, the positions in WS_POS */
     int64_t pos0;                /* the first row's position (host copy, for sizes only) */
     int64_t n_kv;                /* cells attention may see: >= pos0 + n */
-    int logits_all;              /* 1: rows' logits in blocks through `emit`; 0: the last row's in WSD_LOGITS */
+    int logits_all;              /* 1: rows' logits in blocks through `emit`; 0: the last row's in WS_LOGITS */
     const int32_t *tokens_host;  /* the ids on the host (eager chunks: embedding with a range check), or
-                                    NULL: read WSD_TOK on the device (graph capture) */
+                                    NULL: read WS_TOK on the device (graph capture) */
     st_dprofile *prof;           /* NULL, or time each block into it (eager chunks only) */
     int unfused;                 /* 1: the plain op sequence (no fused norms, no prepared activations) */
     int outs_unfused;            /* 1: decode-sized chunks without the fused block outputs: the GDN's
@@ -92,7 +88,7 @@ typedef struct st_dchunk {
     /* A prompt chunk (more than one row, the last row's logits) for the MTP head: every row's
      * output-normed hidden state into h_host ([n][d], host; the chunk waits for it), from the last
      * layer's FFN run on all rows beside the one-row FFN that the logits come from (so the logits
-     * stay those of the chunk without it). Every other chunk leaves its normed rows in WSD_H. */
+     * stay those of the chunk without it). Every other chunk leaves its normed rows in WS_H. */
     float *h_host;
 } st_dchunk;
 
@@ -100,12 +96,13 @@ typedef struct st_dchunk {
  * stream) limit, so the chunk takes the same kernels as a step of one row. */
 #define ST_DEV_VERIFY_ROWS 8 /* engine/device.h's ST_DEVICE_VERIFY_ROWS */
 
-/* Called for each block of logits rows when logits_all: rows r0 .. r0+nr-1 are in WSD_LOGITS. */
+/* Called for each block of logits rows when logits_all: rows r0 .. r0+nr-1 are in WS_LOGITS. */
 typedef st_status (*st_dlogits_fn)(void *ctx, int64_t r0, int64_t nr);
 
-/* Enqueues one chunk. Nothing waits unless tokens_host is given (the embedding's range check) or
- * emit is called. */
-st_status st_forward_cuda(st_cuda *cu, const struct st_model *m, const st_dweights *w, st_dlayer_state *state,
-                          uint32_t kv_type, st_workspace *ws, const st_dchunk *c, st_dlogits_fn emit, void *emit_ctx);
+/* Enqueues one chunk on the backend be (one per session) for the model view m (st_forward_cuda_view)
+ * with w its device weights (the MoE layer's expert copies and tiers). Nothing waits unless
+ * tokens_host is given (the embedding's range check), emit is called or h_host is filled. */
+st_status st_forward_cuda(st_cuda_backend *be, const struct st_model *m, const st_dweights *w, st_state *state,
+                          st_workspace *ws, const st_dchunk *c, st_dlogits_fn emit, void *emit_ctx);
 
 #endif
