@@ -16,7 +16,10 @@
  * quantized products 3e-2 (the GPU quantizes activations per 32 with an f32 scale, the CPU per
  * 256 (q8_K) or per 32 with an f16 scale, so both carry ~0.4% noise per block of their own);
  * f16/bf16 weights 1e-2/2e-2 (the CPU rounds X to the weight type, the GPU keeps it f32); the
- * prompt GEMM at least 1e-2 (W and X rounded to f16 for the tensor cores). */
+ * prompt GEMM at least 1e-2 (W and X rounded to f16 for the tensor cores). qwen4exp: hc_pre,
+ * hc_post, ple_gate 1e-6 (the CPU's order, expf's ulp), qsa_pool bit for bit, qsa_select on exact
+ * scores: the CPU's cells where scores are distinct and no block is split, the same scores always
+ * (test_qsa_select says what is asserted), attention_cells 1e-4. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1613,6 +1616,43 @@ static void perf_gdn_chunked(int64_t n_tok) {
     st_cuda_free(cu, db); st_cuda_free(cu, dS); st_cuda_free(cu, dout);
 }
 
+/* QSA at the real model's shapes (4 indexer heads of 128, r = 4, W = 2051; 24/2 heads of 256):
+ * the selection of a decode row and of a 512-row chunk at the end of an n_ctx context, and the
+ * attention over the W cells it gives. */
+static void perf_qsa(int64_t n_tok, int64_t n_ctx) {
+    const int64_t nh = 4, dim = 128, r = 4, W = 2051, nb = n_ctx / r, n_head = 24, n_head_kv = 2, hd = 256;
+    float *q = rand_vec(n_tok * nh * dim, 1.0f), *blk = rand_vec(nb * dim, 1.0f);
+    int32_t *pos = malloc((size_t)n_tok * 4);
+    for (int64_t t = 0; t < n_tok; t++) pos[t] = (int32_t)(n_ctx - n_tok + t);
+    float *dq = dev_from(q, (size_t)(n_tok * nh * dim) * 4), *dblk = dev_from(blk, (size_t)(nb * dim) * 4);
+    int32_t *dpos = dev_from(pos, (size_t)n_tok * 4), *dcells = dev_from(NULL, (size_t)(n_tok * W) * 4);
+    int32_t *dn = dev_from(NULL, (size_t)n_tok * 4);
+    st_qsa_args a = {dq, nh * dim, nh, dim, dblk, dpos, n_tok, r, W, n_ctx + 1, dcells, W, dn};
+    const size_t cb = (size_t)n_ctx * (size_t)(n_head_kv * hd) * 2;
+    void *dk = dev_from(NULL, cb), *dv = dev_from(NULL, cb);
+    float *daq = dev_from(NULL, (size_t)(n_tok * n_head * hd) * 4), *dout = dev_from(NULL, (size_t)(n_tok * n_head * hd) * 4);
+    st_attn_cells_args ca = {{daq, n_head * hd, hd, dk, dv, ST_TYPE_F16, NULL, n_tok, n_head, n_head_kv, hd, n_ctx,
+                              0.0625f, dout, n_head * hd}, dcells, W, dn};
+    const int iters = n_tok > 1 ? 5 : PERF_ITERS;
+    float ms;
+    GPU(st_cuda_qsa_select(cu, &a));
+    GPU(st_cuda_timer_start(cu));
+    for (int i = 0; i < iters; i++) GPU(st_cuda_qsa_select(cu, &a));
+    GPU(st_cuda_timer_stop(cu, &ms));
+    printf("perf qsa_select n_tok=%-4lld n_ctx=%-6lld (%lld blocks)   %9.1f us\n", (long long)n_tok, (long long)n_ctx,
+           (long long)nb, 1000.0 * ms / iters);
+    GPU(st_cuda_attention_cells(cu, &ca));
+    GPU(st_cuda_timer_start(cu));
+    for (int i = 0; i < iters; i++) GPU(st_cuda_attention_cells(cu, &ca));
+    GPU(st_cuda_timer_stop(cu, &ms));
+    const double us = 1000.0 * ms / iters;
+    printf("perf attention_cells n_tok=%-4lld W=2051 24/2 heads of 256 %9.1f us  %7.1f GB/s (K+V rows read once)\n",
+           (long long)n_tok, us, (double)n_tok * W * n_head_kv * hd * 2 * 2 / (us * 1e3));
+    st_cuda_free(cu, dq); st_cuda_free(cu, dblk); st_cuda_free(cu, dpos); st_cuda_free(cu, dcells); st_cuda_free(cu, dn);
+    st_cuda_free(cu, dk); st_cuda_free(cu, dv); st_cuda_free(cu, daq); st_cuda_free(cu, dout);
+    free(q); free(blk); free(pos);
+}
+
 static void run_perf(void) {
     printf("\n== perf (%d iterations each; weights cycled over copies > L2)\n", PERF_ITERS);
     static const uint32_t types[] = { ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_Q8_0, ST_TYPE_F16 };
@@ -1636,6 +1676,9 @@ static void run_perf(void) {
     perf_attention_prefill(512, 8192);
     perf_gdn_chunked(512);
     perf_gdn_chunked(4096);
+    perf_qsa(1, 32768);
+    perf_qsa(1, 262144);
+    perf_qsa(512, 32768);
     perf_moe_decode(ST_TYPE_Q4_K);   /* last: it holds 17.7 GB and captures a graph */
 }
 

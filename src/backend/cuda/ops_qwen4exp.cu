@@ -225,9 +225,15 @@ __global__ void __launch_bounds__(QSA_SEL_THREADS) qsa_select_kernel(st_qsa_args
     for (int shift = 24; k > 0 && shift >= 0; shift -= 8) {
         for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
         __syncthreads();
-        for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
-            const unsigned u = qsa_key(sg[b]);
-            if ((u & mask) == prefix) atomicAdd(&hist[(u >> shift) & 255u], 1u);
+        /* scores cluster in a few digits (the top byte is the exponent): the lanes of one digit
+         * add their count with one atomic */
+        for (int64_t base = 0; base < nb; base += blockDim.x) {
+            const int64_t b = base + threadIdx.x;
+            const unsigned u = b < nb ? qsa_key(sg[b]) : 0u;
+            const int in = b < nb && (u & mask) == prefix;
+            const unsigned dg = in ? (u >> shift) & 255u : 0xffffffffu;
+            const unsigned peers = __match_any_sync(0xffffffffu, dg);
+            if (in && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[dg], (unsigned)__popc(peers));
         }
         __syncthreads();
         if (threadIdx.x < 32) {   /* lane l holds digits 255 - 8l down to 248 - 8l */
