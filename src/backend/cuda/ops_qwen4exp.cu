@@ -131,8 +131,8 @@ extern "C" st_status st_cuda_qsa_pool(st_cuda *cu, uint32_t kv_type, const void 
  * order (sigma descending, block index ascending), so blocks of equal score go lower index first.
  * A radix select over the scores' bits (four passes of 8 bits, a shared histogram) finds the score
  * T of the k-th best block, k = ceil(M / r), and how many of the blocks scoring exactly T it takes;
- * one pass in block order (two block-wide scans: rank among the T blocks, then cells before)
- * writes the cells ascending, then the tail.
+ * one pass in block order (QSA_PER blocks a thread, two block-wide scans a step: rank among the T
+ * blocks, then cells before) writes the cells ascending, then the tail.
  * Against the CPU (ERRATA F1): where the scores are distinct and no block is split, the cells are
  * the CPU's exactly; a split block is the same block, but the CPU's heap may take other cells of
  * it; among blocks of equal score the CPU's heap, not the index, decides. In every case the cells'
@@ -142,6 +142,7 @@ extern "C" st_status st_cuda_qsa_pool(st_cuda *cu, uint32_t kv_type, const void 
 #define QSA_MAX_HEAD 16
 #define QSA_WARPS 8
 #define QSA_SEL_THREADS 512
+#define QSA_PER 8   /* blocks a thread takes per step of the output pass */
 
 __global__ void __launch_bounds__(QSA_WARPS * 32) qsa_scores_kernel(st_qsa_args a, float *sigma, int64_t ld_sigma) {
     cu_pdl();
@@ -262,18 +263,33 @@ __global__ void __launch_bounds__(QSA_SEL_THREADS) qsa_select_kernel(st_qsa_args
         kk = s_kk;
     }
 
-    /* the blocks in order: those above T whole, the first kk of T (the kk-th split when rem) */
+    /* the blocks in order, QSA_PER consecutive ones a thread: those above T whole, the first kk
+     * of T (the kk-th split when rem) */
     unsigned long long run_eq = 0, run_n = 0;
-    for (int64_t base = 0; base < nb && run_n < (unsigned long long)M; base += blockDim.x) {
-        const int64_t b = base + threadIdx.x;
-        const unsigned u = b < nb ? qsa_key(sg[b]) : 0u;
-        const int live = b < nb && k > 0, gt = live && u > prefix, eq = live && u == prefix;
+    const int64_t chunk = (int64_t)blockDim.x * QSA_PER;
+    for (int64_t base = 0; base < nb && run_n < (unsigned long long)M; base += chunk) {
+        const int64_t b0 = base + (int64_t)threadIdx.x * QSA_PER;
+        unsigned u[QSA_PER], n_eq = 0;
+#pragma unroll
+        for (int i = 0; i < QSA_PER; i++) {
+            u[i] = b0 + i < nb ? qsa_key(sg[b0 + i]) : 0u;
+            n_eq += b0 + i < nb && k > 0 && u[i] == prefix;
+        }
         unsigned long long tot_eq, tot_n;
-        const unsigned long long rank = run_eq + qsa_block_scan((unsigned long long)eq, &tot_eq);
-        const int sel = gt || (eq && rank < kk), split = rem > 0 && eq && rank + 1 == kk;
-        const int64_t cnt = sel ? (split ? rem : r) : 0;
-        const unsigned long long at = run_n + qsa_block_scan((unsigned long long)cnt, &tot_n);
-        for (int64_t j = 0; j < cnt; j++) cells[at + j] = (int32_t)(b * r + j);
+        unsigned long long rank = run_eq + qsa_block_scan(n_eq, &tot_eq);
+        int64_t cnt[QSA_PER], mine = 0;
+#pragma unroll
+        for (int i = 0; i < QSA_PER; i++) {
+            const int live = b0 + i < nb && k > 0, gt = live && u[i] > prefix, eq = live && u[i] == prefix;
+            const int sel = gt || (eq && rank < kk), split = rem > 0 && eq && rank + 1 == kk;
+            cnt[i] = sel ? (split ? rem : r) : 0;
+            mine += cnt[i];
+            rank += (unsigned long long)eq;
+        }
+        unsigned long long at = run_n + qsa_block_scan((unsigned long long)mine, &tot_n);
+#pragma unroll
+        for (int i = 0; i < QSA_PER; i++)
+            for (int64_t j = 0; j < cnt[i]; j++) cells[at++] = (int32_t)((b0 + i) * r + j);
         run_eq += tot_eq;
         run_n += tot_n;
     }
@@ -332,7 +348,8 @@ attn_cells_split_kernel(st_attn_cells_args c, int64_t n_split, int64_t split_len
     const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x & 31;
     if (w >= a.n_tok * a.n_head * n_split) return;   /* whole warps */
-    const int64_t s = w % n_split, h = (w / n_split) % a.n_head, t = w / (n_split * a.n_head);
+    /* the heads of one (token, split) in adjacent warps: a block's warps read the same K/V rows */
+    const int64_t h = w % a.n_head, s = (w / a.n_head) % n_split, t = w / (n_split * a.n_head);
     const int64_t g = h / (a.n_head / a.n_head_kv), hd = a.head_dim, row = a.n_head_kv * hd;
     const int32_t *list = c.cells + t * c.ld_cells;
     const int64_t n = c.n_cells[t], j0 = s * split_len, j1 = j0 + split_len < n ? j0 + split_len : n;
@@ -377,7 +394,7 @@ attn_cells_split_kernel(st_attn_cells_args c, int64_t n_split, int64_t split_len
         }
         mx = mn;
     }
-    float *o = part + w * (hd + 2);
+    float *o = part + ((t * a.n_head + h) * n_split + s) * (hd + 2);
 #pragma unroll
     for (int m = 0; m < QSA_MAXD; m++)
         if (lane + 32 * m < hd) o[2 + lane + 32 * m] = acc[m];
