@@ -744,6 +744,8 @@ static void test_qwen4exp(void) {
     test_qsa_select(0, 1, 20000, 4, 128, 4, 2048);
     test_attention_cells(1, 5000, 2051, 256, 24, 2, ST_TYPE_F16);   /* the real decode shape */
     test_attention_cells(9, 700, 131, 256, 6, 2, ST_TYPE_F16);
+    test_attention_cells(4, 200, 45, 128, 8, 2, ST_TYPE_F16);        /* f16 without the vector loads */
+    test_attention_cells(2, 400, 77, 128, 4, 1, ST_TYPE_F32);        /* f32 with them */
     test_attention_cells(5, 300, 67, 96, 4, 4, ST_TYPE_F32);
     test_attention_cells(3, 90, 33, 40, 3, 1, ST_TYPE_F32);          /* head_dim not a multiple of 32 */
 }

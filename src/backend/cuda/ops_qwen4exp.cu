@@ -329,19 +329,36 @@ extern "C" st_status st_cuda_qsa_select(st_cuda *cu, const st_qsa_args *a) {
 
 /* ---- QSA: attention over the listed cells ---------------------------------------------------------
  * st_cuda_attention's flash-decoding over a list: one warp per (token, head, split of the list),
- * lane l owning dims l, l+32, ...; the warp takes QSA_STEP cells at a time (their dots and warp
+ * each lane owning 1/32 of the dims (in 16-byte vectors where they fit); the warp takes QSA_STEP cells at a time (their dots and warp
  * sums independent, then one online-softmax update for the group), writes (max, sum, acc[hd]) to
  * scratch, and the combine merges the splits. The list's capacity ld_cells bounds every row's
  * n_cells, so the splits are sized from it on the host; splits past a row's n_cells are empty. */
 #define QSA_MAXD 8   /* 256 / 32 */
 #define QSA_STEP 4
 
-template <int F16> __device__ __forceinline__ float qsa_kv(const void *base, int64_t off) {
-    if (F16) return __half2float(((const __half *)base)[off]);
-    return ((const float *)base)[off];
+/* V consecutive elements of a K or V row from element off: one 16-byte load for V = 8 halves or
+ * 4 floats (off a multiple of V), else one element. */
+template <int F16, int V> __device__ __forceinline__ void qsa_kv(const void *base, int64_t off, float *out) {
+    if constexpr (V == 1) {
+        out[0] = F16 ? __half2float(((const __half *)base)[off]) : ((const float *)base)[off];
+    } else if constexpr (F16) {
+        const uint4 raw = *(const uint4 *)((const __half *)base + off);
+        const __half2 *h2 = (const __half2 *)&raw;
+#pragma unroll
+        for (int i = 0; i < V / 2; i++) {
+            const float2 f = __half22float2(h2[i]);
+            out[2 * i] = f.x;
+            out[2 * i + 1] = f.y;
+        }
+    } else {
+        const float4 f = *(const float4 *)((const float *)base + off);
+        out[0] = f.x; out[1] = f.y; out[2] = f.z; out[3] = f.w;
+    }
 }
 
-template <int F16> __global__ void __launch_bounds__(128)
+/* Lane l owns the V dims from (32c + l) V, c < QSA_MAXD / V: dims l, l + 32, ... for V = 1; for
+ * V = 8 (f16) or 4 (f32), head_dim a multiple of 32 V, 16-byte loads. */
+template <int F16, int V> __global__ void __launch_bounds__(128)
 attn_cells_split_kernel(st_attn_cells_args c, int64_t n_split, int64_t split_len, float *part) {
     cu_pdl();
     const st_attn_args &a = c.a;
@@ -353,12 +370,14 @@ attn_cells_split_kernel(st_attn_cells_args c, int64_t n_split, int64_t split_len
     const int64_t g = h / (a.n_head / a.n_head_kv), hd = a.head_dim, row = a.n_head_kv * hd;
     const int32_t *list = c.cells + t * c.ld_cells;
     const int64_t n = c.n_cells[t], j0 = s * split_len, j1 = j0 + split_len < n ? j0 + split_len : n;
+    constexpr int NC = QSA_MAXD / V;
     float q[QSA_MAXD], acc[QSA_MAXD];
     const float *qp = a.q + t * a.ldq_tok + h * a.ldq_head;
 #pragma unroll
-    for (int m = 0; m < QSA_MAXD; m++) {
-        q[m] = lane + 32 * m < hd ? qp[lane + 32 * m] : 0.0f;
-        acc[m] = 0.0f;
+    for (int e = 0; e < QSA_MAXD; e++) {
+        const int64_t dim = (32 * (e / V) + lane) * V + e % V;
+        q[e] = dim < hd ? qp[dim] : 0.0f;
+        acc[e] = 0.0f;
     }
     float mx = -INFINITY, l = 0.0f;
     for (int64_t j = j0; j < j1; j += QSA_STEP) {
@@ -369,8 +388,15 @@ attn_cells_split_kernel(st_attn_cells_args c, int64_t n_split, int64_t split_len
             off[u] = j + u < j1 ? (int64_t)list[j + u] * row + g * hd : -1;
             float dot = 0.0f;
 #pragma unroll
-            for (int m = 0; m < QSA_MAXD; m++)
-                if (off[u] >= 0 && lane + 32 * m < hd) dot += q[m] * qsa_kv<F16>(a.k_cache, off[u] + lane + 32 * m);
+            for (int ch = 0; ch < NC; ch++) {
+                const int64_t d0 = (32 * ch + lane) * V;
+                if (off[u] >= 0 && d0 < hd) {
+                    float k[V];
+                    qsa_kv<F16, V>(a.k_cache, off[u] + d0, k);
+#pragma unroll
+                    for (int v = 0; v < V; v++) dot += q[ch * V + v] * k[v];
+                }
+            }
             sc[u] = off[u] >= 0 ? a.scale * warp_sum(dot) : -INFINITY;
         }
         float mn = mx;
@@ -385,19 +411,27 @@ attn_cells_split_kernel(st_attn_cells_args c, int64_t n_split, int64_t split_len
         }
         l = l * c_old + psum;
 #pragma unroll
-        for (int m = 0; m < QSA_MAXD; m++) {
-            float v = acc[m] * c_old;
+        for (int e = 0; e < QSA_MAXD; e++) acc[e] *= c_old;
 #pragma unroll
-            for (int u = 0; u < QSA_STEP; u++)
-                if (off[u] >= 0 && lane + 32 * m < hd) v += p[u] * qsa_kv<F16>(a.v_cache, off[u] + lane + 32 * m);
-            acc[m] = v;
-        }
+        for (int u = 0; u < QSA_STEP; u++)
+#pragma unroll
+            for (int ch = 0; ch < NC; ch++) {
+                const int64_t d0 = (32 * ch + lane) * V;
+                if (off[u] >= 0 && d0 < hd) {
+                    float vv[V];
+                    qsa_kv<F16, V>(a.v_cache, off[u] + d0, vv);
+#pragma unroll
+                    for (int v = 0; v < V; v++) acc[ch * V + v] += p[u] * vv[v];
+                }
+            }
         mx = mn;
     }
     float *o = part + ((t * a.n_head + h) * n_split + s) * (hd + 2);
 #pragma unroll
-    for (int m = 0; m < QSA_MAXD; m++)
-        if (lane + 32 * m < hd) o[2 + lane + 32 * m] = acc[m];
+    for (int e = 0; e < QSA_MAXD; e++) {
+        const int64_t dim = (32 * (e / V) + lane) * V + e % V;
+        if (dim < hd) o[2 + dim] = acc[e];
+    }
     if (lane == 0) {
         o[0] = mx;
         o[1] = l;
@@ -448,9 +482,15 @@ extern "C" st_status st_cuda_attention_cells(st_cuda *cu, const st_attn_cells_ar
     ST_TRY(cu_scratch(cu, (size_t)(rows * n_split) * (size_t)(a->head_dim + 2) * sizeof(float), &scr));
     float *part = (float *)scr;
     const unsigned blocks = cu_blocks(rows * n_split * 32, 128);
-    if (a->kv_type == ST_TYPE_F16)
-        cu_launch(attn_cells_split_kernel<1>, blocks, 128, 0, cu->stream, *c, n_split, split_len, part);
-    else cu_launch(attn_cells_split_kernel<0>, blocks, 128, 0, cu->stream, *c, n_split, split_len, part);
+    /* 16-byte loads where a lane's share of a row is whole vectors (head_dim 256 in f16, 128 or
+     * 256 in f32) */
+    if (a->kv_type == ST_TYPE_F16 && a->head_dim == 256)
+        cu_launch(attn_cells_split_kernel<1, 8>, blocks, 128, 0, cu->stream, *c, n_split, split_len, part);
+    else if (a->kv_type == ST_TYPE_F16)
+        cu_launch(attn_cells_split_kernel<1, 1>, blocks, 128, 0, cu->stream, *c, n_split, split_len, part);
+    else if (a->head_dim % 128 == 0)
+        cu_launch(attn_cells_split_kernel<0, 4>, blocks, 128, 0, cu->stream, *c, n_split, split_len, part);
+    else cu_launch(attn_cells_split_kernel<0, 1>, blocks, 128, 0, cu->stream, *c, n_split, split_len, part);
     ST_TRY(cu_launched("attention_cells"));
     cu_launch(attn_cells_combine_kernel, cu_blocks(rows * a->head_dim, Q4_THREADS), Q4_THREADS, 0, cu->stream, *a,
               n_split, part);
