@@ -307,9 +307,9 @@ extern "C" st_status st_cuda_qsa_select(st_cuda *cu, const st_qsa_args *a) {
         (size_t)(a->n_head * a->dim) * sizeof(float) > 48 * 1024)
         return st_fail(ST_ERR_UNSUPPORTED, "cuda qsa_select: %lld indexer heads of %lld (at most %d heads, 12288 floats)",
                        (long long)a->n_head, (long long)a->dim, QSA_MAX_HEAD);
-    if (a->r <= 0 || a->width < a->r)
-        return st_fail(ST_ERR_INVALID, "cuda qsa_select: block size %lld, cell budget %lld", (long long)a->r,
-                       (long long)a->width);
+    if (a->r <= 0 || a->width < a->r || a->ld_cells < a->width || a->n_ctx <= 0)
+        return st_fail(ST_ERR_INVALID, "cuda qsa_select: block size %lld, cell budget %lld, rows of %lld cells, n_ctx %lld",
+                       (long long)a->r, (long long)a->width, (long long)a->ld_cells, (long long)a->n_ctx);
     if (a->n_tok > 65535) return st_fail(ST_ERR_UNSUPPORTED, "cuda qsa_select: %lld queries", (long long)a->n_tok);
     if (a->n_tok <= 0) return ST_OK;
     const int64_t ld_sigma = a->n_ctx / a->r + 1;
