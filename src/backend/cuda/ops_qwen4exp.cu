@@ -335,6 +335,7 @@ extern "C" st_status st_cuda_qsa_select(st_cuda *cu, const st_qsa_args *a) {
  * n_cells, so the splits are sized from it on the host; splits past a row's n_cells are empty. */
 #define QSA_MAXD 8   /* 256 / 32 */
 #define QSA_STEP 4
+#define QSA_ATT_THREADS 384   /* a block: the 12 query heads of one kv head of qwen4exp's attention */
 
 /* V consecutive elements of a K or V row from element off: one 16-byte load for V = 8 halves or
  * 4 floats (off a multiple of V), else one element. */
@@ -358,14 +359,15 @@ template <int F16, int V> __device__ __forceinline__ void qsa_kv(const void *bas
 
 /* Lane l owns the V dims from (32c + l) V, c < QSA_MAXD / V: dims l, l + 32, ... for V = 1; for
  * V = 8 (f16) or 4 (f32), head_dim a multiple of 32 V, 16-byte loads. */
-template <int F16, int V> __global__ void __launch_bounds__(128)
+template <int F16, int V> __global__ void __launch_bounds__(QSA_ATT_THREADS)
 attn_cells_split_kernel(st_attn_cells_args c, int64_t n_split, int64_t split_len, float *part) {
     cu_pdl();
     const st_attn_args &a = c.a;
     const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x & 31;
     if (w >= a.n_tok * a.n_head * n_split) return;   /* whole warps */
-    /* the heads of one (token, split) in adjacent warps: a block's warps read the same K/V rows */
+    /* the heads of one (token, split) in adjacent warps: with blocks of r warps a block is one kv
+     * group's heads, which read the same K/V rows */
     const int64_t h = w % a.n_head, s = (w / a.n_head) % n_split, t = w / (n_split * a.n_head);
     const int64_t g = h / (a.n_head / a.n_head_kv), hd = a.head_dim, row = a.n_head_kv * hd;
     const int32_t *list = c.cells + t * c.ld_cells;
@@ -481,16 +483,20 @@ extern "C" st_status st_cuda_attention_cells(st_cuda *cu, const st_attn_cells_ar
     void *scr;
     ST_TRY(cu_scratch(cu, (size_t)(rows * n_split) * (size_t)(a->head_dim + 2) * sizeof(float), &scr));
     float *part = (float *)scr;
-    const unsigned blocks = cu_blocks(rows * n_split * 32, 128);
+    /* one warp per query head of a kv group in a block (up to 12), so the block's warps read the
+     * same K/V rows: the group's heads share one pass over them through L1 */
+    const int64_t r = a->n_head / a->n_head_kv;
+    const int threads = 32 * (int)(r <= QSA_ATT_THREADS / 32 ? r : 4);
+    const unsigned blocks = cu_blocks(rows * n_split * 32, threads);
     /* 16-byte loads where a lane's share of a row is whole vectors (head_dim 256 in f16, 128 or
      * 256 in f32) */
     if (a->kv_type == ST_TYPE_F16 && a->head_dim == 256)
-        cu_launch(attn_cells_split_kernel<1, 8>, blocks, 128, 0, cu->stream, *c, n_split, split_len, part);
+        cu_launch(attn_cells_split_kernel<1, 8>, blocks, threads, 0, cu->stream, *c, n_split, split_len, part);
     else if (a->kv_type == ST_TYPE_F16)
-        cu_launch(attn_cells_split_kernel<1, 1>, blocks, 128, 0, cu->stream, *c, n_split, split_len, part);
+        cu_launch(attn_cells_split_kernel<1, 1>, blocks, threads, 0, cu->stream, *c, n_split, split_len, part);
     else if (a->head_dim % 128 == 0)
-        cu_launch(attn_cells_split_kernel<0, 4>, blocks, 128, 0, cu->stream, *c, n_split, split_len, part);
-    else cu_launch(attn_cells_split_kernel<0, 1>, blocks, 128, 0, cu->stream, *c, n_split, split_len, part);
+        cu_launch(attn_cells_split_kernel<0, 4>, blocks, threads, 0, cu->stream, *c, n_split, split_len, part);
+    else cu_launch(attn_cells_split_kernel<0, 1>, blocks, threads, 0, cu->stream, *c, n_split, split_len, part);
     ST_TRY(cu_launched("attention_cells"));
     cu_launch(attn_cells_combine_kernel, cu_blocks(rows * a->head_dim, Q4_THREADS), Q4_THREADS, 0, cu->stream, *a,
               n_split, part);
