@@ -329,9 +329,9 @@ extern "C" st_status st_cuda_qsa_select(st_cuda *cu, const st_qsa_args *a) {
 
 /* ---- QSA: attention over the listed cells ---------------------------------------------------------
  * st_cuda_attention's flash-decoding over a list: one warp per (token, head, split of the list),
- * each lane owning 1/32 of the dims (in 16-byte vectors where they fit); the warp takes QSA_STEP cells at a time (their dots and warp
- * sums independent, then one online-softmax update for the group), writes (max, sum, acc[hd]) to
- * scratch, and the combine merges the splits. The list's capacity ld_cells bounds every row's
+ * each lane owning 1/32 of the dims (in 16-byte vectors where they fit); the warp takes QSA_STEP
+ * cells at a time (their dots and warp sums independent, then one online-softmax update for the
+ * group), writes (max, sum, acc[hd]) to scratch, and the combine merges the splits. The list's capacity ld_cells bounds every row's
  * n_cells, so the splits are sized from it on the host; splits past a row's n_cells are empty. */
 #define QSA_MAXD 8   /* 256 / 32 */
 #define QSA_STEP 4
