@@ -684,6 +684,62 @@ static void test_qsa_select(int distinct, int64_t n_tok, int64_t p0, int64_t n_h
     free(vc); free(vg); free(cnt_c); free(cnt_g);
 }
 
+/* qsa_select on random float inputs (normed-like queries and keys): the scores now round
+ * differently on the two sides, so the GPU's selection is checked against scores computed here in
+ * double: W cells, ascending, the tail included, and no block left out scoring above a block taken
+ * by more than rounding (1e-5 of the largest score). */
+static void test_qsa_select_float(int64_t n_tok, int64_t p0, int64_t n_head, int64_t dim, int64_t r, int64_t B) {
+    const int64_t W = B + r - 1, p_last = p0 + n_tok - 1, n_ctx = p_last + 1, nb = (p_last + 1) / r;
+    float *q = rand_vec(n_tok * n_head * dim, 0.2f), *blocks = rand_vec((nb + 1) * dim, 0.2f);
+    int32_t *pos = malloc((size_t)n_tok * 4);
+    for (int64_t t = 0; t < n_tok; t++) pos[t] = (int32_t)(p0 + t);
+    float *dq = dev_from(q, (size_t)(n_tok * n_head * dim) * 4), *dblk = dev_from(blocks, (size_t)((nb + 1) * dim) * 4);
+    int32_t *dpos = dev_from(pos, (size_t)n_tok * 4), *dcells = dev_from(NULL, (size_t)(n_tok * W) * 4);
+    int32_t *dn = dev_from(NULL, (size_t)n_tok * 4);
+    st_qsa_args g = {dq, n_head * dim, n_head, dim, dblk, dpos, n_tok, r, W, n_ctx, dcells, W, dn};
+    GPU(st_cuda_qsa_select(cu, &g));
+    int32_t *cg = malloc((size_t)(n_tok * W) * 4), *ng = malloc((size_t)n_tok * 4);
+    GPU(st_cuda_download(cu, cg, dcells, (size_t)(n_tok * W) * 4));
+    GPU(st_cuda_download(cu, ng, dn, (size_t)n_tok * 4));
+    double *sigma = malloc((size_t)(nb + 1) * sizeof(double));
+    int32_t *cnt = malloc((size_t)(nb + 1) * 4);
+    long bad = 0;
+    for (int64_t t = 0; t < n_tok; t++) {
+        const int64_t p = pos[t], ts = (p + 1) / r * r, n = ng[t];
+        const int32_t *c = cg + t * W;
+        int ok = n == (p + 1 <= W ? p + 1 : W);
+        for (int64_t j = 0; ok && j < n; j++) ok = c[j] >= 0 && c[j] <= p && (j == 0 || c[j] > c[j - 1]);
+        if (ok && p + 1 > W) {
+            for (int64_t j = 0; j < p + 1 - ts; j++) ok &= c[n - (p + 1 - ts) + j] == ts + j;   /* the tail, last */
+            double top = 0.0, taken_min = INFINITY, left_max = -INFINITY;
+            for (int64_t b = 0; b < ts / r; b++) {
+                double s = 0.0;
+                for (int64_t h = 0; h < n_head; h++) {
+                    double dot = 0.0;
+                    for (int64_t i = 0; i < dim; i++) dot += (double)q[t * n_head * dim + h * dim + i] * blocks[b * dim + i];
+                    s += dot > 0.0 ? dot : 0.0;
+                }
+                sigma[b] = s;
+                cnt[b] = 0;
+                if (s > top) top = s;
+            }
+            for (int64_t j = 0; j < n; j++) if (c[j] < ts) cnt[c[j] / r]++;
+            for (int64_t b = 0; b < ts / r; b++) {
+                if (cnt[b] == r && sigma[b] < taken_min) taken_min = sigma[b];
+                if (cnt[b] == 0 && sigma[b] > left_max) left_max = sigma[b];
+            }
+            ok &= left_max <= taken_min + 1e-5 * top;
+        }
+        bad += !ok;
+    }
+    char name[112];
+    snprintf(name, sizeof name, "qsa_select float n_tok=%lld p=%lld.. r=%lld W=%lld", (long long)n_tok, (long long)p0,
+             (long long)r, (long long)W);
+    report(name, (double)bad, 0.0);
+    st_cuda_free(cu, dq); st_cuda_free(cu, dblk); st_cuda_free(cu, dpos); st_cuda_free(cu, dcells); st_cuda_free(cu, dn);
+    free(q); free(blocks); free(pos); free(cg); free(ng); free(sigma); free(cnt);
+}
+
 /* Attention over random ascending cell lists of random lengths (an empty one included: zeros),
  * against st_op_attention_cells; 1e-4 as the attention over the cache. */
 static void test_attention_cells(int64_t n_tok, int64_t n_ctx, int64_t width, int64_t hd, int64_t n_head,
@@ -742,6 +798,8 @@ static void test_qwen4exp(void) {
     test_qsa_select(1, 97, 500, 2, 64, 3, 10);       /* r = 3, B = 10 (ERRATA F2: clean at n_tail 0) */
     test_qsa_select(0, 64, 100, 3, 40, 3, 30);       /* many equal scores, zeros among them */
     test_qsa_select(0, 1, 20000, 4, 128, 4, 2048);
+    test_qsa_select_float(1, 40000, 4, 128, 4, 2048);
+    test_qsa_select_float(77, 3000, 4, 128, 4, 2048);
     test_attention_cells(1, 5000, 2051, 256, 24, 2, ST_TYPE_F16);   /* the real decode shape */
     test_attention_cells(9, 700, 131, 256, 6, 2, ST_TYPE_F16);
     test_attention_cells(4, 200, 45, 128, 8, 2, ST_TYPE_F16);        /* f16 without the vector loads */
