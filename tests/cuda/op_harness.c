@@ -16,7 +16,10 @@
  * quantized products 3e-2 (the GPU quantizes activations per 32 with an f32 scale, the CPU per
  * 256 (q8_K) or per 32 with an f16 scale, so both carry ~0.4% noise per block of their own);
  * f16/bf16 weights 1e-2/2e-2 (the CPU rounds X to the weight type, the GPU keeps it f32); the
- * prompt GEMM at least 1e-2 (W and X rounded to f16 for the tensor cores). */
+ * prompt GEMM at least 1e-2 (W and X rounded to f16 for the tensor cores). qwen4exp: hc_pre,
+ * hc_post, ple_gate 1e-6 (the CPU's order, expf's ulp), qsa_pool bit for bit, qsa_select on exact
+ * scores: the CPU's cells where scores are distinct and no block is split, the same scores always
+ * (test_qsa_select says what is asserted), attention_cells 1e-4. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -454,8 +457,8 @@ static void test_gdn(int64_t n_tok, int head_map) {
     free(S); free(Sc); free(oc); free(gg); free(bg); free(og); free(Sg);
 }
 
-static void test_conv(int64_t n_tok) {
-    const int64_t C = 133, K = 4, ld_m = C + 2, ld_out = C + 1;
+static void test_conv(int64_t n_tok, int64_t C, int64_t K) {
+    const int64_t ld_m = C + 2, ld_out = C + 1;
     float *m = rand_vec(n_tok * ld_m, 2.0f), *w = rand_vec(C * K, 1.0f), *st = rand_vec(C * (K - 1), 1.0f);
     float *stc = malloc((size_t)(C * (K - 1)) * 4), *oc = calloc((size_t)(n_tok * ld_out), 4);
     memcpy(stc, st, (size_t)(C * (K - 1)) * 4);
@@ -465,9 +468,9 @@ static void test_conv(int64_t n_tok) {
     GPU(st_cuda_conv1d(cu, dm, ld_m, dw, dst, dout, ld_out, n_tok, C, K, 1));
     float *og = to_host(dout, (size_t)(n_tok * ld_out)), *sg = to_host(dst, (size_t)(C * (K - 1)));
     char name[64];
-    snprintf(name, sizeof name, "conv1d+silu n_tok=%lld out", (long long)n_tok);
+    snprintf(name, sizeof name, "conv1d+silu n_tok=%lld C=%lld K=%lld out", (long long)n_tok, (long long)C, (long long)K);
     report(name, norm_err(og, oc, n_tok, C, ld_out), 1e-5);
-    snprintf(name, sizeof name, "conv1d+silu n_tok=%lld state", (long long)n_tok);
+    snprintf(name, sizeof name, "conv1d+silu n_tok=%lld C=%lld K=%lld state", (long long)n_tok, (long long)C, (long long)K);
     report(name, norm_err(sg, stc, 1, C * (K - 1), 0), 0.0);
     st_cuda_free(cu, dm); st_cuda_free(cu, dw); st_cuda_free(cu, dst); st_cuda_free(cu, dout);
     free(m); free(w); free(st); free(stc); free(oc); free(og); free(sg);
@@ -492,6 +495,317 @@ static void test_conv_l2(int64_t n_k, int64_t n_v, int64_t dk) {
     st_cuda_free(cu, dm); st_cuda_free(cu, dw); st_cuda_free(cu, ds1); st_cuda_free(cu, ds2);
     st_cuda_free(cu, do1); st_cuda_free(cu, do2);
     free(m); free(w); free(st); free(o1); free(o2); free(s1); free(s2);
+}
+
+/* ---- qwen4exp: hyper-connections, PLE gate, QSA --------------------------------------------- */
+
+/* hc_pre and hc_post on padded rows; both within 1e-6 of the CPU (the sums in its order, only
+ * expf differing by an ulp or two). */
+static void test_hc(int64_t n_tok, int64_t hc, int64_t d) {
+    const int64_t hcd = hc * d, ld_x = hcd + 3, ld_g = hcd + 1, ld_m = d + 5, ld_inj = hc + 2;
+    float *xn = rand_vec(n_tok * ld_x, 1.0f), *g = rand_vec(n_tok * ld_g, 4.0f), *y = rand_vec(n_tok * d, 1.0f);
+    float *inj = rand_vec(n_tok * ld_inj, 4.0f), *R = rand_vec(n_tok * ld_x, 1.0f);
+    float *mc = calloc((size_t)(n_tok * ld_m), 4), *Rc = malloc((size_t)(n_tok * ld_x) * 4);
+    memcpy(Rc, R, (size_t)(n_tok * ld_x) * 4);
+    st_op_hc_pre(NULL, xn, ld_x, g, ld_g, mc, ld_m, n_tok, hc, d, 1.0f / (float)hc);
+    st_op_hc_post(NULL, Rc, ld_x, y, d, inj, ld_inj, n_tok, hc, d);
+    float *dx = dev_from(xn, (size_t)(n_tok * ld_x) * 4), *dg = dev_from(g, (size_t)(n_tok * ld_g) * 4);
+    float *dm = dev_from(NULL, (size_t)(n_tok * ld_m) * 4), *dy = dev_from(y, (size_t)(n_tok * d) * 4);
+    float *dinj = dev_from(inj, (size_t)(n_tok * ld_inj) * 4), *dR = dev_from(R, (size_t)(n_tok * ld_x) * 4);
+    GPU(st_cuda_hc_pre(cu, dx, ld_x, dg, ld_g, dm, ld_m, n_tok, hc, d, 1.0f / (float)hc));
+    GPU(st_cuda_hc_post(cu, dR, ld_x, dy, d, dinj, ld_inj, n_tok, hc, d));
+    float *mg = to_host(dm, (size_t)(n_tok * ld_m)), *Rg = to_host(dR, (size_t)(n_tok * ld_x));
+    char name[96];
+    snprintf(name, sizeof name, "hc_pre n_tok=%lld hc=%lld d=%lld", (long long)n_tok, (long long)hc, (long long)d);
+    report(name, norm_err(mg, mc, n_tok, d, ld_m), 1e-6);
+    snprintf(name, sizeof name, "hc_post n_tok=%lld hc=%lld d=%lld", (long long)n_tok, (long long)hc, (long long)d);
+    report(name, norm_err(Rg, Rc, n_tok, hcd, ld_x), 1e-6);
+    st_cuda_free(cu, dx); st_cuda_free(cu, dg); st_cuda_free(cu, dm); st_cuda_free(cu, dy);
+    st_cuda_free(cu, dinj); st_cuda_free(cu, dR);
+    free(xn); free(g); free(y); free(inj); free(R); free(mc); free(Rc); free(mg); free(Rg);
+}
+
+/* The PLE gate: the per-stream dot in double, so the gates agree to expf's ulp (1e-6). */
+static void test_ple_gate(int64_t n_tok, int64_t hc, int64_t d) {
+    const int64_t hcd = hc * d, ld_kq = hcd + 3, ld_v = d + 1, ld_gv = hcd + 2;
+    float *k = rand_vec(n_tok * ld_kq, 1.0f), *q = rand_vec(n_tok * ld_kq, 1.0f), *v = rand_vec(n_tok * ld_v, 1.0f);
+    float *gc = calloc((size_t)(n_tok * ld_gv), 4);
+    st_op_ple_gate(NULL, k, q, ld_kq, v, ld_v, gc, ld_gv, n_tok, hc, d);
+    float *dk = dev_from(k, (size_t)(n_tok * ld_kq) * 4), *dq = dev_from(q, (size_t)(n_tok * ld_kq) * 4);
+    float *dv = dev_from(v, (size_t)(n_tok * ld_v) * 4), *dgv = dev_from(NULL, (size_t)(n_tok * ld_gv) * 4);
+    GPU(st_cuda_ple_gate(cu, dk, dq, ld_kq, dv, ld_v, dgv, ld_gv, n_tok, hc, d));
+    float *gg = to_host(dgv, (size_t)(n_tok * ld_gv));
+    char name[96];
+    snprintf(name, sizeof name, "ple_gate n_tok=%lld hc=%lld d=%lld", (long long)n_tok, (long long)hc, (long long)d);
+    report(name, norm_err(gg, gc, n_tok, hcd, ld_gv), 1e-6);
+    st_cuda_free(cu, dk); st_cuda_free(cu, dq); st_cuda_free(cu, dv); st_cuda_free(cu, dgv);
+    free(k); free(q); free(v); free(gc); free(gg);
+}
+
+/* Block pooling of the raw key cache, bit for bit. */
+static void test_qsa_pool(uint32_t kv_type, int64_t dim, int64_t r, int64_t b0, int64_t b1) {
+    const int64_t n_cells = b1 * r + r - 1;   /* a partial block after the last pooled one */
+    float *src = rand_vec(n_cells * dim, 2.0f);
+    const size_t cb = st_kv_row_bytes(kv_type, dim) * (size_t)n_cells;
+    void *cache = malloc(cb);
+    st_op_kv_store(kv_type, cache, dim, 0, src, dim, n_cells);
+    float *oc = malloc((size_t)((b1 - b0) * dim) * 4);
+    st_op_qsa_pool(kv_type, cache, dim, r, b0, b1, oc);
+    void *dc = dev_from(cache, cb);
+    float *dout = dev_from(NULL, (size_t)((b1 - b0) * dim) * 4);
+    GPU(st_cuda_qsa_pool(cu, kv_type, dc, dim, r, b0, b1, dout));
+    float *og = to_host(dout, (size_t)((b1 - b0) * dim));
+    char name[96];
+    snprintf(name, sizeof name, "qsa_pool %s dim=%lld r=%lld blocks %lld..%lld", kv_type == ST_TYPE_F16 ? "f16" : "f32",
+             (long long)dim, (long long)r, (long long)b0, (long long)b1);
+    report(name, max_diff(og, oc, (b1 - b0) * dim), 0.0);
+    st_cuda_free(cu, dc); st_cuda_free(cu, dout);
+    free(src); free(cache); free(oc); free(og);
+}
+
+static int64_t irand(int64_t n) {   /* uniform in [0, n) */
+    const int64_t v = (int64_t)((frand() + 1.0f) * 0.5f * (float)n);
+    return v < n ? v : n - 1;
+}
+
+static int cmp_float(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Indexer queries and block keys whose dot products are exact in f32 (small integers, and
+ * multiples of 2^-14 below 1), so that the GPU's block scores are the CPU's bits whatever the sum
+ * order. distinct: head 0 reads only dim 0, where block b holds (perm(b) + 1) / 16384, and the
+ * other heads give integers below 1024: every score is an integer plus a fraction no other block
+ * has. Otherwise: small integers everywhere, with many equal scores and many zeros. */
+static void qsa_exact_inputs(int distinct, int64_t n_tok, int64_t n_head, int64_t dim, int64_t ld_q, int64_t nb,
+                             float *q, float *blocks) {
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t h = 0; h < n_head; h++)
+            for (int64_t i = 0; i < dim; i++) {
+                float v = (float)(irand(5) - 2);
+                if (distinct) v = h == 0 ? (i == 0 ? 1.0f : 0.0f) : i == 0 ? 0.0f : v;
+                q[t * ld_q + h * dim + i] = v;
+            }
+    int32_t *perm = malloc((size_t)nb * sizeof(int32_t));
+    for (int64_t b = 0; b < nb; b++) perm[b] = (int32_t)b;
+    for (int64_t b = nb - 1; b > 0; b--) {
+        const int64_t j = irand(b + 1);
+        const int32_t x = perm[b]; perm[b] = perm[j]; perm[j] = x;
+    }
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t i = 0; i < dim; i++)
+            blocks[b * dim + i] = distinct && i == 0 ? (float)(perm[b] + 1) / 16384.0f : (float)(irand(distinct ? 7 : 3) - (distinct ? 3 : 1));
+    free(perm);
+}
+
+/* qsa_select against the CPU's on exact scores, queries at positions p0 .. p0+n_tok-1. Always
+ * asserted: the counts, ascending cells, and the same multiset of cell values (block scores, the
+ * tail's 1e9): any top-W choice has it. With distinct scores, also every block's count of cells
+ * (whole blocks exactly the CPU's, the split block the same block); the cells that differ inside
+ * split blocks (or, with equal scores, anywhere) are reported, not failed. */
+static void test_qsa_select(int distinct, int64_t n_tok, int64_t p0, int64_t n_head, int64_t dim, int64_t r,
+                            int64_t B) {
+    const int64_t W = B + r - 1, p_last = p0 + n_tok - 1, n_ctx = p_last + 3, nb = (p_last + 1) / r;
+    const int64_t ld_q = n_head * dim + 5, ld_cells = W + 3;
+    float *q = malloc((size_t)(n_tok * ld_q) * 4), *blocks = malloc((size_t)((nb + 1) * dim) * 4);
+    qsa_exact_inputs(distinct, n_tok, n_head, dim, ld_q, nb, q, blocks);
+    int32_t *pos = malloc((size_t)n_tok * 4);
+    for (int64_t t = 0; t < n_tok; t++) pos[t] = (int32_t)(p0 + t);
+    int32_t *cc = calloc((size_t)(n_tok * ld_cells), 4), *nc = calloc((size_t)n_tok, 4);
+    st_qsa_args a = {q, ld_q, n_head, dim, blocks, pos, n_tok, r, W, n_ctx, cc, ld_cells, nc};
+    void *scratch = malloc(st_qsa_scratch_size(1, n_ctx, r, W));
+    st_op_qsa_select(NULL, &a, scratch);
+    float *dq = dev_from(q, (size_t)(n_tok * ld_q) * 4), *dblk = dev_from(blocks, (size_t)((nb + 1) * dim) * 4);
+    int32_t *dpos = dev_from(pos, (size_t)n_tok * 4), *dcells = dev_from(NULL, (size_t)(n_tok * ld_cells) * 4);
+    int32_t *dn = dev_from(NULL, (size_t)n_tok * 4);
+    st_qsa_args g = a;
+    g.q = dq; g.blocks = dblk; g.pos = dpos; g.cells = dcells; g.n_cells = dn;
+    GPU(st_cuda_qsa_select(cu, &g));
+    int32_t *cg = malloc((size_t)(n_tok * ld_cells) * 4), *ng = malloc((size_t)n_tok * 4);
+    GPU(st_cuda_download(cu, cg, dcells, (size_t)(n_tok * ld_cells) * 4));
+    GPU(st_cuda_download(cu, ng, dn, (size_t)n_tok * 4));
+    /* the CPU's scores, exact, for the cell values */
+    float *sigma = malloc((size_t)(nb + 1) * 4), *vc = malloc((size_t)W * 4), *vg = malloc((size_t)W * 4);
+    int32_t *cnt_c = malloc((size_t)(nb + 1) * 4), *cnt_g = malloc((size_t)(nb + 1) * 4);
+    long bad = 0, differ = 0, split_rows = 0;
+    for (int64_t t = 0; t < n_tok; t++) {
+        const int64_t p = pos[t], n = nc[t], ts = (p + 1) / r * r;
+        const int32_t *c1 = cc + t * ld_cells, *c2 = cg + t * ld_cells;
+        if (ng[t] != n) { bad++; continue; }
+        int ok = 1;
+        for (int64_t j = 0; j < n; j++)
+            if (c2[j] < 0 || c2[j] > p || (j > 0 && c2[j] <= c2[j - 1])) ok = 0;
+        if (!ok) { bad++; continue; }
+        if (p + 1 <= W) {   /* dense: 0 .. p on both */
+            bad += memcmp(c1, c2, (size_t)n * 4) != 0;
+            continue;
+        }
+        for (int64_t b = 0; b < ts / r; b++) {
+            float s = 0.0f;
+            for (int64_t h = 0; h < n_head; h++) {
+                double dot = 0.0;
+                for (int64_t i = 0; i < dim; i++) dot += (double)q[t * ld_q + h * dim + i] * blocks[b * dim + i];
+                s += dot > 0.0 ? (float)dot : 0.0f;
+            }
+            sigma[b] = s;
+            cnt_c[b] = cnt_g[b] = 0;
+        }
+        for (int64_t j = 0; j < n; j++) {
+            vc[j] = c1[j] >= ts ? 1e9f : sigma[c1[j] / r];
+            vg[j] = c2[j] >= ts ? 1e9f : sigma[c2[j] / r];
+            if (c1[j] < ts) cnt_c[c1[j] / r]++;
+            if (c2[j] < ts) cnt_g[c2[j] / r]++;
+        }
+        qsort(vc, (size_t)n, 4, cmp_float);
+        qsort(vg, (size_t)n, 4, cmp_float);
+        if (memcmp(vc, vg, (size_t)n * 4)) { bad++; continue; }
+        int split = 0;
+        for (int64_t b = 0; b < ts / r; b++) {
+            if (distinct && cnt_c[b] != cnt_g[b]) ok = 0;
+            split |= cnt_c[b] > 0 && cnt_c[b] < r;
+        }
+        split_rows += split;
+        bad += !ok;
+        for (int64_t i = 0, j = 0; i < n || j < n;) {   /* cells in one list and not the other */
+            if (j >= n || (i < n && c1[i] < c2[j])) { differ++; i++; }
+            else if (i >= n || c2[j] < c1[i]) { differ++; j++; }
+            else { i++; j++; }
+        }
+    }
+    char name[128];
+    snprintf(name, sizeof name, "qsa_select %s n_tok=%lld p=%lld.. r=%lld W=%lld", distinct ? "distinct" : "ties",
+             (long long)n_tok, (long long)p0, (long long)r, (long long)W);
+    printf("  %s: %ld of %lld rows with a split block; %ld cells in one selection and not the other (allowed)\n",
+           name, split_rows, (long long)n_tok, differ);
+    report(name, (double)bad, 0.0);
+    st_cuda_free(cu, dq); st_cuda_free(cu, dblk); st_cuda_free(cu, dpos); st_cuda_free(cu, dcells); st_cuda_free(cu, dn);
+    free(q); free(blocks); free(pos); free(cc); free(nc); free(scratch); free(cg); free(ng); free(sigma);
+    free(vc); free(vg); free(cnt_c); free(cnt_g);
+}
+
+/* qsa_select on random float inputs (normed-like queries and keys): the scores now round
+ * differently on the two sides, so the GPU's selection is checked against scores computed here in
+ * double: W cells, ascending, the tail included, and no block left out scoring above a block taken
+ * by more than rounding (1e-5 of the largest score). */
+static void test_qsa_select_float(int64_t n_tok, int64_t p0, int64_t n_head, int64_t dim, int64_t r, int64_t B) {
+    const int64_t W = B + r - 1, p_last = p0 + n_tok - 1, n_ctx = p_last + 1, nb = (p_last + 1) / r;
+    float *q = rand_vec(n_tok * n_head * dim, 0.2f), *blocks = rand_vec((nb + 1) * dim, 0.2f);
+    int32_t *pos = malloc((size_t)n_tok * 4);
+    for (int64_t t = 0; t < n_tok; t++) pos[t] = (int32_t)(p0 + t);
+    float *dq = dev_from(q, (size_t)(n_tok * n_head * dim) * 4), *dblk = dev_from(blocks, (size_t)((nb + 1) * dim) * 4);
+    int32_t *dpos = dev_from(pos, (size_t)n_tok * 4), *dcells = dev_from(NULL, (size_t)(n_tok * W) * 4);
+    int32_t *dn = dev_from(NULL, (size_t)n_tok * 4);
+    st_qsa_args g = {dq, n_head * dim, n_head, dim, dblk, dpos, n_tok, r, W, n_ctx, dcells, W, dn};
+    GPU(st_cuda_qsa_select(cu, &g));
+    int32_t *cg = malloc((size_t)(n_tok * W) * 4), *ng = malloc((size_t)n_tok * 4);
+    GPU(st_cuda_download(cu, cg, dcells, (size_t)(n_tok * W) * 4));
+    GPU(st_cuda_download(cu, ng, dn, (size_t)n_tok * 4));
+    double *sigma = malloc((size_t)(nb + 1) * sizeof(double));
+    int32_t *cnt = malloc((size_t)(nb + 1) * 4);
+    long bad = 0;
+    for (int64_t t = 0; t < n_tok; t++) {
+        const int64_t p = pos[t], ts = (p + 1) / r * r, n = ng[t];
+        const int32_t *c = cg + t * W;
+        int ok = n == (p + 1 <= W ? p + 1 : W);
+        for (int64_t j = 0; ok && j < n; j++) ok = c[j] >= 0 && c[j] <= p && (j == 0 || c[j] > c[j - 1]);
+        if (ok && p + 1 > W) {
+            for (int64_t j = 0; j < p + 1 - ts; j++) ok &= c[n - (p + 1 - ts) + j] == ts + j;   /* the tail, last */
+            double top = 0.0, taken_min = INFINITY, left_max = -INFINITY;
+            for (int64_t b = 0; b < ts / r; b++) {
+                double s = 0.0;
+                for (int64_t h = 0; h < n_head; h++) {
+                    double dot = 0.0;
+                    for (int64_t i = 0; i < dim; i++) dot += (double)q[t * n_head * dim + h * dim + i] * blocks[b * dim + i];
+                    s += dot > 0.0 ? dot : 0.0;
+                }
+                sigma[b] = s;
+                cnt[b] = 0;
+                if (s > top) top = s;
+            }
+            for (int64_t j = 0; j < n; j++) if (c[j] < ts) cnt[c[j] / r]++;
+            for (int64_t b = 0; b < ts / r; b++) {
+                if (cnt[b] == r && sigma[b] < taken_min) taken_min = sigma[b];
+                if (cnt[b] == 0 && sigma[b] > left_max) left_max = sigma[b];
+            }
+            ok &= left_max <= taken_min + 1e-5 * top;
+        }
+        bad += !ok;
+    }
+    char name[112];
+    snprintf(name, sizeof name, "qsa_select float n_tok=%lld p=%lld.. r=%lld W=%lld", (long long)n_tok, (long long)p0,
+             (long long)r, (long long)W);
+    report(name, (double)bad, 0.0);
+    st_cuda_free(cu, dq); st_cuda_free(cu, dblk); st_cuda_free(cu, dpos); st_cuda_free(cu, dcells); st_cuda_free(cu, dn);
+    free(q); free(blocks); free(pos); free(cg); free(ng); free(sigma); free(cnt);
+}
+
+/* Attention over random ascending cell lists of random lengths (an empty one included: zeros),
+ * against st_op_attention_cells; 1e-4 as the attention over the cache. */
+static void test_attention_cells(int64_t n_tok, int64_t n_ctx, int64_t width, int64_t hd, int64_t n_head,
+                                 int64_t n_head_kv, uint32_t kv_type) {
+    const int64_t row = n_head_kv * hd, ldq_tok = n_head * hd + 7, ld_cells = width + 1, ldo = n_head * hd + 3;
+    float *q = rand_vec(n_tok * ldq_tok, 1.0f), *kv_src = rand_vec(2 * n_ctx * row, 1.0f);
+    const size_t cb = st_kv_row_bytes(kv_type, row) * (size_t)n_ctx;
+    void *kc = malloc(cb), *vc = malloc(cb);
+    st_op_kv_store(kv_type, kc, row, 0, kv_src, row, n_ctx);
+    st_op_kv_store(kv_type, vc, row, 0, kv_src + n_ctx * row, row, n_ctx);
+    int32_t *cells = calloc((size_t)(n_tok * ld_cells), 4), *n_cells = malloc((size_t)n_tok * 4);
+    for (int64_t t = 0; t < n_tok; t++) {   /* each cell kept with probability want / n_ctx, capped at width */
+        const int64_t want = t == 1 ? 0 : t == 0 ? width : 1 + irand(width);
+        int64_t n = 0;
+        for (int64_t c = 0; c < n_ctx && n < want; c++)
+            if (irand(n_ctx) < want || n_ctx - c <= want - n) cells[t * ld_cells + n++] = (int32_t)c;
+        n_cells[t] = (int32_t)n;
+    }
+    float *oc = calloc((size_t)(n_tok * ldo), 4);
+    st_attn_cells_args ca = {{q, ldq_tok, hd, kc, vc, kv_type, NULL, n_tok, n_head, n_head_kv, hd, n_ctx,
+                              1.0f / sqrtf((float)hd), oc, ldo}, cells, ld_cells, n_cells};
+    st_op_attention_cells(NULL, &ca);
+    float *dq = dev_from(q, (size_t)(n_tok * ldq_tok) * 4);
+    void *dk = dev_from(kc, cb), *dv = dev_from(vc, cb);
+    int32_t *dcells = dev_from(cells, (size_t)(n_tok * ld_cells) * 4), *dn = dev_from(n_cells, (size_t)n_tok * 4);
+    float *dout = dev_from(NULL, (size_t)(n_tok * ldo) * 4);
+    st_attn_cells_args g = ca;
+    g.a.q = dq; g.a.k_cache = dk; g.a.v_cache = dv; g.a.out = dout; g.cells = dcells; g.n_cells = dn;
+    GPU(st_cuda_attention_cells(cu, &g));
+    float *og = to_host(dout, (size_t)(n_tok * ldo));
+    char name[112];
+    snprintf(name, sizeof name, "attention_cells %s n_tok=%lld W=%lld hd=%lld %lld/%lld",
+             kv_type == ST_TYPE_F16 ? "f16" : "f32", (long long)n_tok, (long long)width, (long long)hd,
+             (long long)n_head, (long long)n_head_kv);
+    report(name, norm_err(og, oc, n_tok, n_head * hd, ldo), 1e-4);
+    st_cuda_free(cu, dq); st_cuda_free(cu, dk); st_cuda_free(cu, dv); st_cuda_free(cu, dcells);
+    st_cuda_free(cu, dn); st_cuda_free(cu, dout);
+    free(q); free(kv_src); free(kc); free(vc); free(cells); free(n_cells); free(oc); free(og);
+}
+
+static void test_qwen4exp(void) {
+    test_hc(1, 4, 4096);     /* a decode row of the real model's width */
+    test_hc(7, 4, 333);
+    test_hc(3, 3, 100);
+    test_ple_gate(1, 4, 4096);
+    test_ple_gate(5, 4, 333);
+    test_ple_gate(2, 3, 61);
+    test_conv(1, 4 * 4096, 10);   /* the PLE's conv: 4 taps dilated by 3, over hc*d channels */
+    test_conv(5, 4 * 4096, 10);
+    test_conv(9, 1003, 10);
+    test_qsa_pool(ST_TYPE_F16, 128, 4, 0, 37);
+    test_qsa_pool(ST_TYPE_F32, 37, 3, 5, 19);
+    test_qsa_select(1, 1, 33001, 4, 128, 4, 2048);   /* decode at 33k: the real shape, a split block */
+    test_qsa_select(1, 1, 33002, 4, 128, 4, 2048);   /* n_tail = 3: whole blocks only, the CPU's cells */
+    test_qsa_select(1, 200, 30, 3, 37, 4, 64);       /* a chunk across the dense rows, every n_tail */
+    test_qsa_select(1, 97, 500, 2, 64, 3, 10);       /* r = 3, B = 10 (ERRATA F2: clean at n_tail 0) */
+    test_qsa_select(0, 64, 100, 3, 40, 3, 30);       /* many equal scores, zeros among them */
+    test_qsa_select(0, 1, 20000, 4, 128, 4, 2048);
+    test_qsa_select_float(1, 40000, 4, 128, 4, 2048);
+    test_qsa_select_float(77, 3000, 4, 128, 4, 2048);
+    test_attention_cells(1, 5000, 2051, 256, 24, 2, ST_TYPE_F16);   /* the real decode shape */
+    test_attention_cells(9, 700, 131, 256, 6, 2, ST_TYPE_F16);
+    test_attention_cells(4, 200, 45, 128, 8, 2, ST_TYPE_F16);        /* f16 without the vector loads */
+    test_attention_cells(2, 400, 77, 128, 4, 1, ST_TYPE_F32);        /* f32 with them */
+    test_attention_cells(5, 300, 67, 96, 4, 4, ST_TYPE_F32);
+    test_attention_cells(3, 90, 33, 40, 3, 1, ST_TYPE_F32);          /* head_dim not a multiple of 32 */
 }
 
 /* add_rms_norm_q8 (the split form for up to 8 rows, the register form up to 16 x 256 wide, the loop form past it) bit for bit the
@@ -1362,6 +1676,43 @@ static void perf_gdn_chunked(int64_t n_tok) {
     st_cuda_free(cu, db); st_cuda_free(cu, dS); st_cuda_free(cu, dout);
 }
 
+/* QSA at the real model's shapes (4 indexer heads of 128, r = 4, W = 2051; 24/2 heads of 256):
+ * the selection of a decode row and of a 512-row chunk at the end of an n_ctx context, and the
+ * attention over the W cells it gives. */
+static void perf_qsa(int64_t n_tok, int64_t n_ctx) {
+    const int64_t nh = 4, dim = 128, r = 4, W = 2051, nb = n_ctx / r, n_head = 24, n_head_kv = 2, hd = 256;
+    float *q = rand_vec(n_tok * nh * dim, 1.0f), *blk = rand_vec(nb * dim, 1.0f);
+    int32_t *pos = malloc((size_t)n_tok * 4);
+    for (int64_t t = 0; t < n_tok; t++) pos[t] = (int32_t)(n_ctx - n_tok + t);
+    float *dq = dev_from(q, (size_t)(n_tok * nh * dim) * 4), *dblk = dev_from(blk, (size_t)(nb * dim) * 4);
+    int32_t *dpos = dev_from(pos, (size_t)n_tok * 4), *dcells = dev_from(NULL, (size_t)(n_tok * W) * 4);
+    int32_t *dn = dev_from(NULL, (size_t)n_tok * 4);
+    st_qsa_args a = {dq, nh * dim, nh, dim, dblk, dpos, n_tok, r, W, n_ctx + 1, dcells, W, dn};
+    const size_t cb = (size_t)n_ctx * (size_t)(n_head_kv * hd) * 2;
+    void *dk = dev_from(NULL, cb), *dv = dev_from(NULL, cb);
+    float *daq = dev_from(NULL, (size_t)(n_tok * n_head * hd) * 4), *dout = dev_from(NULL, (size_t)(n_tok * n_head * hd) * 4);
+    st_attn_cells_args ca = {{daq, n_head * hd, hd, dk, dv, ST_TYPE_F16, NULL, n_tok, n_head, n_head_kv, hd, n_ctx,
+                              0.0625f, dout, n_head * hd}, dcells, W, dn};
+    const int iters = n_tok > 1 ? 5 : PERF_ITERS;
+    float ms;
+    GPU(st_cuda_qsa_select(cu, &a));
+    GPU(st_cuda_timer_start(cu));
+    for (int i = 0; i < iters; i++) GPU(st_cuda_qsa_select(cu, &a));
+    GPU(st_cuda_timer_stop(cu, &ms));
+    printf("perf qsa_select n_tok=%-4lld n_ctx=%-6lld (%lld blocks)   %9.1f us\n", (long long)n_tok, (long long)n_ctx,
+           (long long)nb, 1000.0 * ms / iters);
+    GPU(st_cuda_attention_cells(cu, &ca));
+    GPU(st_cuda_timer_start(cu));
+    for (int i = 0; i < iters; i++) GPU(st_cuda_attention_cells(cu, &ca));
+    GPU(st_cuda_timer_stop(cu, &ms));
+    const double us = 1000.0 * ms / iters;
+    printf("perf attention_cells n_tok=%-4lld W=2051 24/2 heads of 256 %9.1f us  %7.1f GB/s (K+V rows read once)\n",
+           (long long)n_tok, us, (double)n_tok * W * n_head_kv * hd * 2 * 2 / (us * 1e3));
+    st_cuda_free(cu, dq); st_cuda_free(cu, dblk); st_cuda_free(cu, dpos); st_cuda_free(cu, dcells); st_cuda_free(cu, dn);
+    st_cuda_free(cu, dk); st_cuda_free(cu, dv); st_cuda_free(cu, daq); st_cuda_free(cu, dout);
+    free(q); free(blk); free(pos);
+}
+
 static void run_perf(void) {
     printf("\n== perf (%d iterations each; weights cycled over copies > L2)\n", PERF_ITERS);
     static const uint32_t types[] = { ST_TYPE_Q4_K, ST_TYPE_Q5_K, ST_TYPE_Q6_K, ST_TYPE_Q8_0, ST_TYPE_F16 };
@@ -1385,6 +1736,9 @@ static void run_perf(void) {
     perf_attention_prefill(512, 8192);
     perf_gdn_chunked(512);
     perf_gdn_chunked(4096);
+    perf_qsa(1, 32768);
+    perf_qsa(1, 262144);
+    perf_qsa(512, 32768);
     perf_moe_decode(ST_TYPE_Q4_K);   /* last: it holds 17.7 GB and captures a graph */
 }
 
@@ -1461,8 +1815,8 @@ int main(int argc, char **argv) {
     test_gdn(1, ST_GDN_TILED);
     test_gdn(19, ST_GDN_TILED);
     test_gdn(7, ST_GDN_GROUPED);
-    test_conv(1);
-    test_conv(7);
+    test_conv(1, 133, 4);
+    test_conv(7, 133, 4);
     test_conv_l2(16, 32, 128);   /* the 35B-A3B's */
     test_conv_l2(2, 4, 64);
     test_conv_l2(1, 3, 256);
@@ -1486,6 +1840,7 @@ int main(int argc, char **argv) {
     test_prefill_paths();
     test_gdn_chunked_all();
     for (size_t t = 0; t < sizeof lowbit_types / sizeof lowbit_types[0]; t++) test_lowbit(lowbit_types[t]);
+    test_qwen4exp();   /* last: the cases before it draw the random inputs they drew before it came */
     printf("cuda_op_harness: %d passed, %d failed\n", n_pass, n_fail);
     st_cuda_close(cu);
     return n_fail ? 1 : 0;

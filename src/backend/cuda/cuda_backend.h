@@ -367,6 +367,37 @@ st_status st_cuda_gdn_chunked(st_cuda *cu, const st_gdn_args *a);
  * harness shapes run the multi-batch / multi-block paths that the model's shapes take. */
 void st_cuda_prefill_test_limits(int64_t moe_experts_per_batch, int64_t attn_tokens_per_block);
 
+/* ---- qwen4exp (ops_qwen4exp.cu): backend.h's hyper-connection, PLE and QSA ops ---------------
+ * Same arguments and semantics as the st_op_* ops named, on device pointers (a->pos, the cells and
+ * counts included). hc_pre, hc_post and ple_gate keep the CPU's order of products and sums (the
+ * ple dot in double); they differ from it only through the GPU's expf, within 1e-6. qsa_pool is bit
+ * for bit. The PLE's dilated conv is st_cuda_conv1d over the widened kernel (K up to 16). */
+st_status st_cuda_hc_pre(st_cuda *cu, const float *xn, int64_t ld_x, const float *g, int64_t ld_g, float *m,
+                         int64_t ld_m, int64_t n_tok, int64_t hc, int64_t d, float scale);
+st_status st_cuda_hc_post(st_cuda *cu, float *R, int64_t ld_r, const float *y, int64_t ld_y, const float *inj,
+                          int64_t ld_inj, int64_t n_tok, int64_t hc, int64_t d);
+st_status st_cuda_ple_gate(st_cuda *cu, const float *k, const float *q, int64_t ld_kq, const float *val,
+                           int64_t ld_v, float *gv, int64_t ld_gv, int64_t n_tok, int64_t hc, int64_t d);
+/* f16 or f32 cache; blocks b0 .. b1-1. */
+st_status st_cuda_qsa_pool(st_cuda *cu, uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0,
+                           int64_t b1, float *out);
+/* st_op_qsa_select on the GPU: dense rows (p + 1 <= W) read 0 .. p; other rows the tail and the
+ * W - n_tail best block cells, ascending, n_cells = W. The tie rule is not the CPU's heap (ERRATA
+ * F1): blocks rank by (score descending, index ascending); the first floor(M/r) whole, then the
+ * lowest M % r cells of the next (M = W - n_tail). So the cells equal the CPU's whenever the block
+ * scores are distinct and no block is split; a split block is the same block with possibly other
+ * cells, and equal scores may pick other blocks, always of the same scores. The block scores sum
+ * in another order than the CPU's (rounding). n_head <= 16, n_head * dim <= 12288, r <= width,
+ * n_tok <= 65535; ld_cells >= width (every sparse row writes W cells). The context's scratch holds
+ * the scores, st_cuda_qsa_scratch_size bytes (reserve it before a graph capture). Two launches. */
+size_t st_cuda_qsa_scratch_size(int64_t n_tok, int64_t n_ctx, int64_t r);
+st_status st_cuda_qsa_select(st_cuda *cu, const st_qsa_args *a);
+/* st_op_attention_cells: softmax attention of each query over its listed cells (GQA, f16 or f32
+ * cache, head_dim <= 256, online softmax, f32 accumulation); a row with no cells gets zeros.
+ * Flash-decoding over the lists, split by their capacity ld_cells; scratch as st_cuda_attention's
+ * with ld_cells for n_kv. */
+st_status st_cuda_attention_cells(st_cuda *cu, const st_attn_cells_args *c);
+
 #ifdef __cplusplus
 }
 #endif
