@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . bench/cuda/pack_bins.sh
 rm -rf .devbin/prefill
-pack_bins .devbin/prefill strata model_check cuda_op_harness
+pack_bins .devbin/prefill strata model_check cuda_op_harness cuda_table_harness

@@ -368,44 +368,47 @@ static void cu_gdn(st_backend *be, const st_gdn_args *a, void *scratch) {
     else DO(st_cuda_gdn_step(b->cu, a));
 }
 
-/* ---- qwen4exp: not on the GPU yet (model/cuda/forward_cuda.c refuses the architecture) --------- */
+/* ---- qwen4exp (ops_qwen4exp.cu) --------------------------------------------------------------- */
 
-static void not_yet(st_cuda_backend *b, const char *op) {
-    if (b->be.err == ST_OK) b->be.err = st_fail(ST_ERR_UNSUPPORTED, "cuda: %s is not on the GPU yet", op);
-}
-
-static void cu_attention_cells(st_backend *be, const st_attn_cells_args *a) {
-    (void)a;
-    not_yet(B(be), "QSA attention");
+static void cu_attention_cells(st_backend *be, const st_attn_cells_args *c) {
+    st_cuda_backend *b = B(be);
+    wrote(b, c->a.out, c->a.ldo_tok, c->a.n_tok, c->a.n_head * c->a.head_dim);
+    DO(st_cuda_attention_cells(b->cu, c));
 }
 
 static void cu_hc_pre(st_backend *be, const float *xn, int64_t ld_x, const float *g, int64_t ld_g, float *m,
                       int64_t ld_m, int64_t n_tok, int64_t hc, int64_t d, float scale) {
-    (void)xn, (void)ld_x, (void)g, (void)ld_g, (void)m, (void)ld_m, (void)n_tok, (void)hc, (void)d, (void)scale;
-    not_yet(B(be), "the hyper-connection mix");
+    st_cuda_backend *b = B(be);
+    wrote(b, m, ld_m, n_tok, d);
+    DO(st_cuda_hc_pre(b->cu, xn, ld_x, g, ld_g, m, ld_m, n_tok, hc, d, scale));
 }
 
 static void cu_hc_post(st_backend *be, float *R, int64_t ld_r, const float *y, int64_t ld_y, const float *inj,
                        int64_t ld_inj, int64_t n_tok, int64_t hc, int64_t d) {
-    (void)R, (void)ld_r, (void)y, (void)ld_y, (void)inj, (void)ld_inj, (void)n_tok, (void)hc, (void)d;
-    not_yet(B(be), "the hyper-connection combine");
+    st_cuda_backend *b = B(be);
+    wrote(b, R, ld_r, n_tok, hc * d);
+    DO(st_cuda_hc_post(b->cu, R, ld_r, y, ld_y, inj, ld_inj, n_tok, hc, d));
 }
 
 static void cu_ple_gate(st_backend *be, const float *k, const float *q, int64_t ld_kq, const float *val, int64_t ld_v,
                         float *gv, int64_t ld_gv, int64_t n_tok, int64_t hc, int64_t d) {
-    (void)k, (void)q, (void)ld_kq, (void)val, (void)ld_v, (void)gv, (void)ld_gv, (void)n_tok, (void)hc, (void)d;
-    not_yet(B(be), "the PLE gate");
+    st_cuda_backend *b = B(be);
+    wrote(b, gv, ld_gv, n_tok, hc * d);
+    DO(st_cuda_ple_gate(b->cu, k, q, ld_kq, val, ld_v, gv, ld_gv, n_tok, hc, d));
 }
 
 static void cu_qsa_pool(st_backend *be, uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0,
                         int64_t b1, float *out) {
-    (void)kv_type, (void)cache, (void)dim, (void)r, (void)b0, (void)b1, (void)out;
-    not_yet(B(be), "QSA block pooling");
+    st_cuda_backend *b = B(be);
+    wrote(b, out, dim, b1 - b0, dim);
+    DO(st_cuda_qsa_pool(b->cu, kv_type, cache, dim, r, b0, b1, out));
 }
 
+/* The selection's scores live in the context's scratch (st_cuda_qsa_scratch_size). */
 static void cu_qsa_select(st_backend *be, const st_qsa_args *a, void *scratch) {
-    (void)a, (void)scratch;
-    not_yet(B(be), "QSA selection");
+    st_cuda_backend *b = B(be);
+    (void)scratch;
+    DO(st_cuda_qsa_select(b->cu, a));
 }
 
 /* ---- the side stream, timers -------------------------------------------------------------------- */
