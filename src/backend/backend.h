@@ -342,6 +342,11 @@ typedef struct st_backend_ops {
                       int64_t rows);
     void (*get_rows)(st_backend *be, uint32_t type, const void *table, int64_t n_rows, int64_t dim,
                      const int32_t *ids_host, int64_t n, float *out, int64_t ld_out);
+    /* get_rows from a table in host memory (qwen4exp's PLE table: a few rows a token, never
+     * uploaded), and bytes from the host into the backend's memory, ordered with the ops around. */
+    void (*get_rows_host)(st_backend *be, uint32_t type, const void *table_host, int64_t n_rows, int64_t dim,
+                          const int32_t *ids_host, int64_t n, float *out, int64_t ld_out);
+    void (*upload)(st_backend *be, void *dst, const void *src_host, size_t bytes);
     /* RoPE (st_op_rope_neox); K/V rows into a cache at cells cell0.. (host) which are also pos[]
      * (the backend's, for a GPU's replayed graph); attention (st_op_attention, st_op_attention_cells). */
     void (*rope)(st_backend *be, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_tok, int64_t n_head,

@@ -20,6 +20,9 @@ typedef struct st_device_session st_device_session;
 st_status st_device_session_new(st_device_model *dm, const struct st_model *m, int64_t n_ctx, uint32_t kv_type,
                                 st_device_session **out);
 void st_device_session_free(st_device_session *ds);
+/* The ids of every position the session holds (host, the engine session's: written before each
+ * feed), which qwen4exp's PLE hash reads. */
+void st_device_session_set_ids(st_device_session *ds, const int32_t *ids);
 /* Zero recurrent state, no positions. */
 st_status st_device_session_reset(st_device_session *ds);
 /* Feeds one chunk of n tokens at positions n_past .. n_past+n-1 (ids already checked). logits_all

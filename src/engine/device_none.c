@@ -15,6 +15,7 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
     return no_device();
 }
 void st_device_session_free(st_device_session *ds) {}
+void st_device_session_set_ids(st_device_session *ds, const int32_t *ids) { (void)ds, (void)ids; }
 st_status st_device_session_reset(st_device_session *ds) { return no_device(); }
 st_status st_device_session_feed(st_device_session *ds, const int32_t *tokens, int64_t n, int64_t n_past,
                                  float *logits_all) {

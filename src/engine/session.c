@@ -100,6 +100,7 @@ static st_status device_mtp_head(st_session *s) {
 /* The device half of st_session_new: state and workspace on the model's device. */
 static st_status device_session_new(st_session *s, st_session **out) {
     st_status st = st_device_session_new(s->m->dev, s->m, s->state.n_ctx, s->state.kv_type, &s->dev);
+    if (st == ST_OK) st_device_session_set_ids(s->dev, s->ids);
     if (st == ST_OK) st = st_device_session_reserve(s->dev, 1);
     if (st == ST_OK && s->m->n_mtp) st = device_mtp_head(s);
     if (st != ST_OK) {

@@ -90,8 +90,7 @@ static void qsa_extent(const st_hparams *hp, int64_t *width, int64_t *ratio) {
     }
 }
 
-/* qwen4exp's buffers: the streams and the mixers, PLE, the QSA indexer and selection. */
-static size_t q4_ws_size(const st_ws_plan *plan, int id, int64_t n) {
+size_t fwd_q4_ws_size(const st_ws_plan *plan, int id, int64_t n) {
     const st_hparams *hp = &plan->m->hp;
     if (hp->arch != ST_ARCH_QWEN4EXP) return 0;
     const size_t F = sizeof(float);
@@ -103,7 +102,6 @@ static size_t q4_ws_size(const st_ws_plan *plan, int id, int64_t n) {
     case WS_R: case WS_XN: case WS_HC_G: return (size_t)(n * hcd) * F;
     case WS_HC_LO: return (size_t)(n * hp->hc_rank) * F;
     case WS_HC_INJ: return (size_t)(n * hp->n_hc) * F;
-    case WS_PLE_IDS: return ple ? (size_t)(n * hp->ple_n_heads) * sizeof(int32_t) : 0;
     case WS_PLE_E: return ple ? (size_t)(n * hp->n_embd) * F : 0;
     case WS_PLE_GV: return ple ? (size_t)(n * hcd) * F : 0;
     case WS_IDX_Q: return (size_t)(n * hp->idx_n_head * hp->idx_dim) * F;
@@ -177,6 +175,6 @@ size_t st_forward_ws_size(const void *ctx, int id, int64_t n) {
     case WS_ROPE_KEEP: /* the QSA indexer's query heads rotate the same way */
         return hp->rope_kind == ST_ROPE_IMROPE ? (size_t)(n * (w.H > hp->idx_n_head ? w.H : hp->idx_n_head) * hp->n_rot) * F : 0;
     case WS_CAT: return m->n_mtp ? (size_t)(n * 2 * w.d) * F : 0; /* the MTP head's [e ; h] rows */
-    default: return q4_ws_size(plan, id, n);
+    default: return fwd_q4_ws_size(plan, id, n);
     }
 }

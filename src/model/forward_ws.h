@@ -37,6 +37,9 @@ typedef struct st_ws_plan {
 
 /* The workspace size function (ctx = an st_ws_plan). */
 size_t st_forward_ws_size(const void *plan, int id, int64_t rows);
+/* qwen4exp's buffers (0 for the other architectures and ids): the streams and the mixers, PLE, the
+ * QSA indexer and selection; both workspaces take them. */
+size_t fwd_q4_ws_size(const st_ws_plan *plan, int id, int64_t rows);
 
 /* Activation row bytes of the fused expert job's inputs (down = 0) or down inputs (down = 1). */
 size_t fwd_moe_act_row(const struct st_model *m, int down);

@@ -12,6 +12,7 @@
  * rows are gathered straight from the file mapping, a few per token, so the table is never read
  * whole. The conv is the backend's conv1d over the widened kernel bind.c builds, with the PLE history as
  * its state. Only text: an image position would hash ple.image_token_id. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -59,11 +60,17 @@ void fwd_ple(st_fwd *f, int il, float *R) {
     const int64_t n = f->n, d = hp->n_embd, hc = hp->n_hc, hcd = hc * d, nh = hp->ple_n_heads;
     st_workspace *ws = f->ws;
 
-    /* e: the n_ple table rows of each token, concatenated */
-    int32_t *rows = st_workspace_get(ws, WS_PLE_IDS);
+    /* e: the n_ple table rows of each token, concatenated (hashed and gathered on the host) */
+    int32_t *rows = malloc((size_t)(n * nh) * sizeof *rows);
+    if (!rows) {
+        if (f->be->err == ST_OK) f->be->err = st_fail(ST_ERR_NOMEM, "forward: out of memory for the PLE rows");
+        return;
+    }
     float *e = st_workspace_f32(ws, WS_PLE_E);
     hash_rows(hp, f->s->ids, f->pos0, n, rows);
-    FWD_OP(f, get_rows, m->ple_table.type, m->ple_table.data, m->ple_table.ne[1], hp->ple_dim, rows, n * nh, e, hp->ple_dim);
+    FWD_OP(f, get_rows_host, m->ple_table.type, m->ple_table.data, m->ple_table.ne[1], hp->ple_dim, rows, n * nh, e,
+           hp->ple_dim);
+    free(rows);
 
     /* key and value projections; per-stream norms of the key and of the streams (the query) */
     float *key = st_workspace_f32(ws, WS_XN), *query = st_workspace_f32(ws, WS_HC_G);

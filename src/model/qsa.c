@@ -19,6 +19,8 @@
  * the others: the ordinary attention op sums a prompt chunk in its tiled kernel's order and a lone
  * row in another, so a chunk of only such rows going there gave other bits than the same rows
  * inside a longer chunk (a prompt fed in chunks of 7 differed from one chunk). */
+#include <stdlib.h>
+
 #include "backend/backend.h"
 #include "model/blocks.h"
 #include "model/forward_ws.h"
@@ -36,8 +38,15 @@ static void pool_blocks(st_fwd *f, int il, int64_t upto) {
     float *blk = S->idx_blocks + b0 * dim;
     FWD_OP(f, qsa_pool, f->s->kv_type, S->idx_cache, dim, r, b0, upto, blk);
     FWD_OP(f, rms_norm, blk, dim, f->m->layers[il].idx_k_norm.f32, blk, dim, nb, dim, hp->eps);
-    int32_t *pos = st_workspace_get(f->ws, WS_QSA_POS);
-    for (int64_t b = 0; b < nb; b++) pos[b] = (int32_t)((b0 + b) * r);
+    /* the blocks' positions, written on the host */
+    int32_t *pos = st_workspace_get(f->ws, WS_QSA_POS), *host = malloc((size_t)nb * sizeof *host);
+    if (!host) {
+        if (f->be->err == ST_OK) f->be->err = st_fail(ST_ERR_NOMEM, "forward: out of memory for %lld QSA block positions", (long long)nb);
+        return;
+    }
+    for (int64_t b = 0; b < nb; b++) host[b] = (int32_t)((b0 + b) * r);
+    FWD_OP(f, upload, pos, host, (size_t)nb * sizeof *host);
+    free(host);
     st_rope_params rp = fwd_rope_params(hp);
     FWD_OP(f, rope, blk, dim, dim, nb, 1, pos, &rp);
     S->n_blocks = upto;

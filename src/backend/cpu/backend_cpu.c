@@ -172,6 +172,11 @@ static void cpu_get_rows(st_backend *be, uint32_t type, const void *table, int64
         be->err = st_fail(ST_ERR_RANGE, "forward: a token id is outside the vocabulary of %lld", (long long)n_rows);
 }
 
+static void cpu_upload(st_backend *be, void *dst, const void *src_host, size_t bytes) {
+    (void)be;
+    memcpy(dst, src_host, bytes);
+}
+
 /* ---- attention, Gated DeltaNet ------------------------------------------------------------------ */
 
 static void cpu_rope(st_backend *be, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_tok, int64_t n_head,
@@ -268,7 +273,7 @@ static const st_backend_ops cpu_ops = {
     .rms_norm = cpu_rms_norm, .add_rms_norm = cpu_add_rms_norm, .l2_norm_heads = cpu_l2_norm_heads,
     .pointwise = cpu_pointwise, .scale = cpu_scale, .gated_norm = cpu_gated_norm,
     .matmul = cpu_matmul, .matmul_many = cpu_matmul_many, .swiglu_ffn = cpu_swiglu_ffn,
-    .copy_rows = cpu_copy_rows, .get_rows = cpu_get_rows,
+    .copy_rows = cpu_copy_rows, .get_rows = cpu_get_rows, .get_rows_host = cpu_get_rows, .upload = cpu_upload,
     .rope = cpu_rope, .kv_store = cpu_kv_store, .attention = cpu_attention, .attention_cells = cpu_attention_cells,
     .conv1d = cpu_conv1d, .conv1d_l2 = cpu_conv1d_l2, .conv1d_steps = cpu_conv1d_steps,
     .gdn_gates = cpu_gdn_gates, .gdn = cpu_gdn,

@@ -300,6 +300,37 @@ static void cu_get_rows(st_backend *be, uint32_t type, const void *table, int64_
     DO(st_cuda_get_rows(b->cu, type, table, n_rows, dim, ids_host, n, out, ld_out));
 }
 
+/* The rows gathered on the host into a staging buffer, then uploaded (on the stream, waiting). */
+static void cu_get_rows_host(st_backend *be, uint32_t type, const void *table_host, int64_t n_rows, int64_t dim,
+                             const int32_t *ids_host, int64_t n, float *out, int64_t ld_out) {
+    st_cuda_backend *b = B(be);
+    LIVE();
+    wrote(b, out, ld_out, n, dim);
+    size_t bytes = (size_t)(n * dim) * F;
+    if (bytes > b->stage_bytes) {
+        float *p = realloc(b->stage, bytes);
+        if (!p) {
+            b->be.err = st_fail(ST_ERR_NOMEM, "cuda: out of memory for %zu bytes of gathered rows", bytes);
+            return;
+        }
+        b->stage = p;
+        b->stage_bytes = bytes;
+    }
+    if (!st_op_get_rows(type, table_host, n_rows, dim, ids_host, n, b->stage, dim)) {
+        b->be.err = st_fail(ST_ERR_RANGE, "cuda: a row id outside the table's %lld rows", (long long)n_rows);
+        return;
+    }
+    if (ld_out == dim) DO(st_cuda_upload(b->cu, out, b->stage, bytes));
+    else
+        for (int64_t r = 0; r < n; r++) DO(st_cuda_upload(b->cu, out + r * ld_out, b->stage + r * dim, (size_t)dim * F));
+}
+
+static void cu_upload(st_backend *be, void *dst, const void *src_host, size_t bytes) {
+    st_cuda_backend *b = B(be);
+    st_cuda_backend_wrote(b, dst, (int64_t)(bytes / F));
+    DO(st_cuda_upload(b->cu, dst, src_host, bytes));
+}
+
 /* ---- attention, Gated DeltaNet ------------------------------------------------------------------ */
 
 static void cu_rope(st_backend *be, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_tok, int64_t n_head,
@@ -446,7 +477,7 @@ static const st_backend_ops cuda_ops = {
     .rms_norm = cu_rms_norm, .add_rms_norm = cu_add_rms_norm, .l2_norm_heads = cu_l2_norm_heads,
     .pointwise = cu_pointwise, .scale = cu_scale, .gated_norm = cu_gated_norm,
     .matmul = cu_matmul, .matmul_many = cu_matmul_many, .swiglu_ffn = cu_swiglu_ffn,
-    .copy_rows = cu_copy_rows, .get_rows = cu_get_rows,
+    .copy_rows = cu_copy_rows, .get_rows = cu_get_rows, .get_rows_host = cu_get_rows_host, .upload = cu_upload,
     .rope = cu_rope, .kv_store = cu_kv_store, .attention = cu_attention, .attention_cells = cu_attention_cells,
     .conv1d = cu_conv1d, .conv1d_l2 = cu_conv1d_l2, .conv1d_steps = cu_conv1d_steps,
     .gdn_gates = cu_gdn_gates, .gdn = cu_gdn,
@@ -469,6 +500,9 @@ st_status st_cuda_backend_init(st_cuda_backend *b, st_cuda *cu, int64_t max_k) {
 }
 
 void st_cuda_backend_free(st_cuda_backend *b) {
+    free(b->stage);
+    b->stage = NULL;
+    b->stage_bytes = 0;
     for (int i = 0; i < 3; i++) {
         if (b->q8_buf[i]) st_cuda_free(b->cu, b->q8_buf[i]);
         b->q8_buf[i] = NULL;

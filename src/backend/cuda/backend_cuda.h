@@ -29,6 +29,8 @@ typedef struct st_cuda_backend {
     int outs_unfused;          /* no fused block outputs (the gates into 8 bits) */
     int plain;                 /* STRATA_CUDA_PLAIN bits: prompt paths left for the decode kernels */
     double *prof_ms;           /* NULL, or block times per kind (the forward's FWD_PROF_*) */
+    float *stage;              /* get_rows_host's gathered rows on the host */
+    size_t stage_bytes;
 } st_cuda_backend;
 
 /* max_k: the widest product input a norm, a block output or a SwiGLU prepares. */

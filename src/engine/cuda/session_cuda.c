@@ -35,6 +35,8 @@ struct st_device_session {
     st_state view;
     struct st_model view_m;      /* the model with the device's tensors (st_forward_cuda_view) */
     st_cuda_backend be;          /* the op table the forward runs on; its buffers outlive the graphs */
+    st_ws_plan plan;             /* the workspace's sizes: the model and n_ctx */
+    const int32_t *ids;          /* the engine session's ids (st_device_session_set_ids) */
     int be_ready;
     st_workspace ws;
     int32_t *io;                 /* pinned: tokens, then positions, ST_DEV_VERIFY_ROWS of each */
@@ -66,10 +68,14 @@ static void refresh_view(st_device_session *ds) {
     const st_hparams *hp = &ds->m->hp;
     for (int64_t il = 0; il < hp->n_layer; il++) {
         st_dlayer_state *L = &ds->state[il];
+        int64_t n_blocks = ds->lstate[il].n_blocks; /* the pooled keys stay valid */
         ds->lstate[il] = (st_layer_state){.k_cache = L->k_cache, .v_cache = L->v_cache, .conv = L->conv, .ssm = L->ssm,
-                                          .conv_steps = &L->conv_steps, .ssm_steps = L->ssm_steps};
+                                          .conv_steps = &L->conv_steps, .ssm_steps = L->ssm_steps,
+                                          .idx_cache = L->idx_cache, .idx_blocks = L->idx_blocks, .n_blocks = n_blocks,
+                                          .ple_hist = L->ple_hist};
     }
-    ds->view = (st_state){.n_ctx = ds->n_ctx, .kv_type = ds->kv_type, .layers = ds->lstate, .n_steps = ds->n_steps};
+    ds->view = (st_state){.n_ctx = ds->n_ctx, .kv_type = ds->kv_type, .layers = ds->lstate, .n_steps = ds->n_steps,
+                          .ids = ds->ids};
 }
 
 static size_t conv_bytes(const st_hparams *hp) {
@@ -87,6 +93,23 @@ static size_t kv_bytes(const st_device_session *ds, int64_t il) {
 
 static int is_gdn(const st_hparams *hp, int64_t il) { return st_hp_is_hybrid(hp) && hp->is_linear[il]; }
 
+/* qwen4exp's state: a QSA layer's raw indexer keys and pooled block keys, the PLE conv history. */
+static size_t idx_bytes(const st_device_session *ds) {
+    return (size_t)ds->n_ctx * st_kv_row_bytes(ds->kv_type, ds->m->hp.idx_dim);
+}
+static size_t blocks_bytes(const st_device_session *ds, int64_t il) {
+    return (size_t)(ds->n_ctx / ds->m->hp.compress_ratio[il] + 1) * (size_t)ds->m->hp.idx_dim * sizeof(float);
+}
+static size_t ple_bytes(const st_hparams *hp) {
+    return (size_t)(hp->n_hc * hp->n_embd * st_hp_ple_hist(hp)) * sizeof(float);
+}
+static int is_ple(const st_hparams *hp, int64_t il) { return hp->arch == ST_ARCH_QWEN4EXP && il == hp->ple_layer; }
+
+void st_device_session_set_ids(st_device_session *ds, const int32_t *ids) {
+    ds->ids = ids;
+    ds->view.ids = ids;
+}
+
 st_status st_device_session_new(st_device_model *dm, const struct st_model *m, int64_t n_ctx, uint32_t kv_type,
                                 st_device_session **out) {
     *out = NULL;
@@ -99,7 +122,8 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
     ds->n_ctx = n_ctx;
     ds->kv_type = kv_type;
     const char *env = getenv("STRATA_CUDA_GRAPHS");
-    ds->no_graphs = env && !strcmp(env, "0");
+    /* qwen4exp's steps run host work (the PLE hash, the QSA blocks pooled as they fill): eager */
+    ds->no_graphs = (env && !strcmp(env, "0")) || hp->arch == ST_ARCH_QWEN4EXP;
     const char *fenv = getenv("STRATA_CUDA_FUSED");
     ds->unfused = fenv && !strcmp(fenv, "0");
     ds->outs_unfused = fenv && !strcmp(fenv, "1");
@@ -120,7 +144,10 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
         } else {
             s = st_cuda_alloc(ds->cu, kv_bytes(ds, il), &L->k_cache);
             if (s == ST_OK) s = st_cuda_alloc(ds->cu, kv_bytes(ds, il), &L->v_cache);
+            if (s == ST_OK && st_hp_qsa(hp, il)) s = st_cuda_alloc(ds->cu, idx_bytes(ds), &L->idx_cache);
+            if (s == ST_OK && st_hp_qsa(hp, il)) s = st_cuda_alloc(ds->cu, blocks_bytes(ds, il), (void **)&L->idx_blocks);
         }
+        if (s == ST_OK && is_ple(hp, il)) s = st_cuda_alloc(ds->cu, ple_bytes(hp), (void **)&L->ple_hist);
     }
     if (s == ST_OK) s = (ds->lstate = calloc((size_t)hp->n_layer, sizeof *ds->lstate)) ? ST_OK
                                                                                         : st_fail(ST_ERR_NOMEM, "cuda session: out of memory");
@@ -129,7 +156,8 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
         st_forward_cuda_view(m, &dm->w, &ds->view_m);
         refresh_view(ds);
     }
-    if (s == ST_OK) s = st_workspace_init(&ds->ws, WS_N_BUFFERS, st_forward_cuda_ws_size, m);
+    ds->plan = (st_ws_plan){.m = m, .n_ctx = n_ctx};
+    if (s == ST_OK) s = st_workspace_init(&ds->ws, WS_N_BUFFERS, st_forward_cuda_ws_size, &ds->plan);
     if (s == ST_OK) st_workspace_set_allocator(&ds->ws, &(st_ws_allocator){dev_alloc, dev_free, ds->cu});
     if (s == ST_OK) s = st_cuda_host_alloc(2 * ST_DEV_VERIFY_ROWS * sizeof(int32_t), (void **)&ds->io);
     if (s == ST_OK) s = st_cuda_host_alloc((size_t)hp->n_vocab * sizeof(float), (void **)&ds->logits);
@@ -179,6 +207,9 @@ void st_device_session_free(st_device_session *ds) {
             st_cuda_free(ds->cu, L->conv_steps);
             st_cuda_free(ds->cu, L->ssm_steps);
             st_cuda_free(ds->cu, L->ssm_planes);
+            st_cuda_free(ds->cu, L->idx_cache);
+            st_cuda_free(ds->cu, L->idx_blocks);
+            st_cuda_free(ds->cu, L->ple_hist);
         }
         free(ds->state);
     }
@@ -196,6 +227,8 @@ st_status st_device_session_reset(st_device_session *ds) {
         st_dlayer_state *L = &ds->state[il];
         if (L->conv) ST_TRY(st_cuda_memset0(ds->cu, L->conv, conv_bytes(hp)));
         if (L->ssm) ST_TRY(st_cuda_memset0(ds->cu, L->ssm, ssm_bytes(hp)));
+        if (L->ple_hist) ST_TRY(st_cuda_memset0(ds->cu, L->ple_hist, ple_bytes(hp)));
+        if (ds->lstate) ds->lstate[il].n_blocks = 0;
     }
     return st_cuda_sync(ds->cu);
 }
@@ -222,6 +255,9 @@ static st_status state_part(st_device_session *ds, int64_t il, int part, int64_t
     const st_hparams *hp = &ds->m->hp;
     if (il < 0 || il >= hp->n_layer)
         return st_fail(ST_ERR_RANGE, "cuda session state: layer %lld of %lld", (long long)il, (long long)hp->n_layer);
+    if (hp->arch == ST_ARCH_QWEN4EXP)
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda session state: qwen4exp's indexer keys and PLE history are not saved "
+                       "from the GPU yet");
     st_dlayer_state *L = &ds->state[il];
     int gdn = is_gdn(hp, il), rec = part == ST_DSTATE_CONV || part == ST_DSTATE_SSM;
     if (part < ST_DSTATE_CONV || part > ST_DSTATE_V || gdn != rec)

@@ -125,7 +125,8 @@ static uint64_t session_reserve(const struct st_model *m) {
         else
             b += (uint64_t)4096 * 2 * 2 * (uint64_t)(hp->n_head_kv[il] * hp->head_dim);
     }
-    for (int id = 0; id < WS_N_BUFFERS; id++) b += st_forward_cuda_ws_size(m, id, 512);
+    st_ws_plan plan = {.m = m, .n_ctx = 4096};
+    for (int id = 0; id < WS_N_BUFFERS; id++) b += st_forward_cuda_ws_size(&plan, id, 512);
     return b;
 }
 
@@ -180,6 +181,12 @@ st_status st_device_model_load(const struct st_model *m, int progress, uint64_t 
         s = rebase_tensor(dm, base, size, &dm->w.tok_embd);
         if (s == ST_OK) s = rebase_tensor(dm, base, size, &dm->w.output);
         if (s == ST_OK) s = rebase_tensor(dm, base, size, &dm->w.output_norm);
+        dm->w.hc_head_norm = m->hc_head_norm;
+        dm->w.hc_head_down = m->hc_head_down;
+        dm->w.hc_head_up = m->hc_head_up;
+        if (s == ST_OK) s = rebase_tensor(dm, base, size, &dm->w.hc_head_norm);
+        if (s == ST_OK) s = rebase_tensor(dm, base, size, &dm->w.hc_head_down);
+        if (s == ST_OK) s = rebase_tensor(dm, base, size, &dm->w.hc_head_up);
         for (int64_t i = 0; i < m->hp.n_layer && s == ST_OK; i++) {
             dm->layers[i] = m->layers[i];
             for (int j = 0; j < ST_LAYER_N_TENSORS && s == ST_OK; j++)

@@ -159,6 +159,12 @@ st_status st_device_tiers_upload(st_device_model *dm, const struct st_model *m, 
         s = place_tensor(&u, &dm->w.tok_embd, 0);
         if (s == ST_OK) s = place_tensor(&u, &dm->w.output, 0);
         if (s == ST_OK) s = place_tensor(&u, &dm->w.output_norm, 0);
+        dm->w.hc_head_norm = m->hc_head_norm;
+        dm->w.hc_head_down = m->hc_head_down;
+        dm->w.hc_head_up = m->hc_head_up;
+        if (s == ST_OK) s = place_tensor(&u, &dm->w.hc_head_norm, 0);
+        if (s == ST_OK) s = place_tensor(&u, &dm->w.hc_head_down, 0);
+        if (s == ST_OK) s = place_tensor(&u, &dm->w.hc_head_up, 0);
     }
     for (int64_t il = 0; il < hp->n_layer && s == ST_OK; il++) {
         dm->layers[il] = m->layers[il];

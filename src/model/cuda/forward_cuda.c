@@ -45,8 +45,9 @@ static int64_t max_dense_ff(const struct st_model *m) {
     return mx;
 }
 
-size_t st_forward_cuda_ws_size(const void *model, int id, int64_t n) {
-    const struct st_model *m = model;
+size_t st_forward_cuda_ws_size(const void *ctx, int id, int64_t n) {
+    const st_ws_plan *plan = ctx;
+    const struct st_model *m = plan->m;
     const st_hparams *hp = &m->hp;
     const fwd_widths w = fwd_widths_of(hp);
     int64_t ff = max_dense_ff(m);
@@ -73,7 +74,9 @@ size_t st_forward_cuda_ws_size(const void *model, int id, int64_t n) {
     /* the routed slots' SwiGLU outputs in 8 bits (decode) */
     case WS_GEQ: return w.moe && w.ffe % 32 == 0 ? st_cuda_q8_bytes(w.ffe, (n < 8 ? n : 8) * w.k) : 0;
     case WS_X2: return (size_t)(n * w.d) * F;
-    default: return 0;
+    /* qwen4exp: the CPU's sizes; the selection's scratch is the context's (st_cuda_qsa_select) */
+    case WS_QSA_SCRATCH: return 0;
+    default: return fwd_q4_ws_size(plan, id, n);
     }
 }
 
@@ -93,8 +96,6 @@ static st_status check_tensor(const st_tensor *t) {
 
 st_status st_forward_cuda_check(const struct st_model *m) {
     const st_hparams *hp = &m->hp;
-    if (hp->arch == ST_ARCH_QWEN4EXP)
-        return st_fail(ST_ERR_UNSUPPORTED, "cuda: qwen4exp's hyper-connections, QSA and PLE are not on the GPU yet");
     if (hp->head_dim % 32 || hp->head_dim > 256)
         return st_fail(ST_ERR_UNSUPPORTED, "cuda: head size %lld (a multiple of 32 up to 256)", (long long)hp->head_dim);
     if (st_hp_is_hybrid(hp) && (hp->ssm_state % 32 || hp->ssm_state > 256 || hp->ssm_conv_kernel > 16))
@@ -248,7 +249,10 @@ void st_forward_cuda_view(const struct st_model *m, const st_dweights *w, struct
     view->tok_embd = w->tok_embd;
     view->output = w->output;
     view->output_norm = w->output_norm;
-    view->layers = w->layers;
+    view->hc_head_norm = w->hc_head_norm;
+    view->hc_head_down = w->hc_head_down;
+    view->hc_head_up = w->hc_head_up;
+    view->layers = w->layers;     /* the PLE table stays m's: its rows are gathered on the host */
 }
 
 int64_t st_forward_cuda_prep_width(const struct st_model *m) {

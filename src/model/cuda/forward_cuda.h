@@ -19,6 +19,8 @@
 /* The weights on the device: the model's tensor table with device pointers in data/f32. */
 typedef struct st_dweights {
     st_tensor tok_embd, output, output_norm;
+    st_tensor hc_head_norm, hc_head_down, hc_head_up; /* qwen4exp's head mixer (the PLE table stays
+                                                         on the host: its rows are gathered there) */
     st_layer *layers;            /* n_layer entries */
     /* Optional f16 copies of each MoE layer's experts for prompt chunks (st_cuda_moe_dequant_f16),
      * per layer gate|up [E][2ff][d] and down [E][d][ff]; NULL when not made. */
@@ -43,13 +45,19 @@ typedef struct st_dlayer_state {
     float *conv_steps;
     float **ssm_steps;
     float *ssm_planes;
+    /* qwen4exp: a QSA layer's raw indexer keys [n_ctx][idx_dim] of kv_type and pooled block keys
+     * [n_ctx/r + 1][idx_dim]; the PLE layer's conv history [hc*d][(K_ple-1)*N] */
+    void *idx_cache;
+    float *idx_blocks;
+    float *ple_hist;
 } st_dlayer_state;
 
 /* Rows of logits the head computes per pass (logits for every row go out in blocks of these). */
 #define ST_DEV_LOGIT_ROWS 64
 
-/* The device workspace's size function over model/forward_ws.h's ids (ctx = the model). */
-size_t st_forward_cuda_ws_size(const void *model, int id, int64_t rows);
+/* The device workspace's size function over model/forward_ws.h's ids (ctx = an st_ws_plan: the
+ * model and the session's cells). */
+size_t st_forward_cuda_ws_size(const void *plan, int id, int64_t rows);
 /* The model as the device forward reads it: m with w's tensors (device pointers). */
 void st_forward_cuda_view(const struct st_model *m, const st_dweights *w, struct st_model *view);
 /* The widest product input the GPU backend prepares in 8 bits (st_cuda_backend_init's max_k). */
