@@ -1,7 +1,8 @@
-/* backend.h: the CPU op set (implemented in backend/cpu/), which the CPU forward (src/model/)
- * calls for every step but two: the quantized products (backend/cpu/matmul.h) and the fused
- * expert job of a MoE layer (model/moe_exec.c). The CUDA backend has the same ops on device
- * pointers in backend/cuda/cuda_backend.h, called by the device forward (model/cuda/).
+/* backend.h: the CPU op set (implemented in backend/cpu/), and at the end the op table every
+ * forward is written against (st_backend), which the CPU (backend/cpu/backend_cpu.c, on these
+ * ops) and the GPU (backend/cuda/backend_cuda.c, on backend/cuda/cuda_backend.h) implement. The
+ * CPU's quantized products are backend/cpu/matmul.h; each backend's MoE layer is its own
+ * (model/ffn.c, model/cuda/forward_cuda.c).
  *
  * Conventions, for every op below:
  *  - Activations are host f32. A "row" is one token (or one token's head); rows are `ld*` floats

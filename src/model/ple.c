@@ -61,7 +61,7 @@ void fwd_ple(st_fwd *f, int il, float *R) {
     st_workspace *ws = f->ws;
 
     /* e: the n_ple table rows of each token, concatenated (hashed and gathered on the host) */
-    int32_t *rows = malloc((size_t)(n * nh) * sizeof *rows);
+    int32_t small[256], *rows = n * nh <= 256 ? small : malloc((size_t)(n * nh) * sizeof *rows); /* decode: no malloc */
     if (!rows) {
         if (f->be->err == ST_OK) f->be->err = st_fail(ST_ERR_NOMEM, "forward: out of memory for the PLE rows");
         return;
@@ -70,7 +70,7 @@ void fwd_ple(st_fwd *f, int il, float *R) {
     hash_rows(hp, f->s->ids, f->pos0, n, rows);
     FWD_OP(f, get_rows_host, m->ple_table.type, m->ple_table.data, m->ple_table.ne[1], hp->ple_dim, rows, n * nh, e,
            hp->ple_dim);
-    free(rows);
+    if (rows != small) free(rows);
 
     /* key and value projections; per-stream norms of the key and of the streams (the query) */
     float *key = st_workspace_f32(ws, WS_XN), *query = st_workspace_f32(ws, WS_HC_G);

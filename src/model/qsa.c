@@ -39,14 +39,15 @@ static void pool_blocks(st_fwd *f, int il, int64_t upto) {
     FWD_OP(f, qsa_pool, f->s->kv_type, S->idx_cache, dim, r, b0, upto, blk);
     FWD_OP(f, rms_norm, blk, dim, f->m->layers[il].idx_k_norm.f32, blk, dim, nb, dim, hp->eps);
     /* the blocks' positions, written on the host */
-    int32_t *pos = st_workspace_get(f->ws, WS_QSA_POS), *host = malloc((size_t)nb * sizeof *host);
+    int32_t small[64], *pos = st_workspace_get(f->ws, WS_QSA_POS);
+    int32_t *host = nb <= 64 ? small : malloc((size_t)nb * sizeof *host); /* decode: a block at a time, no malloc */
     if (!host) {
         if (f->be->err == ST_OK) f->be->err = st_fail(ST_ERR_NOMEM, "forward: out of memory for %lld QSA block positions", (long long)nb);
         return;
     }
     for (int64_t b = 0; b < nb; b++) host[b] = (int32_t)((b0 + b) * r);
     FWD_OP(f, upload, pos, host, (size_t)nb * sizeof *host);
-    free(host);
+    if (host != small) free(host);
     st_rope_params rp = fwd_rope_params(hp);
     FWD_OP(f, rope, blk, dim, dim, nb, 1, pos, &rp);
     S->n_blocks = upto;

@@ -215,12 +215,13 @@ static void cu_matmul_many(st_backend *be, const float *x, int64_t ldx, int64_t 
     LIVE();
     for (int i = 0; i < n_items; i++) wrote(b, items[i].y, items[i].ldy, n, items[i].w.M);
     const st_cuda_prep *p = st_cuda_backend_prepared(b, x, n, ldx);
-    if (!p || !p->multi) {
+    enum { MAX_ITEMS = 16 };
+    if (!p || !p->multi || n_items > MAX_ITEMS) {
         for (int i = 0; i < n_items; i++) cu_matmul(be, &items[i].w, x, ldx, n, items[i].y, items[i].ldy);
         return;
     }
-    int done[16] = {0};
-    for (int i = 0; i < n_items && i < 16; i++) {
+    int done[MAX_ITEMS] = {0};
+    for (int i = 0; i < n_items; i++) {
         if (done[i]) continue;
         const st_mat *w = &items[i].w;
         if (!st_cuda_type_q8(w->type) || w->K != p->K) {
@@ -230,7 +231,7 @@ static void cu_matmul_many(st_backend *be, const float *x, int64_t ldx, int64_t 
         }
         st_cuda_mv mv[ST_CUDA_MV_MULTI];
         int idx[ST_CUDA_MV_MULTI], nm = 0;
-        for (int j = i; j < n_items && j < 16 && nm < ST_CUDA_MV_MULTI; j++) {
+        for (int j = i; j < n_items && nm < ST_CUDA_MV_MULTI; j++) {
             if (done[j] || items[j].w.type != w->type || items[j].w.K != p->K) continue;
             mv[nm] = (st_cuda_mv){items[j].w.data, items[j].w.M, items[j].y, items[j].ldy};
             idx[nm++] = j;
