@@ -20,7 +20,7 @@ static const cli_flag shared_flags[] = {
      "a GGUF file (default: the demo model, models/strata-demo-q8_0.gguf)", CLI_MODEL},
     {"--device", NULL, "D", CLI_CHOICE, OPT(device), 0, 0, "cpu|cuda|auto", device_values,
      "cpu, cuda or auto (default auto: cuda when this build has it and a GPU\n"
-     "is present, else cpu; a qwen4exp file: cpu unless cuda is asked for)", CLI_MODEL},
+     "is present, else cpu)", CLI_MODEL},
     {"--gpu-mem", NULL, "GiB", CLI_FLOAT, OPT(gpu_mem), 0, 1e6, NULL, NULL,
      "on a GPU, the device memory in use may reach GiB (default: all of it\n"
      "less 1 GiB); the routed experts that do not fit stay in host memory,\n"

@@ -265,10 +265,7 @@ st_status st_model_load(const char *path, const st_model_params *params, st_mode
         st_tokenizer_free(m->tok);
         m->tok = NULL;
     }
-    /* qwen4exp goes to the GPU only when asked (--device cuda): its device sessions cannot save
-     * their state yet, which the server's prompt cache wants (docs/cuda.md). */
-    int auto_ok = m->hp.arch != ST_ARCH_QWEN4EXP;
-    if (p.device == ST_DEVICE_CUDA || (p.device != ST_DEVICE_CPU && auto_ok && st_device_count() > 0)) {
+    if (p.device == ST_DEVICE_CUDA || (p.device != ST_DEVICE_CPU && st_device_count() > 0)) {
         /* Uploaded straight from the mapping; the host keeps no copy. */
         st_status ds = st_device_model_load(m, p.progress, (uint64_t)(p.gpu_mem_gib * (double)(1ull << 30)), &m->dev);
         if (ds == ST_OK) {

@@ -1316,11 +1316,12 @@ static void test_fused_outputs(uint32_t type, int64_t n, int64_t heads, int64_t 
     free(wf); free(Wq); free(x); free(z); free(nw);
 }
 
-/* The low-bit weight types (src/backend/cuda/quant_lowbit.cuh) on every path that takes a weight:
+/* The low-bit and legacy weight types (src/backend/cuda/quant_lowbit.cuh) on every path that takes a weight:
  * decode matvec and its prepared-row forms, the expert products, the prompt GEMM, the MoE prefill
  * and get_rows. K is a multiple of 256 (the super-block) and of 64 (q2_0's block). */
 static const uint32_t lowbit_types[] = { ST_TYPE_IQ4_XS, ST_TYPE_IQ3_XXS, ST_TYPE_IQ3_S, ST_TYPE_IQ2_XS,
-                                         ST_TYPE_IQ4_NL, ST_TYPE_Q2_0, ST_TYPE_Q2_K, ST_TYPE_Q3_K };
+                                         ST_TYPE_IQ4_NL, ST_TYPE_Q2_0, ST_TYPE_Q2_K, ST_TYPE_Q3_K,
+                                         ST_TYPE_Q4_0, ST_TYPE_Q4_1, ST_TYPE_Q5_0, ST_TYPE_Q5_1 };
 
 static void test_lowbit(uint32_t type) {
     test_matmul(type, 77, 768, 1);

@@ -122,5 +122,9 @@ int main(void) {
     check_type<lb<ST_TYPE_Q2_0>>(ST_TYPE_Q2_0, "q2_0");
     check_type<lb<ST_TYPE_Q2_K>>(ST_TYPE_Q2_K, "q2_K");
     check_type<lb<ST_TYPE_Q3_K>>(ST_TYPE_Q3_K, "q3_K");
+    check_type<lb<ST_TYPE_Q4_0>>(ST_TYPE_Q4_0, "q4_0");
+    check_type<lb<ST_TYPE_Q4_1>>(ST_TYPE_Q4_1, "q4_1");
+    check_type<lb<ST_TYPE_Q5_0>>(ST_TYPE_Q5_0, "q5_0");
+    check_type<lb<ST_TYPE_Q5_1>>(ST_TYPE_Q5_1, "q5_1");
     return test_report("test_cuda_host");
 }

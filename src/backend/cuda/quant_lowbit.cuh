@@ -1,21 +1,23 @@
 /* quant_lowbit.cuh: the block decode of the low-bit weight types on the GPU (iq4_xs, iq3_xxs,
- * iq3_s, iq2_xs, iq4_nl, q2_0, q2_K, q3_K), once, for every kernel that reads them: the decode
- * matvec's unit dot products on 8-bit activations, and the dequantizers of the prompt GEMM, the
- * MoE prefill and get_rows. Only matmul.cu includes it (the grids live in its device memory); the
- * MoE prefill asks matmul.cu for its dequantized experts (cu_dequant_experts_lowbit).
+ * iq3_s, iq2_xs, iq4_nl, q2_0, q2_K, q3_K) and of the legacy 32-element blocks that quantizers
+ * fall back to where a row is not a multiple of 256 (q4_0, q4_1, q5_0, q5_1), once, for every
+ * kernel that reads them: the decode matvec's unit dot products on 8-bit activations, and the
+ * dequantizers of the prompt GEMM, the MoE prefill and get_rows. Only matmul.cu includes it (the
+ * grids live in its device memory); the MoE prefill asks matmul.cu for its dequantized experts
+ * (cu_dequant_experts_lowbit).
  *
- * All eight types share one shape: every group of 8 consecutive elements decodes to 8 signed
- * int8 values q, and every 16 elements share one float factor f (and, q2_K only, a minimum m):
- * value = f * q (q2_K: f * q - m). A type is a traits struct lb<T> with grp8 (group g of a block
- * as two ints of 4 int8 each) and factor/minv (sub-block t of 16); the generic code below turns
- * that into a 32-element unit dot (dp4a against the activations' int8, one f per 16) and into
- * the dequantized values, evaluated in the order of the CPU's reference dequantizers (src/quant/
- * ref_iq.c, ref_iq4.c, ref_lowbit.c, ref_k.c), so that the GPU's f16/f32 weights equal
+ * All twelve types share one shape: every group of 8 consecutive elements decodes to 8 signed
+ * int8 values q, and every 16 elements share one float factor f (and, q2_K, q4_1 and q5_1, a
+ * minimum m): value = f * q (or f * q - m). A type is a traits struct lb<T> with grp8 (group g of
+ * a block as two ints of 4 int8 each) and factor/minv (sub-block t of 16); the generic code below
+ * turns that into a 32-element unit dot (dp4a against the activations' int8, one f per 16) and
+ * into the dequantized values, evaluated in the order of the CPU's reference dequantizers (src/quant/
+ * ref_iq.c, ref_iq4.c, ref_lowbit.c, ref_k.c, ref_legacy.c), so that the GPU's f16/f32 weights equal
  * st_dequantize_row's bit for bit (tests/cuda/test_cuda_host.cu checks it on random blocks).
  *
  * The grids, sign masks and iq4 levels are src/quant's own tables (quant/iq_grids.h), copied to
  * device memory by cu_lowbit_upload when a context opens; the host build of these functions reads
- * the host tables directly. Blocks of 74, 98, 110 and 18 bytes are only 2-byte aligned, so their
+ * the host tables directly. Blocks of 74, 98, 110, 18 and 22 bytes are only 2-byte aligned, so their
  * words are read as halves (ld_int_b2). */
 #ifndef ST_BACKEND_CUDA_QUANT_LOWBIT_CUH
 #define ST_BACKEND_CUDA_QUANT_LOWBIT_CUH
@@ -286,6 +288,54 @@ template <> struct lb<ST_TYPE_Q3_K> {
     static HD float minv(const uint8_t *, int) { return 0.0f; }
 };
 
+/* q4_0, q4_1, q5_0, q5_1: blocks of 32, an f16 d (and, the _1 forms, an f16 minimum m), 16 bytes of
+ * nibbles (low nibbles elements 0..15, high 16..31) and, the q5 forms, a u32 qh whose bit j is
+ * element j's fifth bit. q4_0: d * (q - 8); q5_0: d * (q - 16); the _1 forms d * q + m (minv -m).
+ * Group g: nibbles of qs[8 (g & 1) ..], shift 4 (g >> 1); qh bits 8g .. 8g+7. */
+HD void nib_grp8(const uint8_t *qs, int g, int q[2]) {
+    const int sh = 4 * (g >> 1);
+    for (int i = 0; i < 2; i++) q[i] = ((uint32_t)ld_int_b2(qs + 8 * (g & 1), i) >> sh) & 0x0F0F0F0Fu;
+}
+/* the fifth bits of a group from its qh byte: bit i of m to bit 4 of byte i */
+HD void q5_high(unsigned m, int q[2]) {
+    q[0] |= (int)((((m & 15) * 0x00204081u) & 0x01010101u) << 4);
+    q[1] |= (int)((((m >> 4) * 0x00204081u) & 0x01010101u) << 4);
+}
+template <> struct lb<ST_TYPE_Q4_0> {
+    enum { TYPE = ST_TYPE_Q4_0, QK = 32, BYTES = 18, ELEMS = 32, HAS_MIN = 0 };
+    static HD void grp8(const uint8_t *b, int g, int q[2]) {
+        nib_grp8(b + 2, g, q);
+        for (int i = 0; i < 2; i++) q[i] = sub_bytes((uint32_t)q[i], 0x08080808u);
+    }
+    static HD float factor(const uint8_t *b, int) { return h2f(*(const uint16_t *)b); }
+    static HD float minv(const uint8_t *, int) { return 0.0f; }
+};
+template <> struct lb<ST_TYPE_Q4_1> {
+    enum { TYPE = ST_TYPE_Q4_1, QK = 32, BYTES = 20, ELEMS = 32, HAS_MIN = 1 };
+    static HD void grp8(const uint8_t *b, int g, int q[2]) { nib_grp8(b + 4, g, q); }
+    static HD float factor(const uint8_t *b, int) { return h2f(*(const uint16_t *)b); }
+    static HD float minv(const uint8_t *b, int) { return -h2f(*(const uint16_t *)(b + 2)); }
+};
+template <> struct lb<ST_TYPE_Q5_0> {
+    enum { TYPE = ST_TYPE_Q5_0, QK = 32, BYTES = 22, ELEMS = 32, HAS_MIN = 0 };
+    static HD void grp8(const uint8_t *b, int g, int q[2]) {
+        nib_grp8(b + 6, g, q);
+        q5_high(b[2 + g], q);
+        for (int i = 0; i < 2; i++) q[i] = sub_bytes((uint32_t)q[i], 0x10101010u);
+    }
+    static HD float factor(const uint8_t *b, int) { return h2f(*(const uint16_t *)b); }
+    static HD float minv(const uint8_t *, int) { return 0.0f; }
+};
+template <> struct lb<ST_TYPE_Q5_1> {
+    enum { TYPE = ST_TYPE_Q5_1, QK = 32, BYTES = 24, ELEMS = 32, HAS_MIN = 1 };
+    static HD void grp8(const uint8_t *b, int g, int q[2]) {
+        nib_grp8(b + 8, g, q);
+        q5_high(b[4 + g], q);
+    }
+    static HD float factor(const uint8_t *b, int) { return h2f(*(const uint16_t *)b); }
+    static HD float minv(const uint8_t *b, int) { return -h2f(*(const uint16_t *)(b + 2)); }
+};
+
 /* The types above, for the dispatch switches: F(type id). */
 #define LB_CASES(F) \
     case ST_TYPE_IQ4_XS: F(ST_TYPE_IQ4_XS); break; \
@@ -295,7 +345,11 @@ template <> struct lb<ST_TYPE_Q3_K> {
     case ST_TYPE_IQ4_NL: F(ST_TYPE_IQ4_NL); break; \
     case ST_TYPE_Q2_0: F(ST_TYPE_Q2_0); break; \
     case ST_TYPE_Q2_K: F(ST_TYPE_Q2_K); break; \
-    case ST_TYPE_Q3_K: F(ST_TYPE_Q3_K); break;
+    case ST_TYPE_Q3_K: F(ST_TYPE_Q3_K); break; \
+    case ST_TYPE_Q4_0: F(ST_TYPE_Q4_0); break; \
+    case ST_TYPE_Q4_1: F(ST_TYPE_Q4_1); break; \
+    case ST_TYPE_Q5_0: F(ST_TYPE_Q5_0); break; \
+    case ST_TYPE_Q5_1: F(ST_TYPE_Q5_1); break;
 
 __host__ __device__ constexpr int lb_type(uint32_t t) {
     switch (t) {

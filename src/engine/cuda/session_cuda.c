@@ -244,7 +244,11 @@ st_status st_device_session_reserve(st_device_session *ds, int64_t rows) {
 uint64_t st_device_session_state_bytes(const st_device_session *ds) {
     const st_hparams *hp = &ds->m->hp;
     uint64_t b = 0;
-    for (int64_t il = 0; il < hp->n_layer; il++) b += is_gdn(hp, il) ? conv_bytes(hp) + ssm_bytes(hp) : 2 * kv_bytes(ds, il);
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        b += is_gdn(hp, il) ? conv_bytes(hp) + ssm_bytes(hp) : 2 * kv_bytes(ds, il);
+        if (st_hp_qsa(hp, il)) b += idx_bytes(ds) + blocks_bytes(ds, il);
+        if (is_ple(hp, il)) b += ple_bytes(hp);
+    }
     return b;
 }
 
@@ -255,24 +259,24 @@ static st_status state_part(st_device_session *ds, int64_t il, int part, int64_t
     const st_hparams *hp = &ds->m->hp;
     if (il < 0 || il >= hp->n_layer)
         return st_fail(ST_ERR_RANGE, "cuda session state: layer %lld of %lld", (long long)il, (long long)hp->n_layer);
-    if (hp->arch == ST_ARCH_QWEN4EXP)
-        return st_fail(ST_ERR_UNSUPPORTED, "cuda session state: qwen4exp's indexer keys and PLE history are not saved "
-                       "from the GPU yet");
     st_dlayer_state *L = &ds->state[il];
-    int gdn = is_gdn(hp, il), rec = part == ST_DSTATE_CONV || part == ST_DSTATE_SSM;
-    if (part < ST_DSTATE_CONV || part > ST_DSTATE_V || gdn != rec)
+    const int gdn = is_gdn(hp, il);
+    const int ok = gdn ? part == ST_DSTATE_CONV || part == ST_DSTATE_SSM || (part == ST_DSTATE_PLE && is_ple(hp, il))
+                       : part == ST_DSTATE_K || part == ST_DSTATE_V || (part == ST_DSTATE_IDX && st_hp_qsa(hp, il));
+    if (!ok)
         return st_fail(ST_ERR_INVALID, "cuda session state: layer %lld is %s and has no part %d", (long long)il,
                        gdn ? "a Gated DeltaNet layer" : "an attention layer", part);
-    if (rec) {
-        *dev = part == ST_DSTATE_CONV ? (void *)L->conv : (void *)L->ssm;
-        *bytes = part == ST_DSTATE_CONV ? conv_bytes(hp) : ssm_bytes(hp);
+    if (gdn) {
+        *dev = part == ST_DSTATE_CONV ? (void *)L->conv : part == ST_DSTATE_SSM ? (void *)L->ssm : (void *)L->ple_hist;
+        *bytes = part == ST_DSTATE_CONV ? conv_bytes(hp) : part == ST_DSTATE_SSM ? ssm_bytes(hp) : ple_bytes(hp);
         return ST_OK;
     }
     if (n_cells < 0 || n_cells > ds->n_ctx)
         return st_fail(ST_ERR_RANGE, "cuda session state: %lld cells of layer %lld; the cache has %lld", (long long)n_cells,
                        (long long)il, (long long)ds->n_ctx);
-    *dev = part == ST_DSTATE_K ? L->k_cache : L->v_cache;
-    *bytes = (size_t)n_cells * st_kv_row_bytes(ds->kv_type, hp->n_head_kv[il] * hp->head_dim);
+    const int64_t width = part == ST_DSTATE_IDX ? hp->idx_dim : hp->n_head_kv[il] * hp->head_dim;
+    *dev = part == ST_DSTATE_K ? L->k_cache : part == ST_DSTATE_V ? L->v_cache : L->idx_cache;
+    *bytes = (size_t)n_cells * st_kv_row_bytes(ds->kv_type, width);
     return ST_OK;
 }
 
@@ -287,6 +291,8 @@ st_status st_device_session_write_state(st_device_session *ds, int64_t il, int p
     void *dev;
     size_t bytes;
     ST_TRY(state_part(ds, il, part, n_cells, &dev, &bytes));
+    /* the pooled QSA block keys belonged to the old indexer keys: pooled again from these */
+    if (part == ST_DSTATE_IDX) ds->lstate[il].n_blocks = 0;
     /* The addresses stay the same, so the captured decode graphs stay valid. */
     return bytes ? st_cuda_upload(ds->cu, dev, host, bytes) : ST_OK;
 }

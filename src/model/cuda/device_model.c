@@ -1,7 +1,8 @@
 /* device_model.c: model/device.h on CUDA: the model's weights resident on the GPU.
  *
- * The GGUF's whole data section is uploaded once, in its file types, into one device allocation
- * through a pinned staging buffer; each bound tensor's pointer is rebased into it. The few vectors
+ * The GGUF's data section is uploaded once, in its file types, into one device allocation through
+ * a pinned staging buffer (all of it but qwen4exp's PLE table, whose rows the host gathers); each
+ * bound tensor's pointer is rebased into it. The few vectors
  * the binder converted to f32 on the host (f16 norms) are uploaded one by one. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,14 +27,25 @@ static st_status own(st_device_model *dm, void *p) {
     return ST_OK;
 }
 
+/* The mapping's data section as the blob holds it: everything but a hole (qwen4exp's PLE table,
+ * which the host reads a few rows of per token and which may be larger than the device), the
+ * bytes after the hole moved down by its size. */
+typedef struct blob_map {
+    const char *base;
+    size_t size, hole_off, hole_size;   /* hole_size 0: no hole */
+} blob_map;
+
 /* A host pointer of the mapping's data section moved into the blob; other vectors uploaded alone. */
-static st_status rebase(st_device_model *dm, const char *base, size_t size, const void *p, size_t bytes, const void **out) {
+static st_status rebase(st_device_model *dm, const blob_map *bm, const void *p, size_t bytes, const void **out) {
     if (!p) {
         *out = NULL;
         return ST_OK;
     }
-    if ((const char *)p >= base && (const char *)p < base + size) {
-        *out = (const char *)dm->blob + ((const char *)p - base);
+    const char *c = p;
+    if (c >= bm->base && c < bm->base + bm->size) {
+        size_t off = (size_t)(c - bm->base);
+        if (bm->hole_size && off >= bm->hole_off) off -= bm->hole_size;
+        *out = (const char *)dm->blob + off;
         return ST_OK;
     }
     void *d;
@@ -44,33 +56,48 @@ static st_status rebase(st_device_model *dm, const char *base, size_t size, cons
     return ST_OK;
 }
 
-static st_status rebase_tensor(st_device_model *dm, const char *base, size_t size, st_tensor *t) {
+static st_status rebase_tensor(st_device_model *dm, const blob_map *bm, st_tensor *t) {
     size_t bytes = t->row_bytes * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
-    ST_TRY(rebase(dm, base, size, t->data, bytes, &t->data));
+    ST_TRY(rebase(dm, bm, t->data, bytes, &t->data));
     const void *f32;
     size_t n = (size_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
-    ST_TRY(rebase(dm, base, size, t->f32, n * sizeof(float), &f32));
+    ST_TRY(rebase(dm, bm, t->f32, n * sizeof(float), &f32));
     t->f32 = f32;
     t->escale = NULL; /* checked to be all ones */
     return ST_OK;
 }
 
-/* The data section through a pinned double buffer (so copies overlap the reads of the mapping). */
-static st_status upload_blob(st_device_model *dm, const char *base, size_t size, int progress) {
+/* len bytes of the data section from src to the blob at dst, through a pinned double buffer (so
+ * copies overlap the reads of the mapping); done and total: the progress over both pieces. */
+static st_status upload_range(st_device_model *dm, void *stage[2], const char *src, size_t len, char *dst, size_t *done,
+                              size_t total, int progress) {
     const size_t chunk = 64u << 20;
-    void *stage[2] = {NULL, NULL};
-    st_status s = st_cuda_host_alloc(chunk, &stage[0]);
-    if (s == ST_OK) s = st_cuda_host_alloc(chunk, &stage[1]);
-    for (size_t off = 0, i = 0; off < size && s == ST_OK; off += chunk, i++) {
-        size_t len = size - off < chunk ? size - off : chunk;
+    st_status s = ST_OK;
+    for (size_t off = 0, i = 0; off < len && s == ST_OK; off += chunk, i++) {
+        size_t n = len - off < chunk ? len - off : chunk;
         /* the copy that last used this buffer must be done */
         if (i >= 2) s = st_cuda_sync(dm->cu);
         if (s != ST_OK) break;
-        memcpy(stage[i % 2], base + off, len);
-        s = st_cuda_upload_async(dm->cu, (char *)dm->blob + off, stage[i % 2], len);
-        if (progress && i % 8 == 0) st_progress("uploading weights", (double)off, (double)size);
+        memcpy(stage[i % 2], src + off, n);
+        s = st_cuda_upload_async(dm->cu, dst + off, stage[i % 2], n);
+        *done += n;
+        if (progress && i % 8 == 0) st_progress("uploading weights", (double)*done, (double)total);
     }
     if (s == ST_OK) s = st_cuda_sync(dm->cu);
+    return s;
+}
+
+/* The data section but its hole into the blob. */
+static st_status upload_blob(st_device_model *dm, const blob_map *bm, int progress) {
+    void *stage[2] = {NULL, NULL};
+    st_status s = st_cuda_host_alloc(64u << 20, &stage[0]);
+    if (s == ST_OK) s = st_cuda_host_alloc(64u << 20, &stage[1]);
+    const size_t head = bm->hole_size ? bm->hole_off : bm->size, tail = bm->size - head - bm->hole_size;
+    size_t done = 0;
+    if (s == ST_OK) s = upload_range(dm, stage, bm->base, head, dm->blob, &done, head + tail, progress);
+    if (s == ST_OK && tail)
+        s = upload_range(dm, stage, bm->base + head + bm->hole_size, tail, (char *)dm->blob + head, &done, head + tail,
+                         progress);
     if (progress) st_progress_end();
     st_cuda_host_free(stage[0]);
     st_cuda_host_free(stage[1]);
@@ -138,7 +165,17 @@ st_status st_device_model_load(const struct st_model *m, int progress, uint64_t 
     if (!dm) return st_fail(ST_ERR_NOMEM, "cuda: out of memory");
     st_status s = st_cuda_open(0, &dm->cu);
     size_t off = st_gguf_data_offset(m->gguf), size = st_gguf_file_size(m->gguf) - off;
-    const char *base = NULL;
+    blob_map bm = {.size = size};
+    if (st_gguf_n_tensors(m->gguf) > 0) {
+        const st_gguf_tensor *t0 = st_gguf_tensor_at(m->gguf, 0);
+        bm.base = (const char *)t0->data - t0->offset;
+    }
+    if (m->ple_table.data && bm.base) {
+        bm.hole_off = (size_t)((const char *)m->ple_table.data - bm.base);
+        /* whole 256-byte steps only, so every tensor after it keeps its alignment */
+        bm.hole_size = (size_t)m->ple_table_bytes & ~(size_t)255;
+    }
+    const size_t kept = size - bm.hole_size;   /* the bytes the blob holds */
     /* The budget caps the device memory in use (the context's own share, and anything else on the
      * device, included): given, or all of it less 1 GiB. */
     size_t free_b = 0, total_b = 0;
@@ -165,36 +202,39 @@ st_status st_device_model_load(const struct st_model *m, int progress, uint64_t 
     if (s == ST_OK && tiered) {
         s = st_device_tiers_upload(dm, m, room, progress);
     } else if (s == ST_OK) {
-        if (st_gguf_n_tensors(m->gguf) > 0) {
-            const st_gguf_tensor *t0 = st_gguf_tensor_at(m->gguf, 0);
-            base = (const char *)t0->data - t0->offset;
+        if (bm.base) {
             /* the model's pointers must still be the mapping's (no host copy) */
-            s = st_cuda_alloc(dm->cu, size, &dm->blob);
-            if (s == ST_OK) s = upload_blob(dm, base, size, progress);
+            s = st_cuda_alloc(dm->cu, kept, &dm->blob);
+            if (s == ST_OK) s = upload_blob(dm, &bm, progress);
         }
-        snprintf(dm->plan, sizeof dm->plan, "all %.1f GiB of weights on the GPU", (double)size / (double)(1ull << 30));
+        snprintf(dm->plan, sizeof dm->plan, "all %.1f GiB of weights on the GPU", (double)kept / (double)(1ull << 30));
+        if (bm.hole_size) {
+            size_t len = strlen(dm->plan);
+            snprintf(dm->plan + len, sizeof dm->plan - len, " (the %.1f GiB PLE table stays on the host)",
+                     (double)bm.hole_size / (double)(1ull << 30));
+        }
     }
     if (s == ST_OK && !tiered) {
         dm->w.tok_embd = m->tok_embd;
         dm->w.output = m->output;
         dm->w.output_norm = m->output_norm;
-        s = rebase_tensor(dm, base, size, &dm->w.tok_embd);
-        if (s == ST_OK) s = rebase_tensor(dm, base, size, &dm->w.output);
-        if (s == ST_OK) s = rebase_tensor(dm, base, size, &dm->w.output_norm);
+        s = rebase_tensor(dm, &bm, &dm->w.tok_embd);
+        if (s == ST_OK) s = rebase_tensor(dm, &bm, &dm->w.output);
+        if (s == ST_OK) s = rebase_tensor(dm, &bm, &dm->w.output_norm);
         dm->w.hc_head_norm = m->hc_head_norm;
         dm->w.hc_head_down = m->hc_head_down;
         dm->w.hc_head_up = m->hc_head_up;
-        if (s == ST_OK) s = rebase_tensor(dm, base, size, &dm->w.hc_head_norm);
-        if (s == ST_OK) s = rebase_tensor(dm, base, size, &dm->w.hc_head_down);
-        if (s == ST_OK) s = rebase_tensor(dm, base, size, &dm->w.hc_head_up);
+        if (s == ST_OK) s = rebase_tensor(dm, &bm, &dm->w.hc_head_norm);
+        if (s == ST_OK) s = rebase_tensor(dm, &bm, &dm->w.hc_head_down);
+        if (s == ST_OK) s = rebase_tensor(dm, &bm, &dm->w.hc_head_up);
         for (int64_t i = 0; i < m->hp.n_layer && s == ST_OK; i++) {
             dm->layers[i] = m->layers[i];
             for (int j = 0; j < ST_LAYER_N_TENSORS && s == ST_OK; j++)
-                s = rebase_tensor(dm, base, size, st_layer_tensor_at(&dm->layers[i], j));
+                s = rebase_tensor(dm, &bm, st_layer_tensor_at(&dm->layers[i], j));
         }
         dm->w.layers = dm->layers;
     }
-    if (s == ST_OK && !tiered) s = make_expert_f16(dm, m, room > size ? room - size : 0, progress);
+    if (s == ST_OK && !tiered) s = make_expert_f16(dm, m, room > kept ? room - kept : 0, progress);
     if (s == ST_OK && budget < total_b - ((size_t)1 << 30)) {
         size_t len = strlen(dm->plan);
         snprintf(dm->plan + len, sizeof dm->plan - len, " (budget %s, %s of it kept for the context and a session)", bb, ub);
