@@ -2,8 +2,8 @@
  *
  * The GGUF's data section is uploaded once, in its file types, into one device allocation through
  * a pinned staging buffer (all of it but qwen4exp's PLE table, whose rows the host gathers); each
- * bound tensor's pointer is rebased into it. The few vectors
- * the binder converted to f32 on the host (f16 norms) are uploaded one by one. */
+ * bound tensor's pointer is rebased into it. The few vectors the binder converted to f32 on the
+ * host (f16 norms) are uploaded one by one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +29,8 @@ static st_status own(st_device_model *dm, void *p) {
 
 /* The mapping's data section as the blob holds it: everything but a hole (qwen4exp's PLE table,
  * which the host reads a few rows of per token and which may be larger than the device), the
- * bytes after the hole moved down by its size. */
+ * bytes after the hole moved down by hole_size: the table's size rounded down to 256 bytes, so
+ * that every tensor keeps its alignment (the table's last few bytes are uploaded, unread). */
 typedef struct blob_map {
     const char *base;
     size_t size, hole_off, hole_size;   /* hole_size 0: no hole */
