@@ -211,6 +211,24 @@ void st_op_hc_post(st_pool *pool, float *R, int64_t ld_r, const float *y, int64_
 void st_op_ple_gate(st_pool *pool, const float *k, const float *q, int64_t ld_kq, const float *val,
                     int64_t ld_v, float *gv, int64_t ld_gv, int64_t n_tok, int64_t hc, int64_t d);
 
+/* The n-gram hash (MODELS.md §6.3, ERRATA F6): the hyperparameters it reads (ngram at most
+ * ST_PLE_HASH_MAX_NGRAM, llama.cpp's LLAMA_MAX_PLE_NGRAM). */
+#define ST_PLE_HASH_MAX_NGRAM 8
+typedef struct st_ple_hash {
+    int64_t ngram;              /* N: orders 2 .. N */
+    int64_t per, n_heads;       /* heads per order; n_heads = (N-1) per */
+    int32_t eos;                /* the reset token */
+    const uint64_t *mult;       /* [N] */
+    const uint32_t *offset, *size; /* [n_heads] */
+} st_ple_hash;
+
+/* The table rows of n tokens: win[j] is the token N-1-j positions before the first (-1 before
+ * position 0), so token t is win[t + N - 1] and its s-th predecessor win[t + N - 1 - s]. Its
+ * context c_0 = the token, c_s = the s-th predecessor, the first missing or EOS predecessor and
+ * every older one read as EOS; mix = (c_0 M_0) ^ ... ^ (c_{o-1} M_{o-1}) in uint64 for the order
+ * o; rows[t*n_heads + h] = mix mod size_h + offset_h for the per heads of each order. */
+void st_op_ple_hash(const st_ple_hash *h, const int32_t *win, int64_t n, int32_t *rows);
+
 /* ---- qwen4exp: QSA sparse attention (MODELS.md §6.2, ERRATA F1-F4) ---------------------------- */
 
 /* The mean of each block of r consecutive cached raw indexer keys, for blocks b0 .. b1-1:
@@ -343,10 +361,13 @@ typedef struct st_backend_ops {
                       int64_t rows);
     void (*get_rows)(st_backend *be, uint32_t type, const void *table, int64_t n_rows, int64_t dim,
                      const int32_t *ids_host, int64_t n, float *out, int64_t ld_out);
-    /* get_rows from a table in host memory (qwen4exp's PLE table: a few rows a token, never
-     * uploaded), and bytes from the host into the backend's memory, ordered with the ops around. */
-    void (*get_rows_host)(st_backend *be, uint32_t type, const void *table_host, int64_t n_rows, int64_t dim,
-                          const int32_t *ids_host, int64_t n, float *out, int64_t ld_out);
+    /* qwen4exp's PLE rows: st_op_ple_hash over the window win (n + N - 1 ids, the backend's
+     * memory) into rows (n * n_heads, the backend's), then st_op_get_rows of those rows from the
+     * table in host memory (a few rows a token; never uploaded whole: a GPU reads them over the bus
+     * where it can map the table, else the host gathers them) into out. And bytes from the host
+     * into the backend's memory, ordered with the ops around. */
+    void (*ple_rows)(st_backend *be, const st_ple_hash *h, const int32_t *win, int64_t n, int32_t *rows,
+                     uint32_t type, const void *table_host, int64_t n_rows, int64_t dim, float *out, int64_t ld_out);
     void (*upload)(st_backend *be, void *dst, const void *src_host, size_t bytes);
     /* RoPE (st_op_rope_neox); K/V rows into a cache at cells cell0.. (host) which are also pos[]
      * (the backend's, for a GPU's replayed graph); attention (st_op_attention, st_op_attention_cells). */
@@ -369,15 +390,21 @@ typedef struct st_backend_ops {
                       const float *dt_bias, const float *ssm_a, int64_t n_tok, int64_t n_v, float *g_out,
                       float *beta_out);
     void (*gdn)(st_backend *be, const st_gdn_args *a, void *scratch);
-    /* qwen4exp: st_op_hc_pre, st_op_hc_post, st_op_ple_gate, st_op_qsa_pool, st_op_qsa_select. */
+    /* qwen4exp: st_op_hc_pre, st_op_hc_post, st_op_ple_gate, st_op_qsa_select; qsa_blocks: the
+     * block keys of QSA, Kbar_b = RoPE_{b r}(RMSNorm(pooled keys of block b; norm_w)) into
+     * blocks + b*dim for b0 <= b < b1 (st_op_qsa_pool, st_op_rms_norm, st_op_rope_neox on one head
+     * of dim, in turn), or, with last (a decode step's position, the backend's memory), for the
+     * one block that position completes: b = (last+1)/r - 1 when r divides last+1, none
+     * otherwise (so a GPU's replayed step pools its own). */
     void (*hc_pre)(st_backend *be, const float *xn, int64_t ld_x, const float *g, int64_t ld_g, float *m,
                    int64_t ld_m, int64_t n_tok, int64_t hc, int64_t d, float scale);
     void (*hc_post)(st_backend *be, float *R, int64_t ld_r, const float *y, int64_t ld_y, const float *inj,
                     int64_t ld_inj, int64_t n_tok, int64_t hc, int64_t d);
     void (*ple_gate)(st_backend *be, const float *k, const float *q, int64_t ld_kq, const float *val, int64_t ld_v,
                      float *gv, int64_t ld_gv, int64_t n_tok, int64_t hc, int64_t d);
-    void (*qsa_pool)(st_backend *be, uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0,
-                     int64_t b1, float *out);
+    void (*qsa_blocks)(st_backend *be, uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0,
+                       int64_t b1, const int32_t *last, const float *norm_w, float eps, const st_rope_params *rp,
+                       float *blocks);
     void (*qsa_select)(st_backend *be, const st_qsa_args *a, void *scratch);
     /* Independent work (a decode step's second stream): fork returns 1 when the ops that follow go
      * to a side branch (0: they run in order, nothing to undo); unfork returns to the main branch,

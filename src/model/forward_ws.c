@@ -102,6 +102,9 @@ size_t fwd_q4_ws_size(const st_ws_plan *plan, int id, int64_t n) {
     case WS_R: case WS_XN: case WS_HC_G: return (size_t)(n * hcd) * F;
     case WS_HC_LO: return (size_t)(n * hp->hc_rank) * F;
     case WS_HC_INJ: return (size_t)(n * hp->n_hc) * F;
+    /* the hash's window of ids (the chunk's and up to N-1 before it) and its rows */
+    case WS_PLE_IDS: return ple ? (size_t)(n + ST_PLE_HASH_MAX_NGRAM) * sizeof(int32_t) : 0;
+    case WS_PLE_ROWS: return ple ? (size_t)(n * hp->ple_n_heads) * sizeof(int32_t) : 0;
     case WS_PLE_E: return ple ? (size_t)(n * hp->n_embd) * F : 0;
     case WS_PLE_GV: return ple ? (size_t)(n * hcd) * F : 0;
     case WS_IDX_Q: return (size_t)(n * hp->idx_n_head * hp->idx_dim) * F;
@@ -109,7 +112,6 @@ size_t fwd_q4_ws_size(const st_ws_plan *plan, int id, int64_t n) {
     case WS_QSA_CELLS: return (size_t)(n * width) * sizeof(int32_t);
     case WS_QSA_N: return (size_t)n * sizeof(int32_t);
     case WS_QSA_SCRATCH: return st_qsa_scratch_size(plan->n_threads, plan->n_ctx, ratio, width);
-    case WS_QSA_POS: return ratio ? (size_t)(plan->n_ctx / ratio + 1) * sizeof(int32_t) : 0;
     default: return 0;
     }
 }

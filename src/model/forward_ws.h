@@ -20,8 +20,8 @@ enum st_ws_id {
     WS_SH_G, WS_SH_OUT, WS_ACT1, WS_ACT2, WS_ENT,
     /* qwen4exp */
     WS_R, WS_XN, WS_HC_G, WS_HC_LO, WS_HC_INJ,
-    WS_PLE_E, WS_PLE_GV,
-    WS_IDX_Q, WS_IDX_K, WS_QSA_CELLS, WS_QSA_N, WS_QSA_SCRATCH, WS_QSA_POS,
+    WS_PLE_IDS, WS_PLE_ROWS, WS_PLE_E, WS_PLE_GV,
+    WS_IDX_Q, WS_IDX_K, WS_QSA_CELLS, WS_QSA_N, WS_QSA_SCRATCH,
     WS_MM, WS_LOGITS, WS_ROPE_KEEP, WS_CAT,
     /* the GPU's alone: the token ids, the routed experts' SwiGLU in 8 bits, the hidden rows' x */
     WS_TOK, WS_GEQ, WS_X2,

@@ -8,9 +8,9 @@
  *   gv_c = (W_value e) gate_c;  nu = RMSNorm(gv) per stream
  *   conv = dilated causal depthwise conv of nu (dilation N, history carried per sequence)
  *   R_c += gv_c + silu(conv)_c
- * The hash runs on the host over the ids (as llama.cpp does: ggml has no 64-bit xor); the table's
- * rows are gathered straight from the file mapping, a few per token, so the table is never read
- * whole. The conv is the backend's conv1d over the widened kernel bind.c builds, with the PLE history as
+ * The hash is the backend's op over a window of the sequence's ids (llama.cpp runs it on the host:
+ * ggml has no 64-bit xor); the table's rows are gathered straight from the file mapping, a few per
+ * token, so the table is never read whole. The conv is the backend's conv1d over the widened kernel bind.c builds, with the PLE history as
  * its state. Only text: an image position would hash ple.image_token_id. */
 #include <stdlib.h>
 #include <string.h>
@@ -21,29 +21,27 @@
 #include "model/fwd_matmul.h"
 #include "model/rows.h"
 
-/* The table rows of n tokens at positions pos0 .. pos0+n-1: rows[t*n_ple + h]. */
-static void hash_rows(const st_hparams *hp, const int32_t *ids, int64_t pos0, int64_t n, int32_t *rows) {
-    const int64_t N = hp->ple_ngram, per = hp->ple_heads_per_ngram, nh = hp->ple_n_heads;
-    const int64_t eos = hp->ple_eos;
-    for (int64_t t = 0; t < n; t++) {
-        const int64_t p = pos0 + t;
-        int64_t ctx[ST_PLE_MAX_NGRAM];
-        ctx[0] = ids[p]; /* the token itself is never replaced, even when it is EOS */
-        int cut = 0;
-        for (int64_t s = 1; s < N; s++) {
-            const int64_t tok = cut || p - s < 0 ? -1 : ids[p - s];
-            cut = cut || tok < 0 || tok == eos;
-            ctx[s] = cut ? eos : tok;
-        }
-        for (int64_t order = 2; order <= N; order++) {
-            uint64_t mix = (uint64_t)ctx[0] * hp->ple_mult[0];
-            for (int64_t j = 1; j < order; j++) mix ^= (uint64_t)ctx[j] * hp->ple_mult[j];
-            for (int64_t g = 0; g < per; g++) {
-                const int64_t h = (order - 2) * per + g;
-                rows[t * nh + h] = (int32_t)(mix % hp->ple_size[h] + hp->ple_offset[h]);
-            }
-        }
+_Static_assert(ST_PLE_MAX_NGRAM <= ST_PLE_HASH_MAX_NGRAM, "the hash op takes every order the loader accepts");
+
+/* The hash's window (backend.h, st_op_ple_hash): the ids at positions pos0-(N-1) .. pos0+n-1 of
+ * the sequence, -1 before position 0, into the backend's WS_PLE_IDS; a GPU's replayed step has
+ * had its window uploaded there by the session (f->ple_win_given). */
+static const int32_t *hash_window(st_fwd *f) {
+    const int64_t N = f->hp->ple_ngram, len = f->n + N - 1;
+    int32_t *win = st_workspace_get(f->ws, WS_PLE_IDS);
+    if (f->ple_win_given) return win;
+    int32_t small[64] = {0}, *host = len <= 64 ? small : malloc((size_t)len * sizeof *host); /* decode: no malloc */
+    if (!host) {
+        if (f->be->err == ST_OK) f->be->err = st_fail(ST_ERR_NOMEM, "forward: out of memory for the PLE window");
+        return win;
     }
+    for (int64_t j = 0; j < len; j++) {
+        const int64_t p = f->pos0 - (N - 1) + j;
+        host[j] = p < 0 ? -1 : f->s->ids[p];
+    }
+    FWD_OP(f, upload, win, host, (size_t)len * sizeof *host);
+    if (host != small) free(host);
+    return win;
 }
 
 /* y = RMSNorm(x_c; w_c) for each of the hc streams (d wide, rows hc*d apart). */
@@ -60,17 +58,13 @@ void fwd_ple(st_fwd *f, int il, float *R) {
     const int64_t n = f->n, d = hp->n_embd, hc = hp->n_hc, hcd = hc * d, nh = hp->ple_n_heads;
     st_workspace *ws = f->ws;
 
-    /* e: the n_ple table rows of each token, concatenated (hashed and gathered on the host) */
-    int32_t small[256], *rows = n * nh <= 256 ? small : malloc((size_t)(n * nh) * sizeof *rows); /* decode: no malloc */
-    if (!rows) {
-        if (f->be->err == ST_OK) f->be->err = st_fail(ST_ERR_NOMEM, "forward: out of memory for the PLE rows");
-        return;
-    }
+    /* e: the n_ple table rows of each token, concatenated (hashed, and gathered from the table in
+     * host memory) */
     float *e = st_workspace_f32(ws, WS_PLE_E);
-    hash_rows(hp, f->s->ids, f->pos0, n, rows);
-    FWD_OP(f, get_rows_host, m->ple_table.type, m->ple_table.data, m->ple_table.ne[1], hp->ple_dim, rows, n * nh, e,
-           hp->ple_dim);
-    if (rows != small) free(rows);
+    const st_ple_hash hash = {.ngram = hp->ple_ngram, .per = hp->ple_heads_per_ngram, .n_heads = nh,
+                              .eos = hp->ple_eos, .mult = hp->ple_mult, .offset = hp->ple_offset, .size = hp->ple_size};
+    FWD_OP(f, ple_rows, &hash, hash_window(f), n, st_workspace_get(ws, WS_PLE_ROWS), m->ple_table.type,
+           m->ple_table.data, m->ple_table.ne[1], hp->ple_dim, e, hp->ple_dim);
 
     /* key and value projections; per-stream norms of the key and of the streams (the query) */
     float *key = st_workspace_f32(ws, WS_XN), *query = st_workspace_f32(ws, WS_HC_G);

@@ -1,6 +1,6 @@
 /* qsa.c: QSA, qwen4exp's sparse attention on its full-attention layers (MODELS.md §6.2, ERRATA
  * F1-F5), the model's half: the indexer's projections and the block-key cache; the selection and
- * the attention over the selected cells are backend ops (qsa_select, attention_cells).
+ * the attention over the selected cells are backend ops (qsa_blocks, qsa_select, attention_cells).
  *
  *   kappa_t = W_idxk m_t                 raw indexer key, stored per cell beside the KV cache
  *   Kbar_b = RoPE_{b r}(RMSNorm(mean of kappa over block b; k_norm))   per complete block
@@ -29,28 +29,11 @@
 #include "model/rows.h"
 #include "model/state.h"
 
-/* Pools, norms and rotates blocks n_blocks .. upto-1 of layer il from its raw key cache. */
-static void pool_blocks(st_fwd *f, int il, int64_t upto) {
-    const st_hparams *hp = f->hp;
-    st_layer_state *S = &f->s->layers[il];
-    const int64_t r = hp->compress_ratio[il], dim = hp->idx_dim, b0 = S->n_blocks, nb = upto - b0;
-    if (nb <= 0) return;
-    float *blk = S->idx_blocks + b0 * dim;
-    FWD_OP(f, qsa_pool, f->s->kv_type, S->idx_cache, dim, r, b0, upto, blk);
-    FWD_OP(f, rms_norm, blk, dim, f->m->layers[il].idx_k_norm.f32, blk, dim, nb, dim, hp->eps);
-    /* the blocks' positions, written on the host */
-    int32_t small[64], *pos = st_workspace_get(f->ws, WS_QSA_POS);
-    int32_t *host = nb <= 64 ? small : malloc((size_t)nb * sizeof *host); /* decode: a block at a time, no malloc */
-    if (!host) {
-        if (f->be->err == ST_OK) f->be->err = st_fail(ST_ERR_NOMEM, "forward: out of memory for %lld QSA block positions", (long long)nb);
-        return;
-    }
-    for (int64_t b = 0; b < nb; b++) host[b] = (int32_t)((b0 + b) * r);
-    FWD_OP(f, upload, pos, host, (size_t)nb * sizeof *host);
-    if (host != small) free(host);
-    st_rope_params rp = fwd_rope_params(hp);
-    FWD_OP(f, rope, blk, dim, dim, nb, 1, pos, &rp);
-    S->n_blocks = upto;
+/* A decode step at pos pools the one block it completes (qsa_blocks with last) when the blocks
+ * before it are pooled: the form a GPU's replayed step takes, the position read on the device
+ * (st_state_qsa_step_ready and _done keep the count for it). */
+static int step_form(const st_layer_state *S, int64_t n, int64_t pos0, int64_t r) {
+    return n == 1 && S->n_blocks == pos0 / r;
 }
 
 void fwd_qsa_attention(st_fwd *f, int il, const float *h, const st_attn_args *a) {
@@ -71,13 +54,19 @@ void fwd_qsa_attention(st_fwd *f, int il, const float *h, const st_attn_args *a)
     const int64_t p_last = f->pos0 + n - 1;
 
     /* Blocks before the last row's tail, cached from earlier chunks or pooled now. */
-    pool_blocks(f, il, (p_last + 1) / r);
+    const st_rope_params rp = fwd_rope_params(hp);
+    const float *kw = L->idx_k_norm.f32;
+    if (step_form(S, n, f->pos0, r))
+        FWD_OP(f, qsa_blocks, f->s->kv_type, S->idx_cache, dim, r, 0, 0, f->pos, kw, hp->eps, &rp, S->idx_blocks);
+    else if ((p_last + 1) / r > S->n_blocks)
+        FWD_OP(f, qsa_blocks, f->s->kv_type, S->idx_cache, dim, r, S->n_blocks, (p_last + 1) / r, NULL, kw, hp->eps,
+               &rp, S->idx_blocks);
+    S->n_blocks = (p_last + 1) / r;
 
     /* The indexer query: per head RMSNorm, then RoPE at the token's position. */
     float *qi = st_workspace_f32(f->ws, WS_IDX_Q);
     fwd_matmul(f, &L->idx_q, h, d, n, qi, Hi * dim);
     FWD_OP(f, rms_norm, qi, dim, L->idx_q_norm.f32, qi, dim, n * Hi, dim, hp->eps);
-    st_rope_params rp = fwd_rope_params(hp);
     fwd_rope(f, qi, Hi * dim, dim, Hi, &rp);
 
     int32_t *cells = st_workspace_get(f->ws, WS_QSA_CELLS), *n_cells = st_workspace_get(f->ws, WS_QSA_N);

@@ -77,6 +77,8 @@ typedef struct st_fwd {
     int n_seqs;
     const int64_t *seq_row0;   /* each sequence's first row */
     int keep_steps;            /* GDN layers write every row's state into the step planes */
+    int ple_win_given;         /* qwen4exp: the PLE hash's window is in WS_PLE_IDS already (a GPU's
+                                  replayed step: the session uploads it with the token) */
 } st_fwd;
 
 /* A mixer: reads h [n][d] of layer il and writes its output [n][d] (no residual). */

@@ -1,6 +1,6 @@
 /* state.c: the return of a sequence's state to the one after row k of a keep_steps chunk
- * (state.h). It swaps planes the session allocated and moves n_past; it allocates nothing and runs
- * no layer. */
+ * (state.h), and QSA's block count around a step the forward does not run. They swap planes the
+ * session allocated and move counts; they allocate nothing and run no layer. */
 #include <string.h>
 
 #include "model/state.h"
@@ -18,4 +18,17 @@ void st_state_keep_row(const struct st_model *m, st_state *s, int64_t pos0, int6
         memcpy(L->conv, L->conv_steps[k], conv_bytes);
     }
     s->n_past = pos0 + k + 1;
+}
+
+int st_state_qsa_step_ready(const struct st_model *m, const st_state *s, int64_t pos) {
+    const st_hparams *hp = &m->hp;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if (st_hp_qsa(hp, il) && s->layers[il].n_blocks < pos / hp->compress_ratio[il]) return 0;
+    return 1;
+}
+
+void st_state_qsa_step_done(const struct st_model *m, st_state *s, int64_t pos) {
+    const st_hparams *hp = &m->hp;
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if (st_hp_qsa(hp, il)) s->layers[il].n_blocks = (pos + 1) / hp->compress_ratio[il];
 }

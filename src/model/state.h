@@ -42,4 +42,11 @@ typedef struct st_state {
  * forgetting the later cells). */
 void st_state_keep_row(const struct st_model *m, st_state *s, int64_t pos0, int64_t k);
 
+/* QSA's pooled block keys around a decode step at pos that the forward does not run (a GPU's
+ * replayed graph, in which the step pools the block it completes on its own): ready, whether
+ * every QSA layer holds the blocks before pos (the forward then takes that form); done, the count
+ * after the step. */
+int st_state_qsa_step_ready(const struct st_model *m, const st_state *s, int64_t pos);
+void st_state_qsa_step_done(const struct st_model *m, st_state *s, int64_t pos);
+
 #endif

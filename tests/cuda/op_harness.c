@@ -542,25 +542,106 @@ static void test_ple_gate(int64_t n_tok, int64_t hc, int64_t d) {
     free(k); free(q); free(v); free(gc); free(gg);
 }
 
-/* Block pooling of the raw key cache, bit for bit. */
-static void test_qsa_pool(uint32_t kv_type, int64_t dim, int64_t r, int64_t b0, int64_t b1) {
-    const int64_t n_cells = b1 * r + r - 1;   /* a partial block after the last pooled one */
-    float *src = rand_vec(n_cells * dim, 2.0f);
-    const size_t cb = st_kv_row_bytes(kv_type, dim) * (size_t)n_cells;
+static int64_t irand(int64_t n);
+
+/* QSA's block keys (qsa_blocks) for blocks b0 .. b1-1: bit for bit the pool (the CPU's, exact
+ * on both), the GPU's rms_norm and rope kernels in turn; within 1e-4 of the CPU's three ops. Then
+ * the decode form: a position that completes block b writes that block's bits, one that completes
+ * none writes nothing. */
+static void test_qsa_blocks(uint32_t kv_type, int64_t dim, int64_t n_rot, int64_t r, int64_t b0, int64_t b1) {
+    const int64_t n_cells = b1 * r + r - 1, nb = b1 - b0;   /* a partial block after the last */
+    float *src = rand_vec(n_cells * dim, 2.0f), *w = rand_vec(dim, 1.0f);
+    const size_t cb = st_kv_row_bytes(kv_type, dim) * (size_t)n_cells, ob = (size_t)(b1 * dim) * 4;
     void *cache = malloc(cb);
     st_op_kv_store(kv_type, cache, dim, 0, src, dim, n_cells);
-    float *oc = malloc((size_t)((b1 - b0) * dim) * 4);
-    st_op_qsa_pool(kv_type, cache, dim, r, b0, b1, oc);
+    st_rope_params rp = st_rope_plain(n_rot, 10000.0f);
+    const float eps = 1e-6f;
+    /* the CPU's ops; the pooled keys alone, for the GPU's kernels */
+    float *pooled = calloc((size_t)(b1 * dim), 4), *oc = calloc((size_t)(b1 * dim), 4);
+    int32_t *pos = malloc((size_t)nb * sizeof *pos);
+    for (int64_t b = 0; b < nb; b++) pos[b] = (int32_t)((b0 + b) * r);
+    st_op_qsa_pool(kv_type, cache, dim, r, b0, b1, pooled + b0 * dim);
+    memcpy(oc, pooled, ob);
+    st_op_rms_norm(NULL, oc + b0 * dim, dim, w, oc + b0 * dim, dim, nb, dim, eps);
+    st_op_rope_neox(NULL, oc + b0 * dim, dim, dim, nb, 1, pos, &rp);
+    float *dref = dev_from(pooled, ob), *dw = dev_from(w, (size_t)dim * 4);
+    int32_t *dpos = dev_from(pos, (size_t)nb * sizeof *pos);
+    GPU(st_cuda_rms_norm(cu, dref + b0 * dim, dim, dw, dref + b0 * dim, dim, nb, dim, eps));
+    GPU(st_cuda_rope_neox(cu, dref + b0 * dim, dim, dim, nb, 1, dpos, &rp));
+    float *ref = to_host(dref, (size_t)(b1 * dim));
     void *dc = dev_from(cache, cb);
-    float *dout = dev_from(NULL, (size_t)((b1 - b0) * dim) * 4);
-    GPU(st_cuda_qsa_pool(cu, kv_type, dc, dim, r, b0, b1, dout));
-    float *og = to_host(dout, (size_t)((b1 - b0) * dim));
-    char name[96];
-    snprintf(name, sizeof name, "qsa_pool %s dim=%lld r=%lld blocks %lld..%lld", kv_type == ST_TYPE_F16 ? "f16" : "f32",
-             (long long)dim, (long long)r, (long long)b0, (long long)b1);
-    report(name, max_diff(og, oc, (b1 - b0) * dim), 0.0);
-    st_cuda_free(cu, dc); st_cuda_free(cu, dout);
-    free(src); free(cache); free(oc); free(og);
+    float *dout = dev_from(NULL, ob);
+    GPU(st_cuda_memset0(cu, dout, ob));
+    GPU(st_cuda_qsa_blocks(cu, kv_type, dc, dim, r, b0, b1, NULL, dw, eps, &rp, dout));
+    float *og = to_host(dout, (size_t)(b1 * dim));
+    char name[128];
+    snprintf(name, sizeof name, "qsa_blocks %s dim=%lld n_rot=%lld r=%lld blocks %lld..%lld",
+             kv_type == ST_TYPE_F16 ? "f16" : "f32", (long long)dim, (long long)n_rot, (long long)r, (long long)b0,
+             (long long)b1);
+    report(name, max_diff(og + b0 * dim, ref + b0 * dim, nb * dim), 0.0);
+    snprintf(name + strlen(name), sizeof name - strlen(name), " vs CPU");
+    report(name, norm_err(og + b0 * dim, oc + b0 * dim, 1, nb * dim, nb * dim), 1e-4);
+    /* decode: the last block through its position, then a position inside the next block */
+    const int32_t at[2] = {(int32_t)(b1 * r - 1), (int32_t)(b1 * r)};
+    int32_t *dlast = dev_from(at, sizeof at);
+    GPU(st_cuda_memset0(cu, dout, ob));
+    GPU(st_cuda_qsa_blocks(cu, kv_type, dc, dim, r, 0, 0, dlast, dw, eps, &rp, dout));
+    GPU(st_cuda_qsa_blocks(cu, kv_type, dc, dim, r, 0, 0, dlast + 1, dw, eps, &rp, dout));
+    float *od = to_host(dout, (size_t)(b1 * dim));
+    double other = 0.0;
+    for (int64_t i = 0; i < (b1 - 1) * dim; i++) other += fabs(od[i]);
+    snprintf(name, sizeof name, "qsa_blocks decode form: block %lld, none after", (long long)(b1 - 1));
+    report(name, max_diff(od + (b1 - 1) * dim, og + (b1 - 1) * dim, dim) + other, 0.0);
+    st_cuda_free(cu, dref); st_cuda_free(cu, dw); st_cuda_free(cu, dpos); st_cuda_free(cu, dc);
+    st_cuda_free(cu, dout); st_cuda_free(cu, dlast);
+    free(src); free(w); free(cache); free(pooled); free(oc); free(pos); free(ref); free(og); free(od);
+}
+
+/* The PLE hash on the device equals the CPU's on windows with missing and EOS predecessors and
+ * multipliers past 2^32; and its rows gathered from a host table through a registered mapping
+ * (st_cuda_host_register, as device_model.c maps the PLE table) equal st_op_get_rows's. */
+static void test_ple_rows(uint32_t type, int64_t ngram, int64_t per, int64_t n, int64_t dim) {
+    const int64_t nh = (ngram - 1) * per, len = n + ngram - 1, eos = 7;
+    uint64_t mult[ST_PLE_HASH_MAX_NGRAM];
+    uint32_t offset[64], size[64], rows_total = 0;
+    for (int64_t j = 0; j < ngram; j++) mult[j] = 0x9E3779B97F4A7C15ull * (uint64_t)(2 * j + 1) + (uint64_t)j;
+    for (int64_t h = 0; h < nh; h++) {
+        size[h] = 1009u + 2u * (uint32_t)h;   /* not powers of two */
+        offset[h] = rows_total;
+        rows_total += size[h];
+    }
+    st_ple_hash hs = {.ngram = ngram, .per = per, .n_heads = nh, .eos = (int32_t)eos, .mult = mult, .offset = offset,
+                      .size = size};
+    int32_t *win = malloc((size_t)len * sizeof *win);
+    for (int64_t j = 0; j < len; j++) win[j] = j < ngram - 2 ? -1 : (j % 5 == 3 ? (int32_t)eos : (int32_t)(irand(50000)));
+    int32_t *rc = malloc((size_t)(n * nh) * sizeof *rc);
+    st_op_ple_hash(&hs, win, n, rc);
+    int32_t *dwin = dev_from(win, (size_t)len * sizeof *win), *drows = dev_from(NULL, (size_t)(n * nh) * sizeof *rc);
+    GPU(st_cuda_ple_hash(cu, &hs, dwin, n, drows));
+    int32_t *rg = malloc((size_t)(n * nh) * sizeof *rg);
+    GPU(st_cuda_download(cu, rg, drows, (size_t)(n * nh) * sizeof *rg));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n * nh; i++) bad += rg[i] != rc[i];
+    char name[128];
+    snprintf(name, sizeof name, "ple_hash N=%lld per=%lld n=%lld", (long long)ngram, (long long)per, (long long)n);
+    report(name, (double)bad, 0.0);
+    /* the rows from a host table the device reads through the registration */
+    float *tf = rand_vec((int64_t)rows_total * dim, 1.0f);
+    size_t tb = 0;
+    void *table = quantize_matrix(type, tf, rows_total, dim, &tb);
+    void *base = NULL;
+    const void *tdev = NULL;
+    GPU(st_cuda_host_register(table, tb, &base, &tdev));
+    float *ec = malloc((size_t)(n * nh * dim) * 4);
+    if (!st_op_get_rows(type, table, rows_total, dim, rc, n * nh, ec, dim)) die("ple rows on the CPU");
+    float *de = dev_from(NULL, (size_t)(n * nh * dim) * 4);
+    GPU(st_cuda_get_rows_dev(cu, type, tdev, rows_total, dim, drows, n * nh, de, dim));
+    float *eg = to_host(de, (size_t)(n * nh * dim));
+    snprintf(name, sizeof name, "ple rows %s from a registered host table, n=%lld", st_type_get(type)->name, (long long)n);
+    report(name, max_diff(eg, ec, n * nh * dim), 0.0);
+    st_cuda_host_unregister(base);
+    st_cuda_free(cu, dwin); st_cuda_free(cu, drows); st_cuda_free(cu, de);
+    free(win); free(rc); free(rg); free(tf); free(table); free(ec); free(eg);
 }
 
 static int64_t irand(int64_t n) {   /* uniform in [0, n) */
@@ -790,8 +871,12 @@ static void test_qwen4exp(void) {
     test_conv(1, 4 * 4096, 10);   /* the PLE's conv: 4 taps dilated by 3, over hc*d channels */
     test_conv(5, 4 * 4096, 10);
     test_conv(9, 1003, 10);
-    test_qsa_pool(ST_TYPE_F16, 128, 4, 0, 37);
-    test_qsa_pool(ST_TYPE_F32, 37, 3, 5, 19);
+    test_qsa_blocks(ST_TYPE_F16, 128, 128, 4, 0, 37);   /* the real indexer: 128 wide, r = 4 */
+    test_qsa_blocks(ST_TYPE_F16, 128, 64, 4, 3, 4);     /* a decode step's one block, half rotated */
+    test_qsa_blocks(ST_TYPE_F32, 38, 38, 3, 5, 19);
+    test_ple_rows(ST_TYPE_Q5_0, 3, 8, 1, 160);          /* a decode step of the flash shape: N = 3, 16 heads of 160 */
+    test_ple_rows(ST_TYPE_Q8_0, 4, 3, 37, 64);
+    test_ple_rows(ST_TYPE_F16, 2, 5, 9, 40);
     test_qsa_select(1, 1, 33001, 4, 128, 4, 2048);   /* decode at 33k: the real shape, a split block */
     test_qsa_select(1, 1, 33002, 4, 128, 4, 2048);   /* n_tail = 3: whole blocks only, the CPU's cells */
     test_qsa_select(1, 200, 30, 3, 37, 4, 64);       /* a chunk across the dense rows, every n_tail */

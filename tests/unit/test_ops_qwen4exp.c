@@ -1,5 +1,6 @@
 /* test_ops_qwen4exp.c: the ops qwen4exp adds (backend.h): the hyper-connection mix and combine,
- * the PLE gate, and QSA's pooling, block scores, cell selection and attention over listed cells.
+ * the PLE hash and gate, and QSA's pooling (with the backend's block keys in both forms), block
+ * scores, cell selection and attention over listed cells.
  * Hand cases pin the formulas; the AVX2 and AVX-512 kernels (st_cpu_limit 1 and 3) are compared
  * with the references (level 0) on random inputs of odd sizes; the selection is checked against
  * the cells libstdc++'s std::partial_sort keeps for a row with tied blocks (computed once with
@@ -88,6 +89,57 @@ static void test_ple_gate(void) {
     float kn[4] = {-1, -1, -1, -1}, qn[4] = {1, 1, 1, 1}, one = 1.0f, out[4];
     st_op_ple_gate(NULL, kn, qn, 4, &one, 1, out, 4, 1, 1, 1);
     CHECK(fabsf(out[0] - 1.0f / (1.0f + expf(1.0f))) < 1e-6f);
+}
+
+/* The n-gram hash on a hand case: N = 3, one head per order, EOS 9. Token 0 has no
+ * predecessors (both read as EOS); token 1 is EOS itself (kept) after 2; token 2 follows the EOS,
+ * so its context is cut there. */
+static void test_ple_hash(void) {
+    const uint64_t mult[3] = {3, 5, 7};
+    const uint32_t offset[2] = {0, 11}, size[2] = {11, 13};
+    const st_ple_hash h = {.ngram = 3, .per = 1, .n_heads = 2, .eos = 9, .mult = mult, .offset = offset, .size = size};
+    const int32_t win[5] = {-1, -1, 2, 9, 4};
+    int32_t rows[6];
+    st_op_ple_hash(&h, win, 3, rows);
+    /* 2*3^9*5 = 43, ^9*7 = 20; 9*3^2*5 = 17, ^9*7 = 46; 4*3^9*5 = 33, ^9*7 = 30 */
+    const int32_t want[6] = {43 % 11, 20 % 13 + 11, 17 % 11, 46 % 13 + 11, 33 % 11, 30 % 13 + 11};
+    for (int i = 0; i < 6; i++) CHECKF(rows[i] == want[i], "row %d: %d, want %d", i, rows[i], want[i]);
+    /* products past 2^64 wrap as uint64 */
+    const uint64_t big[3] = {0xFFFFFFFFFFFFFFFFull, 1, 1};
+    const st_ple_hash hb = {.ngram = 2, .per = 1, .n_heads = 1, .eos = 9, .mult = big, .offset = offset, .size = size};
+    const int32_t w2[2] = {5, 3};
+    st_op_ple_hash(&hb, w2, 1, rows);
+    CHECK(rows[0] == (int32_t)(((uint64_t)3 * big[0] ^ 5u) % 11u));
+}
+
+/* The CPU backend's qsa_blocks: the decode form (a position) writes exactly the block that
+ * position completes, as the range form computes it, and nothing for a position inside a block. */
+static void test_qsa_blocks_forms(void) {
+    enum { R = 3, DIM = 8, NB = 4 };
+    float cache[(NB * R) * DIM], ranged[NB * DIM], step[NB * DIM], w[DIM];
+    fill(cache, (NB * R) * DIM, 1.0f);
+    fill(w, DIM, 1.0f);
+    const st_rope_params rp = st_rope_plain(DIM, 10000.0f);
+    st_cpu_backend cb;
+    st_backend *be = st_cpu_backend_init(&cb, NULL, NULL);
+    memset(ranged, 0, sizeof ranged);
+    memset(step, 0, sizeof step);
+    be->ops->qsa_blocks(be, ST_TYPE_F32, cache, DIM, R, 0, NB, NULL, w, 1e-6f, &rp, ranged);
+    const int32_t done = 2 * R - 1, inside = 2 * R;   /* completes block 1; inside block 2 */
+    be->ops->qsa_blocks(be, ST_TYPE_F32, cache, DIM, R, 0, 0, &done, w, 1e-6f, &rp, step);
+    be->ops->qsa_blocks(be, ST_TYPE_F32, cache, DIM, R, 0, 0, &inside, w, 1e-6f, &rp, step);
+    CHECK(be->err == ST_OK);
+    CHECK(memcmp(step + DIM, ranged + DIM, DIM * sizeof(float)) == 0);
+    int untouched = 1;
+    for (int i = 0; i < NB * DIM; i++) untouched &= (i >= DIM && i < 2 * DIM) || step[i] == 0.0f;
+    CHECK(untouched);
+    /* block 1 pooled by hand: the mean of cells 3..5, normed, rotated at position 3 */
+    float ref[DIM];
+    st_op_qsa_pool(ST_TYPE_F32, cache, DIM, R, 1, 2, ref);
+    st_op_rms_norm(NULL, ref, DIM, w, ref, DIM, 1, DIM, 1e-6f);
+    const int32_t p3 = R;
+    st_op_rope_neox(NULL, ref, DIM, DIM, 1, 1, &p3, &rp);
+    CHECK(memcmp(ref, ranged + DIM, sizeof ref) == 0);
 }
 
 static void test_qsa_pool_scores(void) {
@@ -307,6 +359,8 @@ int main(void) {
     if (st_pool_create(2, &pool) != ST_OK) return 1;
     test_hc(pool);
     test_ple_gate();
+    test_ple_hash();
+    test_qsa_blocks_forms();
     test_qsa_pool_scores();
     test_qsa_select_ties();
     test_qsa_select_decode(pool);

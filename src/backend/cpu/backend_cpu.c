@@ -11,6 +11,7 @@
  * thread streaming its share of the weights. Results are the same dot products as st_matmul's,
  * so bit-identical. Used only for a few rows; prompt chunks go through st_matmul, where a dispatch
  * is cheap next to the work. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -172,6 +173,14 @@ static void cpu_get_rows(st_backend *be, uint32_t type, const void *table, int64
         be->err = st_fail(ST_ERR_RANGE, "forward: a token id is outside the vocabulary of %lld", (long long)n_rows);
 }
 
+static void cpu_ple_rows(st_backend *be, const st_ple_hash *h, const int32_t *win, int64_t n, int32_t *rows,
+                         uint32_t type, const void *table, int64_t n_rows, int64_t dim, float *out, int64_t ld_out) {
+    if (be->err != ST_OK) return;
+    st_op_ple_hash(h, win, n, rows);
+    if (!st_op_get_rows(type, table, n_rows, dim, rows, n * h->n_heads, out, ld_out))
+        be->err = st_fail(ST_ERR_RANGE, "forward: a PLE row outside the table's %lld rows", (long long)n_rows);
+}
+
 static void cpu_upload(st_backend *be, void *dst, const void *src_host, size_t bytes) {
     (void)be;
     memcpy(dst, src_host, bytes);
@@ -249,10 +258,28 @@ static void cpu_ple_gate(st_backend *be, const float *k, const float *q, int64_t
     st_op_ple_gate(CPU(be)->pool, k, q, ld_kq, val, ld_v, gv, ld_gv, n_tok, hc, d);
 }
 
-static void cpu_qsa_pool(st_backend *be, uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0,
-                         int64_t b1, float *out) {
-    (void)be;
-    st_op_qsa_pool(kv_type, cache, dim, r, b0, b1, out);
+static void cpu_qsa_blocks(st_backend *be, uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0,
+                           int64_t b1, const int32_t *last, const float *norm_w, float eps, const st_rope_params *rp,
+                           float *blocks) {
+    if (be->err != ST_OK) return;
+    if (last) {
+        if ((last[0] + 1) % r) return;
+        b0 = (last[0] + 1) / r - 1;
+        b1 = b0 + 1;
+    }
+    const int64_t nb = b1 - b0;
+    if (nb <= 0) return;
+    int32_t small[64], *pos = nb <= 64 ? small : malloc((size_t)nb * sizeof *pos); /* decode: no malloc */
+    if (!pos) {
+        be->err = st_fail(ST_ERR_NOMEM, "forward: out of memory for %lld QSA block positions", (long long)nb);
+        return;
+    }
+    for (int64_t b = 0; b < nb; b++) pos[b] = (int32_t)((b0 + b) * r);
+    float *blk = blocks + b0 * dim;
+    st_op_qsa_pool(kv_type, cache, dim, r, b0, b1, blk);
+    st_op_rms_norm(CPU(be)->pool, blk, dim, norm_w, blk, dim, nb, dim, eps);
+    st_op_rope_neox(CPU(be)->pool, blk, dim, dim, nb, 1, pos, rp);
+    if (pos != small) free(pos);
 }
 
 static void cpu_qsa_select(st_backend *be, const st_qsa_args *a, void *scratch) {
@@ -273,11 +300,11 @@ static const st_backend_ops cpu_ops = {
     .rms_norm = cpu_rms_norm, .add_rms_norm = cpu_add_rms_norm, .l2_norm_heads = cpu_l2_norm_heads,
     .pointwise = cpu_pointwise, .scale = cpu_scale, .gated_norm = cpu_gated_norm,
     .matmul = cpu_matmul, .matmul_many = cpu_matmul_many, .swiglu_ffn = cpu_swiglu_ffn,
-    .copy_rows = cpu_copy_rows, .get_rows = cpu_get_rows, .get_rows_host = cpu_get_rows, .upload = cpu_upload,
+    .copy_rows = cpu_copy_rows, .get_rows = cpu_get_rows, .ple_rows = cpu_ple_rows, .upload = cpu_upload,
     .rope = cpu_rope, .kv_store = cpu_kv_store, .attention = cpu_attention, .attention_cells = cpu_attention_cells,
     .conv1d = cpu_conv1d, .conv1d_l2 = cpu_conv1d_l2, .conv1d_steps = cpu_conv1d_steps,
     .gdn_gates = cpu_gdn_gates, .gdn = cpu_gdn,
-    .hc_pre = cpu_hc_pre, .hc_post = cpu_hc_post, .ple_gate = cpu_ple_gate, .qsa_pool = cpu_qsa_pool,
+    .hc_pre = cpu_hc_pre, .hc_post = cpu_hc_post, .ple_gate = cpu_ple_gate, .qsa_blocks = cpu_qsa_blocks,
     .qsa_select = cpu_qsa_select,
     .fork = cpu_fork, .unfork = cpu_side, .join = cpu_side,
     .prof_begin = NULL, .prof_end = NULL,

@@ -301,13 +301,21 @@ static void cu_get_rows(st_backend *be, uint32_t type, const void *table, int64_
     DO(st_cuda_get_rows(b->cu, type, table, n_rows, dim, ids_host, n, out, ld_out));
 }
 
-/* The rows gathered on the host into a staging buffer, then uploaded (on the stream, waiting). */
-static void cu_get_rows_host(st_backend *be, uint32_t type, const void *table_host, int64_t n_rows, int64_t dim,
-                             const int32_t *ids_host, int64_t n, float *out, int64_t ld_out) {
+/* The PLE rows: hashed on the device and read from the table over the bus where the session mapped
+ * it (ple_host, ple_dev: st_cuda_backend); else the window down, the hash and the gather on the
+ * host, the rows up (waiting: an eager chunk only). */
+static void cu_ple_rows(st_backend *be, const st_ple_hash *h, const int32_t *win, int64_t n, int32_t *rows,
+                        uint32_t type, const void *table_host, int64_t n_rows, int64_t dim, float *out, int64_t ld_out) {
     st_cuda_backend *b = B(be);
     LIVE();
-    wrote(b, out, ld_out, n, dim);
-    size_t bytes = (size_t)(n * dim) * F;
+    const int64_t nr = n * h->n_heads, len = n + h->ngram - 1;
+    wrote(b, out, ld_out, nr, dim);
+    if (b->ple_dev && table_host == b->ple_host) {
+        DO(st_cuda_ple_hash(b->cu, h, win, n, rows));
+        DO(st_cuda_get_rows_dev(b->cu, type, b->ple_dev, n_rows, dim, rows, nr, out, ld_out));
+        return;
+    }
+    size_t bytes = (size_t)(nr * dim) * F + (size_t)(len + nr) * sizeof(int32_t);
     if (bytes > b->stage_bytes) {
         float *p = realloc(b->stage, bytes);
         if (!p) {
@@ -317,13 +325,17 @@ static void cu_get_rows_host(st_backend *be, uint32_t type, const void *table_ho
         b->stage = p;
         b->stage_bytes = bytes;
     }
-    if (!st_op_get_rows(type, table_host, n_rows, dim, ids_host, n, b->stage, dim)) {
-        b->be.err = st_fail(ST_ERR_RANGE, "cuda: a row id outside the table's %lld rows", (long long)n_rows);
+    int32_t *hwin = (int32_t *)(b->stage + nr * dim), *hrows = hwin + len;
+    DO(st_cuda_download(b->cu, hwin, win, (size_t)len * sizeof(int32_t)));
+    LIVE();
+    st_op_ple_hash(h, hwin, n, hrows);
+    if (!st_op_get_rows(type, table_host, n_rows, dim, hrows, nr, b->stage, dim)) {
+        b->be.err = st_fail(ST_ERR_RANGE, "cuda: a PLE row outside the table's %lld rows", (long long)n_rows);
         return;
     }
-    if (ld_out == dim) DO(st_cuda_upload(b->cu, out, b->stage, bytes));
+    if (ld_out == dim) DO(st_cuda_upload(b->cu, out, b->stage, (size_t)(nr * dim) * F));
     else
-        for (int64_t r = 0; r < n; r++) DO(st_cuda_upload(b->cu, out + r * ld_out, b->stage + r * dim, (size_t)dim * F));
+        for (int64_t r = 0; r < nr; r++) DO(st_cuda_upload(b->cu, out + r * ld_out, b->stage + r * dim, (size_t)dim * F));
 }
 
 static void cu_upload(st_backend *be, void *dst, const void *src_host, size_t bytes) {
@@ -429,11 +441,11 @@ static void cu_ple_gate(st_backend *be, const float *k, const float *q, int64_t 
     DO(st_cuda_ple_gate(b->cu, k, q, ld_kq, val, ld_v, gv, ld_gv, n_tok, hc, d));
 }
 
-static void cu_qsa_pool(st_backend *be, uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0,
-                        int64_t b1, float *out) {
+static void cu_qsa_blocks(st_backend *be, uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0,
+                          int64_t b1, const int32_t *last, const float *norm_w, float eps, const st_rope_params *rp,
+                          float *blocks) {
     st_cuda_backend *b = B(be);
-    wrote(b, out, dim, b1 - b0, dim);
-    DO(st_cuda_qsa_pool(b->cu, kv_type, cache, dim, r, b0, b1, out));
+    DO(st_cuda_qsa_blocks(b->cu, kv_type, cache, dim, r, b0, b1, last, norm_w, eps, rp, blocks));
 }
 
 /* The selection's scores live in the context's scratch (st_cuda_qsa_scratch_size). */
@@ -478,11 +490,11 @@ static const st_backend_ops cuda_ops = {
     .rms_norm = cu_rms_norm, .add_rms_norm = cu_add_rms_norm, .l2_norm_heads = cu_l2_norm_heads,
     .pointwise = cu_pointwise, .scale = cu_scale, .gated_norm = cu_gated_norm,
     .matmul = cu_matmul, .matmul_many = cu_matmul_many, .swiglu_ffn = cu_swiglu_ffn,
-    .copy_rows = cu_copy_rows, .get_rows = cu_get_rows, .get_rows_host = cu_get_rows_host, .upload = cu_upload,
+    .copy_rows = cu_copy_rows, .get_rows = cu_get_rows, .ple_rows = cu_ple_rows, .upload = cu_upload,
     .rope = cu_rope, .kv_store = cu_kv_store, .attention = cu_attention, .attention_cells = cu_attention_cells,
     .conv1d = cu_conv1d, .conv1d_l2 = cu_conv1d_l2, .conv1d_steps = cu_conv1d_steps,
     .gdn_gates = cu_gdn_gates, .gdn = cu_gdn,
-    .hc_pre = cu_hc_pre, .hc_post = cu_hc_post, .ple_gate = cu_ple_gate, .qsa_pool = cu_qsa_pool,
+    .hc_pre = cu_hc_pre, .hc_post = cu_hc_post, .ple_gate = cu_ple_gate, .qsa_blocks = cu_qsa_blocks,
     .qsa_select = cu_qsa_select,
     .fork = cu_fork, .unfork = cu_unfork, .join = cu_join,
     .prof_begin = cu_prof_begin, .prof_end = cu_prof_end,

@@ -29,8 +29,11 @@ typedef struct st_cuda_backend {
     int outs_unfused;          /* no fused block outputs (the gates into 8 bits) */
     int plain;                 /* STRATA_CUDA_PLAIN bits: prompt paths left for the decode kernels */
     double *prof_ms;           /* NULL, or block times per kind (the forward's FWD_PROF_*) */
-    float *stage;              /* get_rows_host's gathered rows on the host */
+    float *stage;              /* ple_rows's gathered rows on the host, where the table is not mapped */
     size_t stage_bytes;
+    /* qwen4exp's PLE table: its host address (the model's) and the device's view of it where the
+     * session mapped it (NULL: not mapped; ple_rows gathers on the host then) */
+    const void *ple_host, *ple_dev;
 } st_cuda_backend;
 
 /* max_k: the widest product input a norm, a block output or a SwiGLU prepares. */

@@ -93,6 +93,11 @@ st_status st_cuda_host_alloc(size_t bytes, void **out);
  * reads of it are uncached and slow); 0: cached, for memory the CPU reads too. */
 st_status st_cuda_host_alloc_mapped(size_t bytes, int write_combined, void **host, void **dev);
 void st_cuda_host_free(void *p);
+/* Host memory that is not the driver's (a file mapping) made readable by kernels: the pages
+ * spanning [p, p + bytes) pinned and mapped read-only; *dev is p as kernels address it, *base what
+ * st_cuda_host_unregister takes. Fails where the driver cannot (then nothing is registered). */
+st_status st_cuda_host_register(const void *p, size_t bytes, void **base, const void **dev);
+void st_cuda_host_unregister(void *base);
 
 /* The memory's read bandwidth in GB/s: a buffer of `bytes` read by every SM (best of 5 runs). */
 st_status st_cuda_read_bandwidth(st_cuda *cu, size_t bytes, double *gbs);
@@ -370,17 +375,22 @@ void st_cuda_prefill_test_limits(int64_t moe_experts_per_batch, int64_t attn_tok
 /* ---- qwen4exp (ops_qwen4exp.cu): backend.h's hyper-connection, PLE and QSA ops ---------------
  * Same arguments and semantics as the st_op_* ops named, on device pointers (a->pos, the cells and
  * counts included). hc_pre, hc_post and ple_gate keep the CPU's order of products and sums (the
- * ple dot in double); they differ from it only through the GPU's expf, within 1e-6. qsa_pool is bit
- * for bit. The PLE's dilated conv is st_cuda_conv1d over the widened kernel (K up to 16). */
+ * ple dot in double); they differ from it only through the GPU's expf, within 1e-6. The PLE's
+ * dilated conv is st_cuda_conv1d over the widened kernel (K up to 16). */
 st_status st_cuda_hc_pre(st_cuda *cu, const float *xn, int64_t ld_x, const float *g, int64_t ld_g, float *m,
                          int64_t ld_m, int64_t n_tok, int64_t hc, int64_t d, float scale);
 st_status st_cuda_hc_post(st_cuda *cu, float *R, int64_t ld_r, const float *y, int64_t ld_y, const float *inj,
                           int64_t ld_inj, int64_t n_tok, int64_t hc, int64_t d);
 st_status st_cuda_ple_gate(st_cuda *cu, const float *k, const float *q, int64_t ld_kq, const float *val,
                            int64_t ld_v, float *gv, int64_t ld_gv, int64_t n_tok, int64_t hc, int64_t d);
-/* f16 or f32 cache; blocks b0 .. b1-1. */
-st_status st_cuda_qsa_pool(st_cuda *cu, uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0,
-                           int64_t b1, float *out);
+/* st_op_ple_hash with the window and the rows on the device (exact; N <= 8, at most 64 heads). */
+st_status st_cuda_ple_hash(st_cuda *cu, const st_ple_hash *h, const int32_t *win, int64_t n, int32_t *rows);
+/* The op table's qsa_blocks (backend.h): f16 or f32 cache, keys of at most 1024, one launch; last
+ * (a device position) for a decode step's block. The bits of the GPU's pool (the CPU's), norm and
+ * RoPE kernels in turn. */
+st_status st_cuda_qsa_blocks(st_cuda *cu, uint32_t kv_type, const void *cache, int64_t dim, int64_t r, int64_t b0,
+                             int64_t b1, const int32_t *last, const float *norm_w, float eps,
+                             const st_rope_params *rp, float *blocks);
 /* st_op_qsa_select on the GPU: dense rows (p + 1 <= W) read 0 .. p; other rows the tail and the
  * W - n_tail best block cells, ascending, n_cells = W. The tie rule is not the CPU's heap (ERRATA
  * F1): blocks rank by (score descending, index ascending); the first floor(M/r) whole, then the

@@ -142,6 +142,51 @@ __device__ __forceinline__ double warp_sum_d(double v) {
     return v;
 }
 /* Sum over groups of G lanes (G a power of two <= 32). */
+/* The sum over a block of up to 1024 threads, in double (every thread gets it); a barrier
+ * before and after. */
+static __device__ __forceinline__ double block_sum_d(double v) {
+    __shared__ double part[32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) part[w] = v;
+    __syncthreads();
+    double t = 0.0;
+    if (w == 0) {
+        t = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.0;
+        t = warp_sum_d(t);
+        if (lane == 0) part[0] = t;
+    }
+    __syncthreads();
+    return part[0];
+}
+
+/* NeoX RoPE's rotation of pair i at position pos (st_op_rope_neox's numbers): the angle by the
+ * CPU's repeated product, the YaRN blend without FMA, cos and sin times mscale. cu_rope_of (ops.cu)
+ * makes the constants on the host. */
+struct cu_rope_k {
+    int64_t half;
+    float ts;          /* powf(base, -2/n_rot), from the host */
+    float freq_scale, ext_factor, mscale;   /* mscale: attn_factor (times YaRN's factor) */
+    float corr0, corr1;
+};
+cu_rope_k cu_rope_of(const st_rope_params *p);
+
+static __device__ __forceinline__ void cu_rope_cs(const cu_rope_k &p, float pos, int64_t i, float *cs, float *sn) {
+    float theta = pos;
+    for (int64_t k = 0; k < i; k++) theta *= p.ts;   /* the CPU's repeated product, bit for bit */
+    float a = p.freq_scale * theta;
+    if (p.ext_factor != 0.0f) {
+        const float span = p.corr1 - p.corr0;
+        float r = ((float)i - p.corr0) / (span > 0.001f ? span : 0.001f);
+        r = r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
+        const float mix = (1.0f - r) * p.ext_factor;
+        a = __fadd_rn(__fmul_rn(a, 1.0f - mix), __fmul_rn(theta, mix));   /* no FMA: the CPU's rounding */
+    }
+    *cs = cosf(a) * p.mscale;
+    *sn = sinf(a) * p.mscale;
+}
+
 template <int G> __device__ __forceinline__ float group_sum(float v) {
     for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;

@@ -15,23 +15,6 @@
 
 /* ---- Norms: one block per row ----------------------------------------------------------------- */
 
-__device__ double block_sum_d(double v) {
-    __shared__ double part[32];
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    v = warp_sum_d(v);
-    __syncthreads();
-    if (lane == 0) part[w] = v;
-    __syncthreads();
-    double t = 0.0;
-    if (w == 0) {
-        t = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.0;
-        t = warp_sum_d(t);
-        if (lane == 0) part[0] = t;
-    }
-    __syncthreads();
-    return part[0];
-}
-
 /* y = (x * s) * w with s = 1/sqrtf(mean(x^2) + eps), sum in double; l2: eps/n then 1/sqrt(n).
  * Row b is head b % per of token b / per: x + (b / per) * ld_tok + (b % per) * ld_x (per = rows and
  * ld_tok = 0 give plain rows ld_x apart); y likewise with ld_y, in place when y == x. */
@@ -306,40 +289,22 @@ extern "C" st_status st_cuda_add_rms_norm_q8(st_cuda *cu, float *x, const float 
 
 /* ---- RoPE NeoX: one thread per (token, head, pair) --------------------------------------------- */
 
-struct rope_k {
-    int64_t half;
-    float ts;          /* powf(base, -2/n_rot), from the host */
-    float freq_scale, ext_factor, mscale;   /* mscale: attn_factor (times YaRN's factor) */
-    float corr0, corr1;
-};
-
 __global__ void rope_kernel(float *x, int64_t ld_tok, int64_t ld_head, int64_t n_tok, int64_t n_head,
-                            const int32_t *pos, rope_k p) {
+                            const int32_t *pos, cu_rope_k p) {
     cu_pdl();
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= n_tok * n_head * p.half) return;
     const int64_t i = idx % p.half, h = (idx / p.half) % n_head, t = idx / (p.half * n_head);
-    float theta = (float)pos[t];
-    for (int64_t k = 0; k < i; k++) theta *= p.ts;   /* the CPU's repeated product, bit for bit */
-    float a = p.freq_scale * theta;
-    if (p.ext_factor != 0.0f) {
-        const float span = p.corr1 - p.corr0;
-        float r = ((float)i - p.corr0) / (span > 0.001f ? span : 0.001f);
-        r = r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
-        const float mix = (1.0f - r) * p.ext_factor;
-        a = __fadd_rn(__fmul_rn(a, 1.0f - mix), __fmul_rn(theta, mix));   /* no FMA: the CPU's rounding */
-    }
-    const float cs = cosf(a) * p.mscale, sn = sinf(a) * p.mscale;
+    float cs, sn;
+    cu_rope_cs(p, (float)pos[t], i, &cs, &sn);
     float *v = x + t * ld_tok + h * ld_head;
     const float x0 = v[i], x1 = v[i + p.half];
     v[i] = x0 * cs - x1 * sn;
     v[i + p.half] = x0 * sn + x1 * cs;
 }
 
-extern "C" st_status st_cuda_rope_neox(st_cuda *cu, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_tok,
-                                       int64_t n_head, const int32_t *pos, const st_rope_params *p) {
-    if (p->n_rot <= 0 || p->n_rot % 2) return st_fail(ST_ERR_INVALID, "cuda rope: n_rot %lld", (long long)p->n_rot);
-    rope_k k;
+cu_rope_k cu_rope_of(const st_rope_params *p) {
+    cu_rope_k k;
     k.half = p->n_rot / 2;
     k.ts = powf(p->freq_base, -2.0f / (float)p->n_rot);
     k.freq_scale = p->freq_scale;
@@ -348,6 +313,13 @@ extern "C" st_status st_cuda_rope_neox(st_cuda *cu, float *x, int64_t ld_tok, in
     if (p->ext_factor != 0.0f) k.mscale *= 1.0f + 0.1f * logf(1.0f / p->freq_scale);
     k.corr0 = p->corr_dims[0];
     k.corr1 = p->corr_dims[1];
+    return k;
+}
+
+extern "C" st_status st_cuda_rope_neox(st_cuda *cu, float *x, int64_t ld_tok, int64_t ld_head, int64_t n_tok,
+                                       int64_t n_head, const int32_t *pos, const st_rope_params *p) {
+    if (p->n_rot <= 0 || p->n_rot % 2) return st_fail(ST_ERR_INVALID, "cuda rope: n_rot %lld", (long long)p->n_rot);
+    const cu_rope_k k = cu_rope_of(p);
     const int64_t n = n_tok * n_head * k.half;
     if (n == 0) return ST_OK;
     cu_launch(rope_kernel, cu_blocks(n, OPS_THREADS), OPS_THREADS, 0, cu->stream, x, ld_tok, ld_head, n_tok, n_head, pos, k);

@@ -1,18 +1,21 @@
 /* ops_qwen4exp.cu: the qwen4exp ops of backend.h on the GPU (MODELS.md §6, ERRATA F1-F6): the
- * hyper-connections' gated mean and combine, the PLE gate, and QSA's block pooling, cell selection
- * and attention over the selected cells. The PLE's dilated conv is st_cuda_conv1d (ops.cu) over
+ * hyper-connections' gated mean and combine, the PLE hash and gate, and QSA's block keys, cell
+ * selection and attention over the selected cells. The PLE's dilated conv is st_cuda_conv1d (ops.cu) over
  * the widened kernel model/bind.c builds (10 taps for the real file, under its limit of 16).
  *
  * Numerics: the CPU references' order where it is cheap, products and sums kept apart
  * (__fmul_rn/__fadd_rn, so nvcc forms no FMA the CPU does not), host-computed constants (1/hc,
  * 1/sqrt(d), 1/r). hc_pre, hc_post and ple_gate then differ from the CPU only through the GPU's
- * expf (an ulp or two); qsa_pool is bit for bit. The selection and the attention are described at
+ * expf (an ulp or two); the PLE hash is exact, and the block keys are the GPU's pool, norm and
+ * RoPE kernels' bits. The selection and the attention are described at
  * their kernels. Nothing here synchronizes with the host. */
 #include <cuda_fp16.h>
 #include <math.h>
+#include <string.h>
 #include "backend/cuda/cuda_internal.cuh"
 
 #define Q4_THREADS 256
+#define PLE_MAX_HEADS 64   /* model.h's ST_PLE_MAX_HEADS */
 
 /* ---- Hyper-connections: one thread per output element ---------------------------------------- */
 
@@ -92,32 +95,115 @@ extern "C" st_status st_cuda_ple_gate(st_cuda *cu, const float *k, const float *
     return cu_launched("ple_gate");
 }
 
-/* ---- QSA: pooling the raw keys of complete blocks ---------------------------------------------- */
+/* ---- PLE: the n-gram hash, one thread per (token, head) -------------------------------------- */
 
-__global__ void qsa_pool_kernel(int f16, const void *cache, int64_t dim, int64_t r, int64_t b0, int64_t n, float *out,
-                                float inv) {
+struct ple_hash_k {
+    int64_t ngram, per, n_heads;
+    int32_t eos;
+    uint64_t mult[ST_PLE_HASH_MAX_NGRAM];
+    uint32_t offset[PLE_MAX_HEADS], size[PLE_MAX_HEADS];
+};
+
+__global__ void ple_hash_kernel(ple_hash_k h, const int32_t *win, int64_t n, int32_t *rows) {
     cu_pdl();
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= n * dim) return;
-    const int64_t b = b0 + e / dim, i = e % dim;
-    float o = 0.0f;
-    for (int64_t j = 0; j < r; j++) {
-        const int64_t at = (b * r + j) * dim + i;
-        const float k = f16 ? __half2float(((const __half *)cache)[at]) : ((const float *)cache)[at];
-        o = j == 0 ? k : __fadd_rn(o, k);
+    if (e >= n * h.n_heads) return;
+    const int64_t t = e / h.n_heads, hd = e % h.n_heads, order = hd / h.per + 2;
+    const int32_t *ids = win + t + h.ngram - 1;   /* ids[-s]: the s-th predecessor */
+    uint64_t mix = (uint64_t)(int64_t)ids[0] * h.mult[0];
+    int cut = 0;
+    for (int64_t s = 1; s < order; s++) {
+        cut = cut || ids[-s] < 0 || ids[-s] == h.eos;
+        mix ^= (uint64_t)(int64_t)(cut ? h.eos : ids[-s]) * h.mult[s];
     }
-    out[e] = __fmul_rn(o, inv);
+    rows[e] = (int32_t)(mix % h.size[hd] + h.offset[hd]);
 }
 
-extern "C" st_status st_cuda_qsa_pool(st_cuda *cu, uint32_t kv_type, const void *cache, int64_t dim, int64_t r,
-                                      int64_t b0, int64_t b1, float *out) {
+extern "C" st_status st_cuda_ple_hash(st_cuda *cu, const st_ple_hash *h, const int32_t *win, int64_t n, int32_t *rows) {
+    if (h->ngram < 2 || h->ngram > ST_PLE_HASH_MAX_NGRAM || h->per < 1 || h->n_heads != (h->ngram - 1) * h->per ||
+        h->n_heads > PLE_MAX_HEADS)
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda ple_hash: n-grams to %lld, %lld heads per order (at most %d and %d heads)",
+                       (long long)h->ngram, (long long)h->per, ST_PLE_HASH_MAX_NGRAM, PLE_MAX_HEADS);
+    if (n <= 0) return ST_OK;
+    ple_hash_k k;
+    memset(&k, 0, sizeof k);
+    k.ngram = h->ngram;
+    k.per = h->per;
+    k.n_heads = h->n_heads;
+    k.eos = h->eos;
+    memcpy(k.mult, h->mult, (size_t)h->ngram * sizeof k.mult[0]);
+    memcpy(k.offset, h->offset, (size_t)h->n_heads * sizeof k.offset[0]);
+    memcpy(k.size, h->size, (size_t)h->n_heads * sizeof k.size[0]);
+    cu_launch(ple_hash_kernel, cu_blocks(n * h->n_heads, Q4_THREADS), Q4_THREADS, 0, cu->stream, k, win, n, rows);
+    return cu_launched("ple_hash");
+}
+
+/* ---- QSA: the block keys, one block of threads per pooled block ---------------------------------
+ * The mean of the block's r raw keys (summed in order from the first, times 1/r from the host),
+ * RMSNorm with the norm kernel's sum (the same 256 threads, each over the same elements, in double,
+ * the same tree: ops.cu's rms_norm_kernel), NeoX RoPE at position b*r (rope_kernel's angles): the
+ * three ops' bits in one launch. With last, the grid is one block that pools the block the
+ * position completes, or returns. */
+#define QB_THREADS 256   /* ops.cu's OPS_THREADS: the norm's sum tree */
+#define QB_MAX_DIM 1024
+
+__global__ void __launch_bounds__(QB_THREADS) qsa_blocks_kernel(int f16, const void *cache, int64_t dim, int64_t r,
+                                                                int64_t b0, const int32_t *last, const float *w,
+                                                                float eps, float inv, cu_rope_k rk, float *blocks) {
+    cu_pdl();
+    int64_t b = b0 + blockIdx.x;
+    if (last) {
+        const int64_t p1 = (int64_t)last[0] + 1;
+        if (p1 % r) return;
+        b = p1 / r - 1;
+    }
+    __shared__ float v[QB_MAX_DIM];
+    double sum = 0.0;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        float o = 0.0f;
+        for (int64_t j = 0; j < r; j++) {
+            const int64_t at = (b * r + j) * dim + i;
+            const float k = f16 ? __half2float(((const __half *)cache)[at]) : ((const float *)cache)[at];
+            o = j == 0 ? k : __fadd_rn(o, k);
+        }
+        o = __fmul_rn(o, inv);
+        v[i] = o;
+        sum += (double)(o * o);
+    }
+    sum = block_sum_d(sum);
+    const float mean = (float)sum / (float)dim;
+    const float s = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        float x = v[i] * s;
+        if (w) x = x * w[i];
+        v[i] = x;
+    }
+    __syncthreads();
+    float *out = blocks + b * dim;
+    for (int64_t i = threadIdx.x; i < rk.half; i += blockDim.x) {
+        float cs, sn;
+        cu_rope_cs(rk, (float)(int32_t)(b * r), i, &cs, &sn);
+        const float x0 = v[i], x1 = v[i + rk.half];
+        out[i] = x0 * cs - x1 * sn;
+        out[i + rk.half] = x0 * sn + x1 * cs;
+    }
+    for (int64_t i = 2 * rk.half + threadIdx.x; i < dim; i += blockDim.x) out[i] = v[i];
+}
+
+extern "C" st_status st_cuda_qsa_blocks(st_cuda *cu, uint32_t kv_type, const void *cache, int64_t dim, int64_t r,
+                                        int64_t b0, int64_t b1, const int32_t *last, const float *norm_w, float eps,
+                                        const st_rope_params *rp, float *blocks) {
     if (kv_type != ST_TYPE_F16 && kv_type != ST_TYPE_F32)
-        return st_fail(ST_ERR_UNSUPPORTED, "cuda qsa_pool: cache type %u", kv_type);
-    if (r <= 0) return st_fail(ST_ERR_INVALID, "cuda qsa_pool: block size %lld", (long long)r);
-    if (b1 <= b0 || dim <= 0) return ST_OK;
-    cu_launch(qsa_pool_kernel, cu_blocks((b1 - b0) * dim, Q4_THREADS), Q4_THREADS, 0, cu->stream,
-              kv_type == ST_TYPE_F16 ? 1 : 0, cache, dim, r, b0, b1 - b0, out, 1.0f / (float)r);
-    return cu_launched("qsa_pool");
+        return st_fail(ST_ERR_UNSUPPORTED, "cuda qsa_blocks: cache type %u", kv_type);
+    if (r <= 0 || dim <= 0 || dim > QB_MAX_DIM || rp->n_rot <= 0 || rp->n_rot % 2 || rp->n_rot > dim)
+        return st_fail(ST_ERR_INVALID, "cuda qsa_blocks: block size %lld, keys of %lld (at most %d), n_rot %lld",
+                       (long long)r, (long long)dim, QB_MAX_DIM, (long long)rp->n_rot);
+    const int64_t nb = last ? 1 : b1 - b0;
+    if (nb <= 0) return ST_OK;
+    if (nb > INT32_MAX) return st_fail(ST_ERR_UNSUPPORTED, "cuda qsa_blocks: %lld blocks", (long long)nb);
+    cu_launch(qsa_blocks_kernel, (unsigned)nb, QB_THREADS, 0, cu->stream, kv_type == ST_TYPE_F16 ? 1 : 0, cache, dim,
+              r, last ? (int64_t)0 : b0, last, norm_w, eps, 1.0f / (float)r, cu_rope_of(rp), blocks);
+    return cu_launched("qsa_blocks");
 }
 
 /* ---- QSA: the selection -------------------------------------------------------------------------

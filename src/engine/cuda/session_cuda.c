@@ -5,7 +5,9 @@
  * Decode: a step of one token is captured as a CUDA graph the first time a context bucket (256
  * cells) is reached, after one eager run of the same step has sized the backend's scratch; later
  * steps upload the token and its position (8 bytes), replay the graph and download the logits.
- * Prompt chunks run eagerly.
+ * qwen4exp's steps also upload the PLE hash's window of ids (the table mapped for the GPU:
+ * device_model.c), and a step pools the QSA block it completes on the device, so the host only
+ * moves the block count on (st_state_qsa_step_done). Prompt chunks run eagerly.
  *
  * Workspace: the same st_workspace as on the CPU, its buffers taken with cudaMalloc and grown only
  * between chunks (every chunk ends with the logits' download, which waits for the GPU). */
@@ -18,9 +20,14 @@
 #include "model/cuda/device_model.h"
 #include "model/cuda/forward_cuda.h"
 #include "model/cuda/host_experts.h"
+#include "model/forward_ws.h"
+#include "model/state.h"
 #include "quant/types.h"
 
 #define GRAPH_BUCKET 256
+/* the pinned io block: tokens and positions of a chunk, then a PLE window */
+#define IO_WIN (2 * ST_DEV_VERIFY_ROWS)
+#define IO_INTS (IO_WIN + ST_DEV_VERIFY_ROWS + ST_PLE_HASH_MAX_NGRAM)
 
 _Static_assert(ST_DEVICE_VERIFY_ROWS == ST_DEV_VERIFY_ROWS, "engine/device.h and model/cuda/forward_cuda.h differ");
 
@@ -39,12 +46,14 @@ struct st_device_session {
     const int32_t *ids;          /* the engine session's ids (st_device_session_set_ids) */
     int be_ready;
     st_workspace ws;
-    int32_t *io;                 /* pinned: tokens, then positions, ST_DEV_VERIFY_ROWS of each */
+    int32_t *io;                 /* pinned: tokens, then positions, ST_DEV_VERIFY_ROWS of each; then
+                                    a step's PLE window (IO_WIN) */
     float *logits;               /* pinned: n_vocab, the last row's (st_session_logits reads it) */
     st_cuda_graph **graphs;      /* per row count (1: decode; 2 ..: verify chunks) and bucket of
                                     GRAPH_BUCKET cells: [rows - 1][n_graphs] */
     int64_t n_graphs;
     int no_graphs;               /* STRATA_CUDA_GRAPHS=0, or a capture failed */
+    int no_chunk_graphs;         /* verify chunks run eagerly (qwen4exp) */
     int unfused;                 /* STRATA_CUDA_FUSED=0: the plain op sequence */
     int outs_unfused;            /* STRATA_CUDA_FUSED=1: without the fused block outputs (forward_cuda.h) */
     uint64_t graph_epoch;        /* the backend's scratch epoch the graphs were captured at */
@@ -122,8 +131,11 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
     ds->n_ctx = n_ctx;
     ds->kv_type = kv_type;
     const char *env = getenv("STRATA_CUDA_GRAPHS");
-    /* qwen4exp's steps run host work (the PLE hash, the QSA blocks pooled as they fill): eager */
-    ds->no_graphs = (env && !strcmp(env, "0")) || hp->arch == ST_ARCH_QWEN4EXP;
+    /* qwen4exp: a step hashes its PLE rows on the device from the window the session uploads, and
+     * pools the QSA block it completes itself, so it can be a graph where the PLE table is mapped
+     * (device_model.c); its verify chunks pool on the host's count: eager */
+    ds->no_graphs = (env && !strcmp(env, "0")) || (m->ple_table.data && !dm->w.ple_dev);
+    ds->no_chunk_graphs = hp->arch == ST_ARCH_QWEN4EXP;
     const char *fenv = getenv("STRATA_CUDA_FUSED");
     ds->unfused = fenv && !strcmp(fenv, "0");
     ds->outs_unfused = fenv && !strcmp(fenv, "1");
@@ -151,7 +163,11 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
     }
     if (s == ST_OK) s = (ds->lstate = calloc((size_t)hp->n_layer, sizeof *ds->lstate)) ? ST_OK
                                                                                         : st_fail(ST_ERR_NOMEM, "cuda session: out of memory");
-    if (s == ST_OK && (s = st_cuda_backend_init(&ds->be, ds->cu, st_forward_cuda_prep_width(m))) == ST_OK) ds->be_ready = 1;
+    if (s == ST_OK && (s = st_cuda_backend_init(&ds->be, ds->cu, st_forward_cuda_prep_width(m))) == ST_OK) {
+        ds->be_ready = 1;
+        ds->be.ple_host = m->ple_table.data;
+        ds->be.ple_dev = dm->w.ple_dev;
+    }
     if (s == ST_OK) {
         st_forward_cuda_view(m, &dm->w, &ds->view_m);
         refresh_view(ds);
@@ -159,7 +175,7 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
     ds->plan = (st_ws_plan){.m = m, .n_ctx = n_ctx};
     if (s == ST_OK) s = st_workspace_init(&ds->ws, WS_N_BUFFERS, st_forward_cuda_ws_size, &ds->plan);
     if (s == ST_OK) st_workspace_set_allocator(&ds->ws, &(st_ws_allocator){dev_alloc, dev_free, ds->cu});
-    if (s == ST_OK) s = st_cuda_host_alloc(2 * ST_DEV_VERIFY_ROWS * sizeof(int32_t), (void **)&ds->io);
+    if (s == ST_OK) s = st_cuda_host_alloc(IO_INTS * sizeof(int32_t), (void **)&ds->io);
     if (s == ST_OK) s = st_cuda_host_alloc((size_t)hp->n_vocab * sizeof(float), (void **)&ds->logits);
     if (s == ST_OK) memset(ds->logits, 0, (size_t)hp->n_vocab * sizeof(float));
     if (s == ST_OK) s = st_device_session_reset(ds);
@@ -329,6 +345,19 @@ static st_status graph_step(st_device_session *ds, const int32_t *tokens, int64_
     st_dchunk c = {.n = n, .pos0 = n_past, .n_kv = bucket_kv(ds, n_past), .logits_all = n > 1, .tokens_host = NULL,
                    .unfused = ds->unfused, .outs_unfused = ds->outs_unfused, .keep_steps = n > 1, .row_n_kv = n > 1 ? row_n_kv : NULL};
     float *dst = n > 1 ? logits_all : ds->logits;
+    const st_hparams *hp = &ds->m->hp;
+    if (hp->ple_layer >= 0) {
+        /* the PLE hash's window: the step's ids and the N-1 before them (the session wrote them) */
+        int32_t *win = &ds->io[IO_WIN];
+        const int64_t N = hp->ple_ngram;
+        for (int64_t j = 0; j < n + N - 1; j++) {
+            const int64_t p = n_past - (N - 1) + j;
+            win[j] = p < 0 ? -1 : ds->ids[p];
+        }
+        ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WS_PLE_IDS), win,
+                                    (size_t)(n + N - 1) * sizeof(int32_t)));
+        c.ple_win_given = 1;
+    }
     ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WS_TOK), &ds->io[0], (size_t)n * sizeof(int32_t)));
     ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WS_POS), &ds->io[ST_DEV_VERIFY_ROWS],
                                 (size_t)n * sizeof(int32_t)));
@@ -380,7 +409,11 @@ static st_status feed(st_device_session *ds, const int32_t *tokens, int64_t n, i
                       float *h_host) {
     int64_t V = ds->m->hp.n_vocab;
     ST_TRY(st_device_session_reserve(ds, n));
-    if (n == 1 && !logits_all && !ds->no_graphs) return graph_step(ds, tokens, 1, n_past, NULL);
+    if (n == 1 && !logits_all && !ds->no_graphs && st_state_qsa_step_ready(ds->m, &ds->view, n_past)) {
+        ST_TRY(graph_step(ds, tokens, 1, n_past, NULL));
+        st_state_qsa_step_done(ds->m, &ds->view, n_past);   /* a replay ran no forward on the host */
+        return ST_OK;
+    }
 
     /* An eager chunk: positions up, then the pass. */
     int32_t *pos = malloc((size_t)n * sizeof *pos);
@@ -444,7 +477,7 @@ static st_status verify(st_device_session *ds, const int32_t *tokens, int64_t n,
     if (n > ST_DEV_VERIFY_ROWS || (st_hp_is_hybrid(&ds->m->hp) && n > ds->n_steps))
         return st_fail(ST_ERR_INVALID, "cuda session: a verify chunk of %lld rows, %d step planes", (long long)n, ds->n_steps);
     ST_TRY(st_device_session_reserve(ds, n));
-    if (n > 1 && !ds->no_graphs && (n_past + n - 1) / GRAPH_BUCKET == n_past / GRAPH_BUCKET)
+    if (n > 1 && !ds->no_graphs && !ds->no_chunk_graphs && (n_past + n - 1) / GRAPH_BUCKET == n_past / GRAPH_BUCKET)
         return graph_step(ds, tokens, n, n_past, logits_all);
     /* across a bucket's end: eager, each row over its own bucket's cells */
     int32_t pos[ST_DEV_VERIFY_ROWS];

@@ -84,10 +84,10 @@ static st_status place(tier_upload *u, const void *src, size_t bytes, int on_hos
     return ST_OK;
 }
 
+/* A tensor's data, and its f32 view (some have only that: qwen4exp's widened PLE conv). */
 static st_status place_tensor(tier_upload *u, st_tensor *t, int on_host) {
-    if (!t->data) return ST_OK;
     const void *f32_src = t->f32, *f32;
-    ST_TRY(place(u, t->data, tensor_bytes(t), on_host, &t->data));
+    if (t->data) ST_TRY(place(u, t->data, tensor_bytes(t), on_host, &t->data));
     if (f32_src) {
         size_t n = (size_t)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
         ST_TRY(place(u, f32_src, n * sizeof(float), 0, &f32));
@@ -111,10 +111,6 @@ int st_device_tiers_needed(const struct st_model *m, uint64_t room) {
 
 st_status st_device_tiers_upload(st_device_model *dm, const struct st_model *m, uint64_t room, int progress) {
     const st_hparams *hp = &m->hp;
-    /* an H200 run (bench/cuda/runs/2026-12-04-h200-q4exp-hole) faulted in a tiered qwen4exp feed */
-    if (hp->arch == ST_ARCH_QWEN4EXP)
-        return st_fail(ST_ERR_UNSUPPORTED, "cuda: qwen4exp does not run with experts in host memory yet: its weights "
-                       "need the whole model on the GPU (raise --gpu-mem, or --device cpu)");
     uint64_t dense = 0, experts = 0;
     for (int64_t i = 0; i < st_model_n_tensor_slots(m); i++) {
         const st_tensor *t = st_model_tensor_slot_get(m, i);

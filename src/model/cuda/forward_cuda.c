@@ -277,7 +277,8 @@ st_status st_forward_cuda(st_cuda_backend *be, const struct st_model *m, const s
     st_cuda_backend_begin(be, c->unfused, c->outs_unfused, prof ? prof->ms : NULL);
     st_fwd fw = {.m = m, .hp = hp, .s = state, .ws = ws, .be = &be->be, .moe = moe_cuda, .moe_ctx = w, .n = n,
                  .pos0 = c->pos0, .pos = st_workspace_get(ws, WS_POS), .n_kv = c->n_kv, .row_n_kv = c->row_n_kv,
-                 .keep_steps = c->keep_steps && st_hp_is_hybrid(hp), .hidden = c->h_host ? st_workspace_f32(ws, WS_X2) : NULL};
+                 .keep_steps = c->keep_steps && st_hp_is_hybrid(hp), .hidden = c->h_host ? st_workspace_f32(ws, WS_X2) : NULL,
+                 .ple_win_given = c->ple_win_given};
     st_fwd *f = &fw;
     float *x = BUF(WS_X), *h = BUF(WS_H);
     if (prof) {

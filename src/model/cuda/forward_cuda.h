@@ -29,6 +29,9 @@ typedef struct st_dweights {
      * the CPU's share of those layers' selected experts in a decode step (NULL: none). */
     const uint8_t *host_layer;
     struct st_host_moe *host_moe;
+    /* qwen4exp: the PLE table in host memory as kernels read it (registered, mapped), or NULL:
+     * then the host gathers its rows, and a decode step cannot be a graph */
+    const void *ple_dev;
 } st_dweights;
 
 static inline const st_layer *st_dlayer(const st_dweights *w, int64_t il) { return &w->layers[il]; }
@@ -98,6 +101,8 @@ typedef struct st_dchunk {
      * layer's FFN run on all rows beside the one-row FFN that the logits come from (so the logits
      * stay those of the chunk without it). Every other chunk leaves its normed rows in WS_H. */
     float *h_host;
+    /* qwen4exp: the PLE hash's window is in WS_PLE_IDS (the session uploaded it: a graph step) */
+    int ple_win_given;
 } st_dchunk;
 
 /* The most rows of a verify chunk: the decode kernels' (prepared 8-bit rows, fused SwiGLU, side
