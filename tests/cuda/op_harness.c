@@ -598,8 +598,8 @@ static void test_qsa_blocks(uint32_t kv_type, int64_t dim, int64_t n_rot, int64_
 }
 
 /* The PLE hash on the device equals the CPU's on windows with missing and EOS predecessors and
- * multipliers past 2^32; and its rows gathered from a host table through a registered mapping
- * (st_cuda_host_register, as device_model.c maps the PLE table) equal st_op_get_rows's. */
+ * multipliers past 2^32; and its rows gathered from a host table in pinned mapped memory (as
+ * device_model.c copies the PLE table) equal st_op_get_rows's. */
 static void test_ple_rows(uint32_t type, int64_t ngram, int64_t per, int64_t n, int64_t dim) {
     const int64_t nh = (ngram - 1) * per, len = n + ngram - 1, eos = 7;
     uint64_t mult[ST_PLE_HASH_MAX_NGRAM];
@@ -625,23 +625,23 @@ static void test_ple_rows(uint32_t type, int64_t ngram, int64_t per, int64_t n, 
     char name[128];
     snprintf(name, sizeof name, "ple_hash N=%lld per=%lld n=%lld", (long long)ngram, (long long)per, (long long)n);
     report(name, (double)bad, 0.0);
-    /* the rows from a host table the device reads through the registration */
+    /* the rows from a host table the device reads over the bus */
     float *tf = rand_vec((int64_t)rows_total * dim, 1.0f);
     size_t tb = 0;
-    void *table = quantize_matrix(type, tf, rows_total, dim, &tb);
-    void *base = NULL;
-    const void *tdev = NULL;
-    GPU(st_cuda_host_register(table, tb, &base, &tdev));
+    void *q = quantize_matrix(type, tf, rows_total, dim, &tb), *table = NULL, *tdev = NULL;
+    GPU(st_cuda_host_alloc_mapped(tb, 1, &table, &tdev));   /* as device_model.c copies the PLE table */
+    memcpy(table, q, tb);
+    free(q);
     float *ec = malloc((size_t)(n * nh * dim) * 4);
     if (!st_op_get_rows(type, table, rows_total, dim, rc, n * nh, ec, dim)) die("ple rows on the CPU");
     float *de = dev_from(NULL, (size_t)(n * nh * dim) * 4);
     GPU(st_cuda_get_rows_dev(cu, type, tdev, rows_total, dim, drows, n * nh, de, dim));
     float *eg = to_host(de, (size_t)(n * nh * dim));
-    snprintf(name, sizeof name, "ple rows %s from a registered host table, n=%lld", st_type_get(type)->name, (long long)n);
+    snprintf(name, sizeof name, "ple rows %s from a mapped host table, n=%lld", st_type_get(type)->name, (long long)n);
     report(name, max_diff(eg, ec, n * nh * dim), 0.0);
-    st_cuda_host_unregister(base);
+    st_cuda_host_free(table);
     st_cuda_free(cu, dwin); st_cuda_free(cu, drows); st_cuda_free(cu, de);
-    free(win); free(rc); free(rg); free(tf); free(table); free(ec); free(eg);
+    free(win); free(rc); free(rg); free(tf); free(ec); free(eg);
 }
 
 static int64_t irand(int64_t n) {   /* uniform in [0, n) */

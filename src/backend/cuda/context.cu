@@ -153,27 +153,6 @@ void st_cuda_host_free(void *p) {
     if (p) cudaFreeHost(p);
 }
 
-st_status st_cuda_host_register(const void *p, size_t bytes, void **base, const void **dev) {
-    *base = NULL;
-    *dev = NULL;
-    const uintptr_t page = 4096, a = (uintptr_t)p & ~(page - 1), e = ((uintptr_t)p + bytes + page - 1) & ~(page - 1);
-    void *d = NULL;
-    ST_TRY(cu_check(cudaHostRegister((void *)a, e - a, cudaHostRegisterMapped | cudaHostRegisterReadOnly),
-                    "cudaHostRegister"));
-    st_status s = cu_check(cudaHostGetDevicePointer(&d, (void *)a, 0), "cudaHostGetDevicePointer");
-    if (s != ST_OK) {
-        cudaHostUnregister((void *)a);
-        return s;
-    }
-    *base = (void *)a;
-    *dev = (const char *)d + ((uintptr_t)p - a);
-    return ST_OK;
-}
-
-void st_cuda_host_unregister(void *base) {
-    if (base) cudaHostUnregister(base);
-}
-
 st_status st_cuda_memset0(st_cuda *cu, void *p, size_t bytes) {
     return cu_check(cudaMemsetAsync(p, 0, bytes, cu->stream), "memset");
 }

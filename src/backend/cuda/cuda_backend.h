@@ -93,11 +93,6 @@ st_status st_cuda_host_alloc(size_t bytes, void **out);
  * reads of it are uncached and slow); 0: cached, for memory the CPU reads too. */
 st_status st_cuda_host_alloc_mapped(size_t bytes, int write_combined, void **host, void **dev);
 void st_cuda_host_free(void *p);
-/* Host memory that is not the driver's (a file mapping) made readable by kernels: the pages
- * spanning [p, p + bytes) pinned and mapped read-only; *dev is p as kernels address it, *base what
- * st_cuda_host_unregister takes. Fails where the driver cannot (then nothing is registered). */
-st_status st_cuda_host_register(const void *p, size_t bytes, void **base, const void **dev);
-void st_cuda_host_unregister(void *base);
 
 /* The memory's read bandwidth in GB/s: a buffer of `bytes` read by every SM (best of 5 runs). */
 st_status st_cuda_read_bandwidth(st_cuda *cu, size_t bytes, double *gbs);

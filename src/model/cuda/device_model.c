@@ -237,14 +237,19 @@ st_status st_device_model_load(const struct st_model *m, int progress, uint64_t 
     }
     if (s == ST_OK && !tiered) s = make_expert_f16(dm, m, room > kept ? room - kept : 0, progress);
     if (s == ST_OK && m->ple_table.data) {
-        /* the PLE table's rows are read in place over the bus, so a decode step hashes and gathers
-         * them on the device (and can be a graph); where the driver cannot map the pages, the host
-         * gathers them (eager steps) */
+        /* the PLE table copied into pinned mapped host memory, so a decode step hashes and gathers
+         * its rows on the device over the bus (and can be a graph). The file mapping itself is not
+         * registered: cudaHostRegister on the flash file's 1 GiB table ran past 80 s on the H200
+         * (bench/cuda/runs/2026-12-04-h200-q4exp-flashdiag). Without the copy the host gathers the
+         * rows (eager steps). */
         size_t len = strlen(dm->plan);
-        if (st_cuda_host_register(m->ple_table.data, (size_t)m->ple_table_bytes, &dm->ple_reg, &dm->w.ple_dev) == ST_OK) {
-            snprintf(dm->plan + len, sizeof dm->plan - len, "; the PLE table is read over the bus");
+        void *dev = NULL;
+        if (st_cuda_host_alloc_mapped((size_t)m->ple_table_bytes, 1, &dm->ple_pin, &dev) == ST_OK) {
+            memcpy(dm->ple_pin, m->ple_table.data, (size_t)m->ple_table_bytes);
+            dm->w.ple_dev = dev;
+            snprintf(dm->plan + len, sizeof dm->plan - len, "; the GPU reads the PLE table's rows over the bus");
         } else {
-            st_warn("cuda: the PLE table cannot be mapped for the GPU (%s): the host gathers its rows, and decode "
+            st_warn("cuda: no pinned host memory for the PLE table (%s): the host gathers its rows, and decode "
                     "steps run without CUDA graphs", st_last_error());
             st_clear_error();
         }
@@ -272,7 +277,7 @@ void st_device_model_free(st_device_model *dm) {
         if (dm->blob) st_cuda_free(dm->cu, dm->blob);
         st_host_moe_free(dm->cu, dm->host_moe);
         st_cuda_host_free(dm->host_blob);
-        st_cuda_host_unregister(dm->ple_reg);
+        st_cuda_host_free(dm->ple_pin);
         st_cuda_close(dm->cu);
     }
     free(dm->host_layer);

@@ -22,7 +22,7 @@ struct st_device_model {
     st_layer *layers;
     void **f16_gu, **f16_down;  /* per layer, when the experts' f16 copies are made */
     int64_t n_layers;
-    void *ple_reg;               /* qwen4exp: the PLE table's pages as registered (w.ple_dev), or NULL */
+    void *ple_pin;               /* qwen4exp: the PLE table's copy in pinned mapped memory (w.ple_dev), or NULL */
 };
 
 /* Memory tiers (device_tiers.c): whether the bound weights need more than `room` bytes of device

@@ -29,7 +29,7 @@ typedef struct st_dweights {
      * the CPU's share of those layers' selected experts in a decode step (NULL: none). */
     const uint8_t *host_layer;
     struct st_host_moe *host_moe;
-    /* qwen4exp: the PLE table in host memory as kernels read it (registered, mapped), or NULL:
+    /* qwen4exp: the PLE table in host memory as kernels read it (a pinned mapped copy), or NULL:
      * then the host gathers its rows, and a decode step cannot be a graph */
     const void *ple_dev;
 } st_dweights;
