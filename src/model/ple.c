@@ -9,9 +9,10 @@
  *   conv = dilated causal depthwise conv of nu (dilation N, history carried per sequence)
  *   R_c += gv_c + silu(conv)_c
  * The hash is the backend's op over a window of the sequence's ids (llama.cpp runs it on the host:
- * ggml has no 64-bit xor); the table's rows are gathered straight from the file mapping, a few per
- * token, so the table is never read whole. The conv is the backend's conv1d over the widened kernel bind.c builds, with the PLE history as
- * its state. Only text: an image position would hash ple.image_token_id. */
+ * ggml has no 64-bit xor); the table's rows are gathered a few per token from host memory (the
+ * file mapping; a GPU reads a pinned copy over the bus), so the table is never read whole. The
+ * conv is the backend's conv1d over the widened kernel bind.c builds, with the PLE history as its
+ * state. Only text: an image position would hash ple.image_token_id. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,12 +21,12 @@
 #include "model/forward_ws.h"
 #include "model/fwd_matmul.h"
 #include "model/rows.h"
+#include "model/state.h"
 
 _Static_assert(ST_PLE_MAX_NGRAM <= ST_PLE_HASH_MAX_NGRAM, "the hash op takes every order the loader accepts");
 
-/* The hash's window (backend.h, st_op_ple_hash): the ids at positions pos0-(N-1) .. pos0+n-1 of
- * the sequence, -1 before position 0, into the backend's WS_PLE_IDS; a GPU's replayed step has
- * had its window uploaded there by the session (f->ple_win_given). */
+/* The hash's window (st_state_ple_window) in the backend's WS_PLE_IDS; a GPU's replayed step has
+ * had it uploaded there by the session (f->ple_win_given). */
 static const int32_t *hash_window(st_fwd *f) {
     const int64_t N = f->hp->ple_ngram, len = f->n + N - 1;
     int32_t *win = st_workspace_get(f->ws, WS_PLE_IDS);
@@ -35,10 +36,7 @@ static const int32_t *hash_window(st_fwd *f) {
         if (f->be->err == ST_OK) f->be->err = st_fail(ST_ERR_NOMEM, "forward: out of memory for the PLE window");
         return win;
     }
-    for (int64_t j = 0; j < len; j++) {
-        const int64_t p = f->pos0 - (N - 1) + j;
-        host[j] = p < 0 ? -1 : f->s->ids[p];
-    }
+    st_state_ple_window(f->m, f->s, f->pos0, f->n, host);
     FWD_OP(f, upload, win, host, (size_t)len * sizeof *host);
     if (host != small) free(host);
     return win;

@@ -1,5 +1,6 @@
 /* state.c: the return of a sequence's state to the one after row k of a keep_steps chunk
- * (state.h), and QSA's block count around a step the forward does not run. They swap planes the
+ * (state.h), the PLE hash's window of ids, and QSA's block count around a step the forward does
+ * not run. They swap planes the
  * session allocated and move counts; they allocate nothing and run no layer. */
 #include <string.h>
 
@@ -31,4 +32,12 @@ void st_state_qsa_step_done(const struct st_model *m, st_state *s, int64_t pos) 
     const st_hparams *hp = &m->hp;
     for (int64_t il = 0; il < hp->n_layer; il++)
         if (st_hp_qsa(hp, il)) s->layers[il].n_blocks = (pos + 1) / hp->compress_ratio[il];
+}
+
+void st_state_ple_window(const struct st_model *m, const st_state *s, int64_t pos0, int64_t n, int32_t *win) {
+    const int64_t N = m->hp.ple_ngram;
+    for (int64_t j = 0; j < n + N - 1; j++) {
+        const int64_t p = pos0 - (N - 1) + j;
+        win[j] = p < 0 ? -1 : s->ids[p];
+    }
 }

@@ -46,6 +46,10 @@ void st_state_keep_row(const struct st_model *m, st_state *s, int64_t pos0, int6
  * replayed graph, in which the step pools the block it completes on its own): ready, whether
  * every QSA layer holds the blocks before pos (the forward then takes that form); done, the count
  * after the step. */
+/* The PLE hash's window of n rows at pos0 (backend.h, st_op_ple_hash): the ids at positions
+ * pos0-(N-1) .. pos0+n-1 from s->ids, -1 before position 0; n + N - 1 of them into win. */
+void st_state_ple_window(const struct st_model *m, const st_state *s, int64_t pos0, int64_t n, int32_t *win);
+
 int st_state_qsa_step_ready(const struct st_model *m, const st_state *s, int64_t pos);
 void st_state_qsa_step_done(const struct st_model *m, st_state *s, int64_t pos);
 

@@ -5,8 +5,8 @@
  * Decode: a step of one token is captured as a CUDA graph the first time a context bucket (256
  * cells) is reached, after one eager run of the same step has sized the backend's scratch; later
  * steps upload the token and its position (8 bytes), replay the graph and download the logits.
- * qwen4exp's steps also upload the PLE hash's window of ids (the table mapped for the GPU:
- * device_model.c), and a step pools the QSA block it completes on the device, so the host only
+ * qwen4exp's steps also upload the PLE hash's window of ids (its rows read from a pinned copy of
+ * the table: device_model.c), and a step pools the QSA block it completes on the device, so the host only
  * moves the block count on (st_state_qsa_step_done). Prompt chunks run eagerly.
  *
  * Workspace: the same st_workspace as on the CPU, its buffers taken with cudaMalloc and grown only
@@ -132,8 +132,8 @@ st_status st_device_session_new(st_device_model *dm, const struct st_model *m, i
     ds->kv_type = kv_type;
     const char *env = getenv("STRATA_CUDA_GRAPHS");
     /* qwen4exp: a step hashes its PLE rows on the device from the window the session uploads, and
-     * pools the QSA block it completes itself, so it can be a graph where the PLE table is mapped
-     * (device_model.c); its verify chunks pool on the host's count: eager */
+     * pools the QSA block it completes itself, so it can be a graph where the PLE table has its pinned
+     * copy (device_model.c); its verify chunks pool on the host's count: eager */
     ds->no_graphs = (env && !strcmp(env, "0")) || (m->ple_table.data && !dm->w.ple_dev);
     ds->no_chunk_graphs = hp->arch == ST_ARCH_QWEN4EXP;
     const char *fenv = getenv("STRATA_CUDA_FUSED");
@@ -349,13 +349,9 @@ static st_status graph_step(st_device_session *ds, const int32_t *tokens, int64_
     if (hp->ple_layer >= 0) {
         /* the PLE hash's window: the step's ids and the N-1 before them (the session wrote them) */
         int32_t *win = &ds->io[IO_WIN];
-        const int64_t N = hp->ple_ngram;
-        for (int64_t j = 0; j < n + N - 1; j++) {
-            const int64_t p = n_past - (N - 1) + j;
-            win[j] = p < 0 ? -1 : ds->ids[p];
-        }
+        st_state_ple_window(ds->m, &ds->view, n_past, n, win);
         ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WS_PLE_IDS), win,
-                                    (size_t)(n + N - 1) * sizeof(int32_t)));
+                                    (size_t)(n + hp->ple_ngram - 1) * sizeof(int32_t)));
         c.ple_win_given = 1;
     }
     ST_TRY(st_cuda_upload_async(ds->cu, st_workspace_get(&ds->ws, WS_TOK), &ds->io[0], (size_t)n * sizeof(int32_t)));
