@@ -1,5 +1,5 @@
 /* cmd_synth.c: `strata synth OUT.gguf --arch A --preset P --type T [--tokenizer tokenizer.json]
- * [--seed S] [-t THREADS] [--qsa-budget B] [--qsa-ratio R]`: writes a random-weight model in
+ * [--seed S] [-t THREADS] [--qsa-budget B] [--qsa-ratio R] [--route-skew S]`: writes a random-weight model in
  * llama.cpp's converter layout (the plan is synth_plan.c, the writing synth_write.c). Prints one
  * summary line when done. */
 #include <stdio.h>
@@ -16,7 +16,7 @@
 static void synth_usage(FILE *f) {
     fprintf(f,
             "usage: strata synth OUT.gguf --arch A --preset P --type T [--tokenizer tokenizer.json] [--seed S] [-t THREADS]\n"
-            "                    [--random-blocks] [--qsa-budget B] [--qsa-ratio R]\n"
+            "                    [--random-blocks] [--qsa-budget B] [--qsa-ratio R] [--route-skew S]\n"
             "  --arch      qwen35moe | qwen35 | qwen3next | qwen3moe | qwen3 | qwen4exp\n"
             "  --preset    tiny (tests) | small (issue 3's 2.0 B speed shape) | a3b (Qwen3.5-35B-A3B's shape)\n"
             "              | flash (qwen4exp only: Qwen3.8-Flash-Next's widths in 4 layers, a 1 GiB PLE table)\n"
@@ -29,7 +29,10 @@ static void synth_usage(FILE *f) {
             "              block generator (q4_k: about 50x faster than quantizing normal deviates, for speed\n"
             "              runs on the a3b shape)\n"
             "  --qsa-budget, --qsa-ratio  qwen4exp: the QSA budget B (indexer.top_k) and block ratio r of the\n"
-            "              full-attention layers instead of the preset's (tiny: 16 and 3; flash: 2048 and 4)\n");
+            "              full-attention layers instead of the preset's (tiny: 16 and 3; flash: 2048 and 4)\n"
+            "  --route-skew S  MoE: route unevenly, as trained models do: router row e is drawn with its std times\n"
+            "              e^(S z_e), z_e ~ N(0, 1), so a few experts per layer win most picks (S = 0.3: the top\n"
+            "              quarter of 256 experts takes about 63%% of them); default 0, the file unchanged\n");
 }
 
 /* A type by its ggml name, any case ("q4_K", "q4_k", "Q4_K"). */
@@ -57,6 +60,7 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--random-blocks")) o.random_blocks = 1;
         else if (!strcmp(a, "--qsa-budget") && has_value) o.qsa_budget = strtoll(argv[++i], NULL, 0);
         else if (!strcmp(a, "--qsa-ratio") && has_value) o.qsa_ratio = strtoll(argv[++i], NULL, 0);
+        else if (!strcmp(a, "--route-skew") && has_value) o.route_skew = strtof(argv[++i], NULL);
         else if (a[0] != '-' && !o.out) o.out = a;
         else {
             fprintf(stderr, "strata synth: unexpected argument '%s'\n", a);
@@ -67,6 +71,10 @@ int cmd_synth(int argc, char **argv) {
     if (!o.out || !o.arch || !o.preset || !type_name) {
         fprintf(stderr, "strata synth: OUT.gguf, --arch, --preset and --type are required\n");
         synth_usage(stderr);
+        return 2;
+    }
+    if (!(o.route_skew >= 0 && o.route_skew <= 4)) {
+        fprintf(stderr, "strata synth: --route-skew %g: expected 0 to 4\n", (double)o.route_skew);
         return 2;
     }
     if (!parse_type(type_name, &o.type)) {

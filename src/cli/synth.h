@@ -34,6 +34,8 @@ typedef struct synth_tensor {
     int64_t ne[ST_GGUF_MAX_DIMS];
     synth_init init;
     float std;
+    float spread;           /* SYNTH_INIT_NORMAL, > 0: row r's std times e^(spread * z_r), z_r ~ N(0, 1)
+                               (the routers under --route-skew); 0: every row std */
 } synth_tensor;
 
 /* qwen4exp's additions (MODELS.md §3.2, §6): hyper-connections, the QSA indexer, the PLE table. */
@@ -101,6 +103,8 @@ typedef struct synth_options {
                                quantizing normal deviates, for speed runs on big shapes) */
     int64_t qsa_budget, qsa_ratio;  /* qwen4exp: > 0 overrides the preset's QSA budget B / ratio r
                                        (keys only; the tensors do not depend on them) */
+    float route_skew;       /* > 0: the routers' rows get log-normal scales of this spread, so a few
+                               experts per layer win most selections (0: the file is unchanged) */
 } synth_options;
 
 /* Writes the model; on success *plan_out (if not NULL) receives the plan that was written. */

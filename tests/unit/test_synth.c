@@ -4,7 +4,8 @@
  * the thread count. qwen4exp also: its keys as llama.cpp's loader demands them (UINT64 hash
  * arrays, PLE reset on the vocabulary's EOS, a table with a row for every head's range), the
  * llama-quantize fallback types, the flash preset's shape, and the --qsa-* overrides. The synth
- * sources are compiled into this test (cmake/parts/conformance.cmake). */
+ * sources are compiled into this test (cmake/parts/conformance.cmake). --route-skew changes the
+ * routers alone and spreads their rows. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +189,69 @@ static int same_bytes(const char *a, const char *b) {
     return same;
 }
 
+/* The spread of the router rows' norms (largest over smallest) of every MoE layer, the largest. */
+static double router_spread(const st_gguf *g) {
+    double worst = 1.0;
+    for (int64_t i = 0; i < st_gguf_n_tensors(g); i++) {
+        const st_gguf_tensor *t = st_gguf_tensor_at(g, i);
+        if (!strstr(t->name, ".ffn_gate_inp.weight") || t->type != ST_TYPE_F32) continue;
+        double lo = INFINITY, hi = 0;
+        for (int64_t r = 0; r < t->ne[1]; r++) {
+            double n2 = 0;
+            for (int64_t c = 0; c < t->ne[0]; c++) {
+                double v = ((const float *)t->data)[r * t->ne[0] + c];
+                n2 += v * v;
+            }
+            lo = fmin(lo, sqrt(n2));
+            hi = fmax(hi, sqrt(n2));
+        }
+        if (hi / lo > worst) worst = hi / lo;
+    }
+    return worst;
+}
+
+/* --route-skew: only the routers change, and their rows' norms spread out (the cache's benchmark
+ * relies on a few experts winning most picks); without it the rows are alike. */
+static void check_route_skew(const char *dir) {
+    char p0[256], p1[256];
+    snprintf(p0, sizeof p0, "%s/skew0.gguf", dir);
+    snprintf(p1, sizeof p1, "%s/skew1.gguf", dir);
+    synth_options o = {.out = p0, .arch = "qwen35moe", .preset = "tiny", .type = ST_TYPE_Q8_0, .seed = 5, .n_threads = 2};
+    CHECK(synth_write(&o, NULL) == ST_OK);
+    o.out = p1;
+    o.route_skew = 1.0f;
+    CHECK(synth_write(&o, NULL) == ST_OK);
+    st_gguf *g0 = NULL, *g1 = NULL;
+    CHECK(st_gguf_open(p0, &g0) == ST_OK && st_gguf_open(p1, &g1) == ST_OK);
+    if (g0 && g1) {
+        int routers = 0, others_same = 1, routers_differ = 1;
+        for (int64_t i = 0; i < st_gguf_n_tensors(g0); i++) {
+            const st_gguf_tensor *a = st_gguf_tensor_at(g0, i), *b = st_gguf_find_tensor(g1, a->name);
+            if (!b || a->size != b->size) {
+                others_same = 0;
+                continue;
+            }
+            int same = !memcmp(a->data, b->data, a->size);
+            if (strstr(a->name, ".ffn_gate_inp.weight")) {
+                routers++;
+                routers_differ &= !same;
+            } else {
+                others_same &= same;
+            }
+        }
+        CHECK(routers > 0 && routers_differ && others_same);
+        double s0 = router_spread(g0), s1 = router_spread(g1);
+        CHECKF(s0 < 1.6 && s1 > 3.0, "router row norms spread %.2f without skew, %.2f with 1.0", s0, s1);
+    }
+    st_gguf_close(g0);
+    st_gguf_close(g1);
+    /* a dense architecture has no router to skew */
+    o.arch = "qwen3";
+    CHECK(synth_write(&o, NULL) != ST_OK && strstr(st_last_error(), "route-skew"));
+    remove(p0);
+    remove(p1);
+}
+
 int main(void) {
     char dir[] = "/tmp/strata_test_synth_XXXXXX";
     if (!mkdtemp(dir)) SKIP("cannot make a temporary folder");
@@ -276,6 +340,8 @@ int main(void) {
     synth_options qb = {.out = path, .arch = "qwen35", .preset = "tiny", .type = ST_TYPE_F32, .seed = 1, .qsa_budget = 8};
     CHECK(synth_write(&qb, NULL) != ST_OK && strstr(st_last_error(), "qsa"));
     CHECK(synth_plan_build("qwen4exp", "small", ST_TYPE_F32, 0, &plan) != ST_OK && strstr(st_last_error(), "small"));
+
+    check_route_skew(dir);
 
     /* Refusals name what is wrong. */
     synth_options bad = {.out = path, .arch = "llama", .preset = "tiny", .type = ST_TYPE_F32, .seed = 1};
