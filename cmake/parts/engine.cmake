@@ -37,3 +37,18 @@ if(STRATA_BUILD_TESTS)
   ")
   set_tests_properties(cli_engine_commands PROPERTIES LABELS unit)
 endif()
+
+# Parallel slots: the rows of several sessions in one forward against each session fed alone, bit
+# for bit (tests/cuda/slots_check.c), with --cpu on the CPU's forward of several sequences.
+if(STRATA_BUILD_TESTS)
+  add_executable(slots_check ${CMAKE_SOURCE_DIR}/tests/cuda/slots_check.c)
+  target_link_libraries(slots_check PRIVATE strata_static m)
+  target_include_directories(slots_check PRIVATE ${CMAKE_SOURCE_DIR}/tests/cuda)
+  foreach(arch qwen35moe qwen3)
+    add_test(NAME slots_cpu_${arch} COMMAND sh -c "
+      d=$(mktemp -d); trap 'rm -rf $d' EXIT
+      $<TARGET_FILE:strata> synth $d/m.gguf --arch ${arch} --preset tiny --type q8_0 >/dev/null || exit 1
+      $<TARGET_FILE:slots_check> $d/m.gguf --cpu --prompt 40 --decode 16")
+    set_tests_properties(slots_cpu_${arch} PROPERTIES LABELS engine)
+  endforeach()
+endif()

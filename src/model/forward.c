@@ -89,31 +89,9 @@ st_status st_forward(const struct st_model *m, st_state *s, st_workspace *ws, st
 st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *pool, const st_seq_rows *seqs, int n_seqs,
                           float *stage) {
     const st_hparams *hp = &m->hp;
-    int64_t d = hp->n_embd, V = hp->n_vocab, n = 0, n_out = 0;
+    int64_t d = hp->n_embd, V = hp->n_vocab, n, n_out;
     int64_t row0[ST_FORWARD_MAX_SEQS], out0[ST_FORWARD_MAX_SEQS];
-    if (n_seqs <= 0 || n_seqs > ST_FORWARD_MAX_SEQS)
-        return st_fail(ST_ERR_INVALID, "forward: %d sequences (1..%d)", n_seqs, ST_FORWARD_MAX_SEQS);
-    int hybrid = st_hp_is_hybrid(hp);
-    for (int k = 0; k < n_seqs; k++) {
-        const st_seq_rows *q = &seqs[k];
-        const st_state *s = q->s;
-        if (q->n <= 0) return st_fail(ST_ERR_INVALID, "forward: sequence %d has %lld rows", k, (long long)q->n);
-        if (s->n_past + q->n > s->n_ctx)
-            return st_fail(ST_ERR_RANGE, "context is full: %lld positions + %lld new tokens exceed the context size %lld",
-                           (long long)s->n_past, (long long)q->n, (long long)s->n_ctx);
-        if (!q->logits) return st_fail(ST_ERR_INVALID, "forward: sequence %d has no logits destination", k);
-        if (q->keep_steps && hybrid && q->n > s->n_steps)
-            return st_fail(ST_ERR_INVALID, "forward: %lld rows of sequence %d keep their states, the state has %d step planes",
-                           (long long)q->n, k, s->n_steps);
-        if (hp->arch == ST_ARCH_QWEN4EXP) {
-            if (hp->ple_layer >= 0 && !s->ids) return st_fail(ST_ERR_INVALID, "forward: the PLE hash needs the sequence's ids");
-            if (q->h_out) return st_fail(ST_ERR_UNSUPPORTED, "forward: qwen4exp has no hidden-state output");
-        }
-        row0[k] = n;
-        out0[k] = n_out;
-        n += q->n;
-        n_out += st_seq_out_rows(q);
-    }
+    ST_TRY(fwd_seqs_layout(hp, seqs, n_seqs, row0, out0, &n, &n_out));
     if (n <= 0 || n > ws->rows)
         return st_fail(ST_ERR_INVALID, "forward: %lld rows of %d sequences, workspace holds %lld", (long long)n, n_seqs,
                        (long long)ws->rows);
@@ -134,14 +112,9 @@ st_status st_forward_seqs(const struct st_model *m, st_workspace *ws, st_pool *p
      * states out, then the head's rows of each (all, or its last) packed in order for one product. */
     fwd_layers_and_norm(&f, 1, n_out);
     float *h = st_workspace_f32(ws, WS_H);
-    int64_t n_head = 0;
-    for (int k = 0; k < n_seqs; k++) {
-        const st_seq_rows *q = &seqs[k];
-        int64_t rows = st_seq_head_rows(q), from = out0[k] + st_seq_out_rows(q) - rows;
-        if (q->h_out) memcpy(q->h_out, h + out0[k] * d, (size_t)(q->n * d) * sizeof *h);
-        if (from != n_head) memmove(h + n_head * d, h + from * d, (size_t)(rows * d) * sizeof *h);
-        n_head += rows;
-    }
+    for (int k = 0; k < n_seqs; k++)
+        if (seqs[k].h_out) memcpy(seqs[k].h_out, h + out0[k] * d, (size_t)(seqs[k].n * d) * sizeof *h);
+    int64_t n_head = fwd_seqs_pack_head(&f, h, d, out0);
     fwd_matmul(&f, &m->output, h, d, n_head, stage, V);
     n_head = 0;
     for (int k = 0; k < n_seqs; k++) {

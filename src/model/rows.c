@@ -3,6 +3,8 @@
  * on each one's rows, and the rows that go on moved to the front. */
 #include "model/rows.h"
 
+#include "model/forward.h"
+
 int64_t st_seq_out_rows(const st_seq_rows *q) { return q->logits_all || q->h_out ? q->n : 1; }
 int64_t st_seq_head_rows(const st_seq_rows *q) { return q->logits_all ? q->n : 1; }
 
@@ -20,6 +22,8 @@ st_fwd fwd_seq(const st_fwd *f, int k, int64_t *r0) {
     g.seqs = NULL;
     g.n_seqs = 0;
     g.keep_steps = f->seqs[k].keep_steps && st_hp_is_hybrid(f->hp);
+    g.n_kv = f->seqs[k].n_kv;
+    g.row_n_kv = f->seqs[k].row_n_kv;
     return g;
 }
 
@@ -45,4 +49,45 @@ int64_t fwd_keep_last_rows(const st_fwd *f, float *x, int64_t w) {
         n_out += rows;
     }
     return n_out;
+}
+
+st_status fwd_seqs_layout(const st_hparams *hp, const st_seq_rows *seqs, int n_seqs, int64_t *row0, int64_t *out0,
+                          int64_t *n, int64_t *n_out) {
+    if (n_seqs <= 0 || n_seqs > ST_FORWARD_MAX_SEQS)
+        return st_fail(ST_ERR_INVALID, "forward: %d sequences (1..%d)", n_seqs, ST_FORWARD_MAX_SEQS);
+    int hybrid = st_hp_is_hybrid(hp);
+    *n = *n_out = 0;
+    for (int k = 0; k < n_seqs; k++) {
+        const st_seq_rows *q = &seqs[k];
+        const st_state *s = q->s;
+        if (q->n <= 0) return st_fail(ST_ERR_INVALID, "forward: sequence %d has %lld rows", k, (long long)q->n);
+        if (s->n_past + q->n > s->n_ctx)
+            return st_fail(ST_ERR_RANGE, "context is full: %lld positions + %lld new tokens exceed the context size %lld",
+                           (long long)s->n_past, (long long)q->n, (long long)s->n_ctx);
+        if (!q->logits) return st_fail(ST_ERR_INVALID, "forward: sequence %d has no logits destination", k);
+        if (q->keep_steps && hybrid && q->n > s->n_steps)
+            return st_fail(ST_ERR_INVALID, "forward: %lld rows of sequence %d keep their states, the state has %d step planes",
+                           (long long)q->n, k, s->n_steps);
+        if (hp->arch == ST_ARCH_QWEN4EXP) {
+            if (hp->ple_layer >= 0 && !s->ids) return st_fail(ST_ERR_INVALID, "forward: the PLE hash needs the sequence's ids");
+            if (q->h_out) return st_fail(ST_ERR_UNSUPPORTED, "forward: qwen4exp has no hidden-state output");
+        }
+        row0[k] = *n;
+        out0[k] = *n_out;
+        *n += q->n;
+        *n_out += st_seq_out_rows(q);
+    }
+    return ST_OK;
+}
+
+int64_t fwd_seqs_pack_head(st_fwd *f, float *h, int64_t w, const int64_t *out0) {
+    /* as fwd_keep_last_rows: each moves to or before where it is, in order */
+    int64_t n_head = 0;
+    for (int k = 0; k < f->n_seqs; k++) {
+        const st_seq_rows *q = &f->seqs[k];
+        int64_t rows = st_seq_head_rows(q), from = out0[k] + st_seq_out_rows(q) - rows;
+        if (from != n_head) FWD_OP(f, copy_rows, h + n_head * w, w, h + from * w, w, w, rows);
+        n_head += rows;
+    }
+    return n_head;
 }

@@ -31,6 +31,11 @@ typedef struct st_seq_rows {
     int logits_all;
     float *h_out;              /* NULL, or [n][d]: every row's output-normed hidden state */
     int keep_steps;            /* keep each row's recurrent state (n <= s->n_steps) */
+    /* Attention's cells (a GPU's, so that each row is what its sequence's own step computes):
+     * 0 for pos0 + n, else a bound with the causal mask from each row's position; row_n_kv: NULL,
+     * or each row alone over its own bound (st_fwd's n_kv and row_n_kv, for this sequence). */
+    int64_t n_kv;
+    const int64_t *row_n_kv;
 } st_seq_rows;
 /* The rows that go on past the last mixer (the last, or all with logits_all or h_out) and the
  * rows of the head (the last, or all with logits_all) of a sequence. */
@@ -96,6 +101,16 @@ void fwd_per_seq(st_fwd *f, int il, const float *h, int64_t w_in, float *out, in
  * wants every row's: st_seq_out_rows) moved to the front of a [n][w] buffer, in order; returns
  * how many. */
 int64_t fwd_keep_last_rows(const st_fwd *f, float *x, int64_t w);
+
+/* A forward of several sequences, on any device: checks each sequence's rows (their count, the
+ * context, a logits destination, step planes for kept states, what qwen4exp needs) and lays them
+ * out: row0[k] sequence k's first row, out0[k] its first row past the last mixer (st_seq_out_rows
+ * each); *n and *n_out the totals. */
+st_status fwd_seqs_layout(const st_hparams *hp, const st_seq_rows *seqs, int n_seqs, int64_t *row0, int64_t *out0,
+                          int64_t *n, int64_t *n_out);
+/* The head's rows of each sequence (st_seq_head_rows), from where fwd_layers_and_norm left them in
+ * h [..][w] (out0), moved to its front in order for one product; returns how many. */
+int64_t fwd_seqs_pack_head(st_fwd *f, float *h, int64_t w, const int64_t *out0);
 
 /* A call of the pass's op table: FWD_OP(f, rms_norm, x, ...) is f->be->ops->rms_norm(f->be, x, ...). */
 #define FWD_OP(f, op, ...) ((f)->be->ops->op((f)->be, __VA_ARGS__))
