@@ -104,7 +104,7 @@ static json_t *params_json(const sv_sampling *d) {
 
 char *sv_api_props(sv_server *s) {
     json_t *r = json_pack("{s:{s:i,s:o},s:i,s:s,s:s,s:{s:b,s:b},s:b}", "default_generation_settings", "n_ctx", s->info.context_length,
-                          "params", params_json(&s->defaults), "total_slots", 1, "model_alias", s->info.name, "build_info", "strata",
+                          "params", params_json(&s->defaults), "total_slots", s->info.parallel > 0 ? s->info.parallel : 1, "model_alias", s->info.name, "build_info", "strata",
                           "modalities", "vision", 0, "audio", 0, "webui", s->cfg.webui);
     json_object_set_new(r, "chat_template", s->info.chat_template ? json_string(s->info.chat_template) : json_null());
     return sv_dump(r);

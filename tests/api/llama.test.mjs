@@ -50,8 +50,10 @@ test('echo engine: tokenize, detokenize, apply-template, props, slots', async ()
 });
 
 test('demo model: tokenize and detokenize round trip, a split character, the template', async () => {
-  const srv = await startServer(['--ctx', '1024', '-m', model]);
+  const srv = await startServer(['--ctx', '1024', '-m', model, '-np', '3']);
   try {
+    // the slots the engine runs at once (--parallel)
+    assert.equal((await (await fetch(srv.base + '/props')).json()).total_slots, 3);
     const text = 'Grüße, 日本 — ok?';
     const t = await post(srv.base, '/tokenize', { content: text, with_pieces: true });
     const ids = t.json.tokens.map((x) => x.id);
