@@ -22,8 +22,6 @@ st_fwd fwd_seq(const st_fwd *f, int k, int64_t *r0) {
     g.seqs = NULL;
     g.n_seqs = 0;
     g.keep_steps = f->seqs[k].keep_steps && st_hp_is_hybrid(f->hp);
-    g.n_kv = f->seqs[k].n_kv;
-    g.row_n_kv = f->seqs[k].row_n_kv;
     return g;
 }
 

@@ -31,11 +31,6 @@ typedef struct st_seq_rows {
     int logits_all;
     float *h_out;              /* NULL, or [n][d]: every row's output-normed hidden state */
     int keep_steps;            /* keep each row's recurrent state (n <= s->n_steps) */
-    /* Attention's cells (a GPU's, so that each row is what its sequence's own step computes):
-     * 0 for pos0 + n, else a bound with the causal mask from each row's position; row_n_kv: NULL,
-     * or each row alone over its own bound (st_fwd's n_kv and row_n_kv, for this sequence). */
-    int64_t n_kv;
-    const int64_t *row_n_kv;
 } st_seq_rows;
 /* The rows that go on past the last mixer (the last, or all with logits_all or h_out) and the
  * rows of the head (the last, or all with logits_all) of a sequence. */
